@@ -1,0 +1,46 @@
+# chaosbed: the README's two commands are `make demo` and `make test`; both run `setup` first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Debian packages a fresh machine lacks: firewall tools for partitions/loss and the headers netfilterqueue builds
+# against (chaos/), and a JDK for PySpark if none is installed (analysis/).
+APT_PACKAGES := iptables nftables libnetfilter-queue-dev iproute2
+STAMP := $(VENV)/.setup-stamp
+
+.PHONY: setup apt venv demo test lint bench clean
+
+setup: apt venv
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if ! command -v java >/dev/null 2>&1; then missing="$$missing openjdk-17-jre-headless"; fi; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "setup: missing Debian packages:$$missing; run 'sudo make setup'" >&2; exit 1; fi; \
+	  echo "setup: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# The stamp depends on pyproject.toml, so a second `make setup` is a no-op until the dependencies change.
+venv: $(STAMP)
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[analysis,dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/chaosbed demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

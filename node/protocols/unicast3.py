@@ -1,0 +1,491 @@
+"""UNICAST3: reliable, FIFO unicast with positive cumulative acks (design/UNICAST3.txt, UNICAST3-sync.txt).
+
+Sender A numbers messages to B per connection (conn-id, seqnos from 1, `first` on #1) and keeps them until B's
+cumulative ACK. Its retransmit task resends the highest-sent message when highest-acked < highest-sent did not move
+across two runs. Receiver B delivers in order, acks once per message batch (immediately for batches of at least
+`ack_threshold`, otherwise delayed by at most `min_time_between_acks`), and asks for missing ranges (XMIT_REQ) from
+its retransmit task. A message on a connection B does not know (no entry, or a non-first message with another
+conn-id) is dropped and B asks A for the first seqno (SEND_FIRST_SEQNO), at most once per `sync_min_interval`,
+from its retransmit task. ACKs and SEND_FIRST_SEQNOs carry receiver-made increasing timestamps; A drops ones older
+than the last it accepted, so a delayed ACK of an earlier connection incarnation cannot purge messages B has not
+seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce the bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar
+
+from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.tables import RetransmitTable
+from node.wire import header_class
+
+DATA = header_class("UNICAST3", "DATA")
+ACK = header_class("UNICAST3", "ACK")
+SEND_FIRST_SEQNO = header_class("UNICAST3", "SEND_FIRST_SEQNO")
+XMIT_REQ = header_class("UNICAST3", "XMIT_REQ")
+CLOSE = header_class("UNICAST3", "CLOSE")
+
+TS_MOD = 1 << 32
+MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
+MAX_SEQNO_AHEAD = 1 << 20  # a DATA this far past highest-delivered is dropped: the window's memory stays bounded
+
+
+class State(Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+@dataclass
+class Unicast3Props(Properties):
+    """Properties with JGroups' names and defaults; durations in seconds."""
+
+    DURATIONS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "xmit_interval",
+            "conn_expiry_timeout",
+            "conn_close_timeout",
+            "sync_min_interval",
+            "max_retransmit_time",
+            "min_time_between_acks",
+        }
+    )
+
+    xmit_interval: float = 0.5
+    conn_expiry_timeout: float = 120.0  # idle OPEN connection -> CLOSING; 0 disables reaping
+    conn_close_timeout: float = 240.0  # CLOSING connection -> removed (sender sends CLOSE); 0 disables
+    ack_threshold: int = 100  # a batch of at least this many is acked at once; 1 acks every message at once
+    min_time_between_acks: float = 0.05  # other acks are delayed so that a connection sees at most one per this
+    sync_min_interval: float = 2.0  # min time between SEND_FIRST_SEQNOs to the same sender (JGRP-1874)
+    max_retransmit_time: float = 60.0  # a sender entry without any ack progress for this long is removed; 0 = never
+    max_xmit_req_size: int = 0  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
+    sync_timestamps: bool = True  # legacy switch: False drops the ACK/SEND_FIRST_SEQNO timestamp check (JGRP-1873)
+
+    def validate(self) -> None:
+        if self.xmit_interval <= 0:
+            raise ValueError("unicast3.xmit_interval must be > 0")
+        for name in ("conn_expiry_timeout", "conn_close_timeout", "sync_min_interval", "max_retransmit_time"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"unicast3.{name} must be >= 0")
+        if self.ack_threshold < 1:
+            raise ValueError("unicast3.ack_threshold must be >= 1")
+        if self.min_time_between_acks < 0 or self.max_xmit_req_size < 0:
+            raise ValueError("unicast3.min_time_between_acks and max_xmit_req_size must be >= 0")
+
+
+class SenderEntry:
+    __slots__ = ("conn_id", "last_active", "last_progress", "last_ts", "state", "table", "watermark")
+
+    def __init__(self, conn_id: int, now: float) -> None:
+        self.conn_id = conn_id
+        self.table: RetransmitTable[Any] = RetransmitTable(0)
+        self.state = State.OPEN
+        self.last_active = now  # last send or ack: drives conn_expiry_timeout / conn_close_timeout
+        self.last_progress = now  # last time highest-acked moved (or the entry was created): max_retransmit_time
+        self.watermark = (0, 0)  # (highest acked, highest sent) as seen by the previous retransmit run
+        self.last_ts = 0  # last accepted receiver timestamp; 0 = none yet
+
+    def accept_timestamp(self, ts: int) -> bool:
+        """True (and remembered) if ts is newer than the last accepted one, with 32-bit wrap-around."""
+        if self.last_ts == 0 or 0 < (ts - self.last_ts) % TS_MOD < TS_MOD // 2:
+            self.last_ts = ts
+            return True
+        return False
+
+
+class ReceiverEntry:
+    __slots__ = ("ack_pending", "conn_id", "last_ack_sent", "last_active", "state", "table", "xmit_highest")
+
+    def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
+        self.conn_id = conn_id
+        self.table: RetransmitTable[Any] = RetransmitTable(first_seqno - 1)
+        self.state = State.OPEN
+        self.last_active = now
+        self.ack_pending = False
+        self.last_ack_sent = -NEVER
+        self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
+
+
+COUNTERS = (
+    "msgs_sent",
+    "msgs_received",
+    "msgs_delivered",
+    "duplicates_received",
+    "acks_sent",
+    "acks_received",
+    "acks_dropped_conn_id",
+    "stale_acks_dropped",
+    "xmits",
+    "xmit_reqs_sent",
+    "xmit_reqs_received",
+    "xmit_rsps_sent",
+    "xmit_reqs_missing",
+    "send_first_seqno_sent",
+    "send_first_seqno_received",
+    "stale_send_first_seqno_dropped",
+    "send_first_seqno_unknown",
+    "dropped_unknown_conn",
+    "dropped_out_of_window",
+    "close_sent",
+    "close_received",
+    "conns_created",
+    "conns_reset",
+    "conns_expired",
+    "conns_removed",
+    "conns_removed_unacked",
+)
+
+
+class Unicast3:
+    """The UNICAST3 state machine of one member (all its send and receive connections)."""
+
+    NAME = "unicast3"
+    PROTOCOL = "UNICAST3"
+
+    def __init__(self, local: str, props: Unicast3Props | None = None, *, conn_id_start: int = 1) -> None:
+        self.local = local
+        self.props = props or Unicast3Props()
+        self.props.validate()
+        self.send_table: dict[str, SenderEntry] = {}
+        self.recv_table: dict[str, ReceiverEntry] = {}
+        self.last_sync_sent: dict[str, float] = {}  # sender -> when we last asked it for its first seqno
+        self.sync_wanted: set[str] = set()  # senders to ask for their first seqno on the next retransmit run
+        self.members: frozenset[str] | None = None  # None: no membership (max_retransmit_time applies to all)
+        self._next_conn_id = conn_id_start % TS_MOD or 1
+        self._timestamp = 0
+        self._next_xmit = -NEVER  # the first tick starts the retransmit task
+        self._ack_due: dict[str, float] = {}  # receiver entries with a delayed ack -> when it is due
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    # --- helpers --------------------------------------------------------------------------------------------------
+
+    def _new_conn_id(self) -> int:
+        conn_id = self._next_conn_id
+        self._next_conn_id = (conn_id + 1) % TS_MOD or 1
+        return conn_id
+
+    def _new_timestamp(self) -> int:
+        self._timestamp = (self._timestamp + 1) % TS_MOD or 1
+        return self._timestamp
+
+    @staticmethod
+    def _conn_event(out: Outbox, peer: str, conn_id: int, side: str, state: str) -> None:
+        out.events.append({"event": "conn", "peer": peer, "conn_id": conn_id, "side": side, "state": state})
+
+    def _send_ack(self, peer: str, entry: ReceiverEntry, now: float, out: Outbox) -> None:
+        seqno = entry.table.hd
+        out.sends.append((peer, ACK(seqno, entry.conn_id, self._new_timestamp())))
+        entry.ack_pending = False
+        entry.last_ack_sent = now
+        self._ack_due.pop(peer, None)
+        self.c["acks_sent"] += 1
+        out.events.append({"event": "ack", "peer": peer, "conn_id": entry.conn_id, "seqno": seqno})
+
+    # --- application side -----------------------------------------------------------------------------------------
+
+    def send(self, dest: str, payload: bytes, now: float, out: Outbox) -> int:
+        """Sends payload to dest; returns its seqno on the connection."""
+        entry = self.send_table.get(dest)
+        if entry is None or entry.state is State.CLOSED:
+            entry = SenderEntry(self._new_conn_id(), now)
+            self.send_table[dest] = entry
+            self.c["conns_created"] += 1
+            self._conn_event(out, dest, entry.conn_id, "send", "open")
+        elif entry.state is State.CLOSING:
+            entry.state = State.OPEN
+            self._conn_event(out, dest, entry.conn_id, "send", "open")
+        table = entry.table
+        seqno = table.hr + 1
+        msg = DATA(seqno, entry.conn_id, seqno == 1, payload)
+        table.add(seqno, msg)
+        entry.last_active = now
+        out.sends.append((dest, msg))
+        self.c["msgs_sent"] += 1
+        return seqno
+
+    def send_conn_id(self, dest: str) -> int | None:
+        entry = self.send_table.get(dest)
+        return entry.conn_id if entry else None
+
+    # --- network side ---------------------------------------------------------------------------------------------
+
+    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+        """A batch of UNICAST3 messages from src (in arrival order)."""
+        data: list[Any] = []
+        for m in msgs:
+            t = type(m)
+            if t is DATA:
+                data.append(m)
+            elif t is ACK:
+                self._handle_ack(src, m, now)
+            elif t is XMIT_REQ:
+                self._handle_xmit_req(src, m, out)
+            elif t is SEND_FIRST_SEQNO:
+                self._handle_send_first_seqno(src, m, out)
+            elif t is CLOSE:
+                self._handle_close(src, m, out)
+        if data:
+            self._handle_data(src, data, now, out)
+
+    def _handle_data(self, src: str, data: list[Any], now: float, out: Outbox) -> None:
+        # A first message (new connection) is applied before the rest of the batch (UNICAST3.txt).
+        for m in data:
+            if m.first:
+                self._receiver_entry_for_first(src, m.seqno, m.conn_id, now, out)
+        entry = self.recv_table.get(src)
+        c = self.c
+        c["msgs_received"] += len(data)
+        added = 0
+        matched = 0
+        for m in data:
+            if entry is None or entry.conn_id != m.conn_id:
+                c["dropped_unknown_conn"] += 1
+                self._want_sync(src, now)
+                continue
+            matched += 1
+            if m.seqno - entry.table.hd > MAX_SEQNO_AHEAD:
+                c["dropped_out_of_window"] += 1
+                continue
+            if entry.table.add(m.seqno, m):
+                added += 1
+            else:
+                c["duplicates_received"] += 1
+        if entry is None or not matched:
+            return
+        entry.last_active = now
+        if entry.state is not State.OPEN:
+            entry.state = State.OPEN
+            self._conn_event(out, src, entry.conn_id, "recv", "open")
+        if added:
+            delivered = entry.table.remove_deliverable()
+            if delivered:
+                conn_id = entry.conn_id
+                out.delivers.extend(Delivery("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
+                c["msgs_delivered"] += len(delivered)
+        # Ack once per batch: at once for big batches, else delayed (duplicates are acked too, or a sender whose
+        # ack was lost would retransmit forever).
+        if matched >= self.props.ack_threshold or now - entry.last_ack_sent >= self.props.min_time_between_acks:
+            self._send_ack(src, entry, now, out)
+        else:
+            entry.ack_pending = True
+            self._ack_due.setdefault(src, entry.last_ack_sent + self.props.min_time_between_acks)
+
+    def _receiver_entry_for_first(self, src: str, seqno: int, conn_id: int, now: float, out: Outbox) -> None:
+        entry = self.recv_table.get(src)
+        if entry is not None and entry.conn_id == conn_id:
+            return
+        if entry is not None:
+            self.c["conns_reset"] += 1
+            self._conn_event(out, src, entry.conn_id, "recv", "closed")
+            self._ack_due.pop(src, None)
+        self.recv_table[src] = ReceiverEntry(conn_id, seqno, now)
+        self.c["conns_created"] += 1
+        self._conn_event(out, src, conn_id, "recv", "open")
+
+    def _want_sync(self, src: str, now: float) -> None:
+        last = self.last_sync_sent.get(src)
+        if last is None or now - last >= self.props.sync_min_interval:
+            self.sync_wanted.add(src)
+
+    def _handle_ack(self, src: str, m: Any, now: float) -> None:
+        entry = self.send_table.get(src)
+        if entry is None or entry.conn_id != m.conn_id:
+            self.c["acks_dropped_conn_id"] += 1
+            return
+        if self.props.sync_timestamps and not entry.accept_timestamp(m.timestamp):
+            self.c["stale_acks_dropped"] += 1
+            return
+        self.c["acks_received"] += 1
+        table = entry.table
+        before = table.hd
+        table.purge(m.seqno)
+        if table.hd > before:
+            entry.last_progress = now
+        entry.last_active = now
+
+    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+        self.c["xmit_reqs_received"] += 1
+        entry = self.send_table.get(src)
+        if entry is None or entry.conn_id != m.conn_id:
+            self.c["xmit_reqs_missing"] += 1
+            return
+        table = entry.table
+        sent = 0
+        for first, last in m.ranges:
+            for _, msg in table.items(max(first, table.low + 1), min(last, table.hr)):
+                out.sends.append((src, msg))
+                sent += 1
+        self.c["xmit_rsps_sent"] += sent
+        self.c["xmits"] += sent
+
+    def _handle_send_first_seqno(self, src: str, m: Any, out: Outbox) -> None:
+        self.c["send_first_seqno_received"] += 1
+        entry = self.send_table.get(src)
+        if entry is None:
+            self.c["send_first_seqno_unknown"] += 1
+            return
+        if self.props.sync_timestamps and not entry.accept_timestamp(m.timestamp):
+            self.c["stale_send_first_seqno_dropped"] += 1
+            return
+        table = entry.table
+        lowest = table.get(table.low + 1)
+        if lowest is not None:
+            out.sends.append((src, lowest._replace(first=True)))
+            self.c["xmits"] += 1
+
+    def _handle_close(self, src: str, m: Any, out: Outbox) -> None:
+        self.c["close_received"] += 1
+        entry = self.recv_table.get(src)
+        if entry is not None and entry.conn_id == m.conn_id:
+            del self.recv_table[src]
+            self._ack_due.pop(src, None)
+            self._conn_event(out, src, m.conn_id, "recv", "closed")
+
+    # --- connection management ------------------------------------------------------------------------------------
+
+    def close_connection(self, peer: str, now: float, out: Outbox) -> None:
+        """Closes both directions gracefully: CLOSING now (unacked messages are still flushed), removed later."""
+        for side, table in (("send", self.send_table), ("recv", self.recv_table)):
+            entry = table.get(peer)
+            if entry is not None and entry.state is State.OPEN:
+                entry.state = State.CLOSING
+                entry.last_active = now
+                self._conn_event(out, peer, entry.conn_id, side, "closing")
+
+    def remove_send_connection(self, peer: str) -> bool:
+        """Drops the sender entry at once (unilateral: unacked messages are gone, the peer is not told)."""
+        return self.send_table.pop(peer, None) is not None
+
+    def remove_receive_connection(self, peer: str) -> bool:
+        """Drops the receiver entry at once (unilateral)."""
+        self._ack_due.pop(peer, None)
+        return self.recv_table.pop(peer, None) is not None
+
+    def remove_connection(self, peer: str) -> bool:
+        removed_send = self.remove_send_connection(peer)
+        removed_recv = self.remove_receive_connection(peer)
+        return removed_send or removed_recv
+
+    def set_members(self, members: frozenset[str] | set[str] | list[str] | None) -> None:
+        self.members = None if members is None else frozenset(members)
+
+    # --- timers ---------------------------------------------------------------------------------------------------
+
+    def next_wakeup(self) -> float:
+        if self._ack_due:
+            return min(self._next_xmit, min(self._ack_due.values()))
+        return self._next_xmit
+
+    def tick(self, now: float, out: Outbox) -> None:
+        if self._ack_due:
+            for peer, due in list(self._ack_due.items()):
+                if due <= now:
+                    entry = self.recv_table.get(peer)
+                    if entry is not None and entry.ack_pending:
+                        self._send_ack(peer, entry, now, out)
+                    else:
+                        del self._ack_due[peer]
+        if now >= self._next_xmit:
+            self._next_xmit = now + self.props.xmit_interval
+            self._retransmit_run(now, out)
+
+    def _retransmit_run(self, now: float, out: Outbox) -> None:
+        props = self.props
+        c = self.c
+        # receiver side: pending acks, then ask for what is missing. Only seqnos that were already missing in the
+        # previous run are asked for, so messages still in flight are not requested.
+        for peer, entry in self.recv_table.items():
+            if entry.ack_pending:
+                self._send_ack(peer, entry, now, out)
+            table = entry.table
+            if table.num_missing() == 0:
+                entry.xmit_highest = None
+                continue
+            ranges = table.missing(props.max_xmit_req_size)
+            highest = ranges[-1][1]
+            prev = entry.xmit_highest
+            if prev is None or highest > prev:
+                entry.xmit_highest = highest
+            if prev is None:
+                continue
+            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
+            if ranges:
+                out.sends.append((peer, XMIT_REQ(entry.conn_id, tuple(ranges))))
+                c["xmit_reqs_sent"] += 1
+        # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
+        for peer in sorted(self.sync_wanted):
+            last = self.last_sync_sent.get(peer)
+            if last is None or now - last >= props.sync_min_interval:
+                out.sends.append((peer, SEND_FIRST_SEQNO(self._new_timestamp())))
+                self.last_sync_sent[peer] = now
+                c["send_first_seqno_sent"] += 1
+        self.sync_wanted.clear()
+        for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval]:
+            del self.last_sync_sent[peer]  # expired: keeps the table bounded
+        # sender side: resend the highest sent message when HA < HS did not move since the previous run
+        for peer, entry in list(self.send_table.items()):
+            table = entry.table
+            ha, hs = table.hd, table.hr
+            if ha < hs:
+                if (
+                    props.max_retransmit_time > 0
+                    and now - entry.last_progress >= props.max_retransmit_time
+                    and (self.members is None or peer not in self.members)
+                ):
+                    del self.send_table[peer]
+                    c["conns_removed_unacked"] += 1
+                    self._conn_event(out, peer, entry.conn_id, "send", "removed")
+                    continue
+                if entry.watermark == (ha, hs):
+                    msg = table.get(hs)
+                    if msg is not None:
+                        out.sends.append((peer, msg))
+                        c["xmits"] += 1
+                        out.events.append({"event": "xmit", "peer": peer, "conn_id": entry.conn_id, "seqno": hs})
+            entry.watermark = (ha, hs)
+        self._reap(now, out)
+
+    def _reap(self, now: float, out: Outbox) -> None:
+        props = self.props
+        for side, conns in (("send", self.send_table), ("recv", self.recv_table)):
+            for peer, entry in list(conns.items()):
+                idle = now - entry.last_active
+                if entry.state is State.OPEN:
+                    if props.conn_expiry_timeout > 0 and idle >= props.conn_expiry_timeout:
+                        entry.state = State.CLOSING
+                        entry.last_active = now
+                        self.c["conns_expired"] += 1
+                        self._conn_event(out, peer, entry.conn_id, side, "closing")
+                elif props.conn_close_timeout > 0 and idle >= props.conn_close_timeout:
+                    del conns[peer]
+                    self.c["conns_removed"] += 1
+                    self._conn_event(out, peer, entry.conn_id, side, "closed")
+                    if side == "send":
+                        out.sends.append((peer, CLOSE(entry.conn_id)))
+                        self.c["close_sent"] += 1
+                    else:
+                        self._ack_due.pop(peer, None)
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def set_property(self, name: str, value: Any) -> None:
+        self.props.set(name, value)
+        if name == "xmit_interval":
+            self._next_xmit = -NEVER  # apply at the next tick
+
+    def counters(self) -> dict[str, int]:
+        stats = dict(self.c)
+        stats["send_conns"] = len(self.send_table)
+        stats["recv_conns"] = len(self.recv_table)
+        stats["unacked_msgs"] = sum(len(e.table) for e in self.send_table.values())
+        stats["undelivered_msgs"] = sum(len(e.table) for e in self.recv_table.values())
+        stats["missing_msgs"] = sum(e.table.num_missing() for e in self.recv_table.values())
+        return stats
+
+    def is_idle(self) -> bool:
+        """True when every sender window is drained and no receiver window has a gap."""
+        return all(e.table.hd == e.table.hr for e in self.send_table.values()) and all(
+            e.table.num_missing() == 0 and len(e.table) == 0 for e in self.recv_table.values()
+        )

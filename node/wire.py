@@ -1,0 +1,329 @@
+"""The wire format: one table of header types and their fields, and the struct codecs built from it.
+
+Everything that reads or writes our bytes derives from `HEADER_TABLE`: the codecs here, the scapy layers in
+chaos/layers.py, the kernel and NFQUEUE rule compilers. Add a header type by adding a row.
+
+Datagram (all integers big-endian)::
+
+    magic    u8   0xCB
+    version  u8   WIRE_VERSION
+    flags    u8   bit 0: multicast (dest is empty)
+    cluster  str  u8 length + UTF-8
+    src      str  u8 length + UTF-8 (a member address, see node/address.py)
+    dest     str  u8 length + UTF-8 (empty for multicast)
+    count    u16  number of messages that follow (a message batch)
+    messages count x message
+
+Message::
+
+    proto    u8   protocol id (PROTOCOL_IDS)
+    type     u8   header type within the protocol
+    fields   the header's fields, in table order: fixed-size ones first, then variable-size ones
+    length   u32  payload length
+    payload  bytes
+
+A decoded message is an instance of its header type's class: a named tuple of the header's fields plus a last
+field `payload`. Malformed input raises `WireError` and nothing else.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+MAGIC = 0xCB
+WIRE_VERSION = 1
+FLAG_MULTICAST = 0x01
+
+PROTOCOL_IDS: dict[str, int] = {
+    "UNICAST3": 1,
+    "UNICAST2": 2,
+    "NAKACK2": 3,
+    "MCAST": 4,
+    "STABLE": 5,
+    "GMS": 6,
+    "FD": 7,
+    "MERGE": 8,
+}
+
+# Field kinds: fixed-size struct codes, and variable-size kinds with their own codecs.
+FIXED_KINDS: dict[str, str] = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "bool": "?"}
+VARIABLE_KINDS = ("str", "ranges")
+MAX_RANGES = 0xFFFF
+
+# (protocol, header name, type id, [(field, kind), ...]). Fixed-size fields must precede variable-size ones.
+HEADER_TABLE: list[tuple[str, str, int, list[tuple[str, str]]]] = [
+    # UNICAST3 (design/UNICAST3.txt, UNICAST3-sync.txt). conn_id on every DATA and ACK; timestamps are receiver-made.
+    ("UNICAST3", "DATA", 0, [("seqno", "u64"), ("conn_id", "u32"), ("first", "bool")]),
+    ("UNICAST3", "ACK", 1, [("seqno", "u64"), ("conn_id", "u32"), ("timestamp", "u32")]),
+    ("UNICAST3", "SEND_FIRST_SEQNO", 2, [("timestamp", "u32")]),
+    ("UNICAST3", "XMIT_REQ", 3, [("conn_id", "u32"), ("ranges", "ranges")]),
+    ("UNICAST3", "CLOSE", 4, [("conn_id", "u32")]),
+    # UNICAST2 (design/UNICAST2.txt): negative acks plus STABLE. conn_id is 0 ("unset") on non-first DATA.
+    ("UNICAST2", "DATA", 0, [("seqno", "u64"), ("conn_id", "u32"), ("first", "bool")]),
+    ("UNICAST2", "XMIT_REQ", 1, [("conn_id", "u32"), ("ranges", "ranges")]),
+    ("UNICAST2", "SEND_FIRST_SEQNO", 2, [("seqno", "u64")]),
+    ("UNICAST2", "STABLE", 3, [("low", "u64"), ("high", "u64"), ("conn_id", "u32")]),
+]
+
+
+class WireError(ValueError):
+    """A datagram or message that cannot be decoded. The only exception decoding raises."""
+
+
+class Field(NamedTuple):
+    name: str
+    kind: str
+
+
+class HeaderSpec(NamedTuple):
+    """One row of the table, with the codec and message class derived from it."""
+
+    protocol: str
+    name: str
+    proto_id: int
+    type_id: int
+    fields: tuple[Field, ...]
+    fixed: struct.Struct  # proto, type and the fixed-size fields
+    variable: tuple[Field, ...]
+    cls: type
+
+    @property
+    def key(self) -> str:
+        return f"{self.protocol}.{self.name}"
+
+
+def _make_class(protocol: str, name: str, proto_id: int, type_id: int, fields: Sequence[str]) -> type:
+    base = namedtuple(f"{protocol}_{name}", [*fields, "payload"], defaults=(b"",))
+    cls = type(
+        base.__name__,
+        (base,),
+        {"__slots__": (), "PROTOCOL": protocol, "NAME": name, "PROTO_ID": proto_id, "TYPE_ID": type_id},
+    )
+    cls.__doc__ = f"{protocol}.{name}({', '.join(fields)}) message with its payload."
+    return cls
+
+
+def _build_specs() -> tuple[dict[tuple[int, int], HeaderSpec], dict[str, HeaderSpec]]:
+    by_ids: dict[tuple[int, int], HeaderSpec] = {}
+    by_key: dict[str, HeaderSpec] = {}
+    for protocol, name, type_id, field_rows in HEADER_TABLE:
+        proto_id = PROTOCOL_IDS[protocol]
+        fields = tuple(Field(n, k) for n, k in field_rows)
+        fixed_fields = [f for f in fields if f.kind in FIXED_KINDS]
+        variable = tuple(f for f in fields if f.kind in VARIABLE_KINDS)
+        unknown = [f for f in fields if f.kind not in FIXED_KINDS and f.kind not in VARIABLE_KINDS]
+        if unknown:
+            raise TypeError(f"{protocol}.{name}: unknown field kinds {unknown}")
+        if fields[: len(fixed_fields)] != tuple(fixed_fields):
+            raise TypeError(f"{protocol}.{name}: fixed-size fields must come before variable-size ones")
+        fixed = struct.Struct("!BB" + "".join(FIXED_KINDS[f.kind] for f in fixed_fields))
+        cls = _make_class(protocol, name, proto_id, type_id, [f.name for f in fields])
+        spec = HeaderSpec(protocol, name, proto_id, type_id, fields, fixed, variable, cls)
+        if (proto_id, type_id) in by_ids:
+            raise TypeError(f"duplicate header ids for {spec.key}")
+        by_ids[(proto_id, type_id)] = spec
+        by_key[spec.key] = spec
+    return by_ids, by_key
+
+
+SPECS_BY_IDS, SPECS = _build_specs()
+_SPEC_BY_CLASS: dict[type, HeaderSpec] = {s.cls: s for s in SPECS.values()}
+
+
+def header_class(protocol: str, name: str) -> Any:
+    """The message class of `protocol.name`, e.g. header_class("UNICAST3", "ACK")."""
+    try:
+        return SPECS[f"{protocol}.{name}"].cls
+    except KeyError:
+        raise KeyError(f"unknown header {protocol}.{name}; known: {', '.join(sorted(SPECS))}") from None
+
+
+def spec_of(msg: Any) -> HeaderSpec:
+    return _SPEC_BY_CLASS[type(msg)]
+
+
+# --- variable-size field codecs ------------------------------------------------------------------------------------
+
+_U8 = struct.Struct("!B")
+_U16 = struct.Struct("!H")
+_U32 = struct.Struct("!I")
+_RANGE = struct.Struct("!QQ")
+
+
+def _encode_str(value: str, out: list[bytes]) -> None:
+    raw = value.encode()
+    if len(raw) > 255:
+        raise WireError(f"string field longer than 255 bytes: {value[:40]!r}...")
+    out.append(_U8.pack(len(raw)))
+    out.append(raw)
+
+
+def _decode_str(data: bytes | memoryview, pos: int) -> tuple[str, int]:
+    if pos >= len(data):
+        raise WireError("truncated string length")
+    n = data[pos]
+    end = pos + 1 + n
+    if end > len(data):
+        raise WireError("truncated string")
+    try:
+        return bytes(data[pos + 1 : end]).decode(), end
+    except UnicodeDecodeError as e:
+        raise WireError(f"string is not UTF-8: {e}") from None
+
+
+def _encode_ranges(value: Iterable[tuple[int, int]], out: list[bytes]) -> None:
+    ranges = list(value)
+    if len(ranges) > MAX_RANGES:
+        raise WireError(f"too many ranges: {len(ranges)} > {MAX_RANGES}")
+    out.append(_U16.pack(len(ranges)))
+    for first, last in ranges:
+        if first > last:
+            raise WireError(f"bad range {first}-{last}")
+        out.append(_RANGE.pack(first, last))
+
+
+def _decode_ranges(data: bytes | memoryview, pos: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    if pos + 2 > len(data):
+        raise WireError("truncated range count")
+    (n,) = _U16.unpack_from(data, pos)
+    pos += 2
+    end = pos + n * _RANGE.size
+    if end > len(data):
+        raise WireError("truncated ranges")
+    ranges = tuple(_RANGE.unpack_from(data, pos + i * _RANGE.size) for i in range(n))
+    for first, last in ranges:
+        if first > last:
+            raise WireError(f"bad range {first}-{last}")
+    return ranges, end
+
+
+_ENCODERS: dict[str, Callable[[Any, list[bytes]], None]] = {"str": _encode_str, "ranges": _encode_ranges}
+_DECODERS: dict[str, Callable[[bytes | memoryview, int], tuple[Any, int]]] = {
+    "str": _decode_str,
+    "ranges": _decode_ranges,
+}
+
+
+# --- messages ------------------------------------------------------------------------------------------------------
+
+
+def encode_message(msg: Any, out: list[bytes]) -> None:
+    """Appends the encoding of one message to `out`."""
+    spec = _SPEC_BY_CLASS.get(type(msg))
+    if spec is None:
+        raise WireError(f"not a wire message: {type(msg).__name__}")
+    n_fixed = len(spec.fields) - len(spec.variable)
+    try:
+        out.append(spec.fixed.pack(spec.proto_id, spec.type_id, *msg[:n_fixed]))
+    except struct.error as e:
+        raise WireError(f"{spec.key}: {e}") from None
+    for i, f in enumerate(spec.variable):
+        _ENCODERS[f.kind](msg[n_fixed + i], out)
+    payload = msg[-1]
+    out.append(_U32.pack(len(payload)))
+    out.append(payload)
+
+
+def decode_message(data: bytes | memoryview, pos: int) -> tuple[Any, int]:
+    """Decodes one message at `pos`; returns it and the position after it."""
+    if pos + 2 > len(data):
+        raise WireError("truncated message header")
+    spec = SPECS_BY_IDS.get((data[pos], data[pos + 1]))
+    if spec is None:
+        raise WireError(f"unknown protocol/header type {data[pos]}/{data[pos + 1]}")
+    fixed = spec.fixed
+    if pos + fixed.size > len(data):
+        raise WireError(f"truncated {spec.key} header")
+    values = list(fixed.unpack_from(data, pos)[2:])
+    pos += fixed.size
+    for f in spec.variable:
+        value, pos = _DECODERS[f.kind](data, pos)
+        values.append(value)
+    if pos + 4 > len(data):
+        raise WireError(f"truncated {spec.key} payload length")
+    (n,) = _U32.unpack_from(data, pos)
+    pos += 4
+    if pos + n > len(data):
+        raise WireError(f"truncated {spec.key} payload ({n} bytes announced)")
+    values.append(bytes(data[pos : pos + n]))
+    return spec.cls._make(values), pos + n
+
+
+# --- datagrams -----------------------------------------------------------------------------------------------------
+
+_DGRAM_HEAD = struct.Struct("!BBB")
+
+
+class Datagram(NamedTuple):
+    cluster: str
+    src: str
+    dest: str  # "" for multicast
+    messages: list[Any]
+
+    @property
+    def multicast(self) -> bool:
+        return not self.dest
+
+
+def encode_datagram(cluster: str, src: str, dest: str | None, messages: Iterable[Any]) -> bytes:
+    """One datagram carrying a batch of messages; dest None or "" means multicast."""
+    msgs = list(messages)
+    if not msgs or len(msgs) > 0xFFFF:
+        raise WireError(f"a datagram carries 1..65535 messages, not {len(msgs)}")
+    out: list[bytes] = [_DGRAM_HEAD.pack(MAGIC, WIRE_VERSION, 0 if dest else FLAG_MULTICAST)]
+    _encode_str(cluster, out)
+    _encode_str(src, out)
+    _encode_str(dest or "", out)
+    out.append(_U16.pack(len(msgs)))
+    for m in msgs:
+        encode_message(m, out)
+    return b"".join(out)
+
+
+def message_size(msg: Any) -> int:
+    """Encoded size of one message (for bundling datagrams under a size limit)."""
+    spec = _SPEC_BY_CLASS.get(type(msg))
+    if spec is not None and not spec.variable:
+        return spec.fixed.size + 4 + len(msg[-1])
+    out: list[bytes] = []
+    encode_message(msg, out)
+    return sum(map(len, out))
+
+
+def datagram_overhead(cluster: str, src: str, dest: str | None) -> int:
+    return 3 + 3 + len(cluster.encode()) + len(src.encode()) + len((dest or "").encode()) + 2
+
+
+def decode_datagram(data: bytes | memoryview) -> Datagram:
+    """Decodes a whole datagram. Raises WireError on anything malformed, including trailing bytes."""
+    if len(data) < _DGRAM_HEAD.size:
+        raise WireError(f"datagram too short ({len(data)} bytes)")
+    magic, version, flags = _DGRAM_HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise WireError(f"bad magic 0x{magic:02x}")
+    if version != WIRE_VERSION:
+        raise WireError(f"unsupported wire version {version} (this member speaks {WIRE_VERSION})")
+    pos = _DGRAM_HEAD.size
+    cluster, pos = _decode_str(data, pos)
+    src, pos = _decode_str(data, pos)
+    dest, pos = _decode_str(data, pos)
+    if bool(flags & FLAG_MULTICAST) == bool(dest):
+        raise WireError("multicast flag and destination disagree")
+    if not src:
+        raise WireError("empty source address")
+    if pos + 2 > len(data):
+        raise WireError("truncated message count")
+    (count,) = _U16.unpack_from(data, pos)
+    pos += 2
+    if count == 0:
+        raise WireError("datagram with no messages")
+    messages = []
+    for _ in range(count):
+        msg, pos = decode_message(data, pos)
+        messages.append(msg)
+    if pos != len(data):
+        raise WireError(f"{len(data) - pos} trailing bytes after {count} messages")
+    return Datagram(cluster, src, dest, messages)
