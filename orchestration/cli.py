@@ -2,9 +2,177 @@
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import click
+from rich.console import Console
+from rich.table import Table
+
+from node.protocols.base import parse_duration
+from node.stack import STACKS
+from orchestration.simcase import Discard, SimCase, pair_results, parse_set, run_case, write_case
+
+console = Console(highlight=False)
+
+
+def _fraction(value: str) -> float:
+    v = value.strip()
+    f = float(v[:-1]) / 100 if v.endswith("%") else float(v)
+    if not 0 <= f <= 1:
+        raise click.BadParameter(f"{value} is not a probability (use 0.2 or 20%)")
+    return f
+
+
+def _duration(value: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 @click.group()
 def main() -> None:
     """chaosbed: reproduce partition-heal bugs of group-communication protocols on a laptop."""
+
+
+@main.command()
+def stacks() -> None:
+    """List the protocol stacks a cluster can run."""
+    for name in sorted(STACKS):
+        click.echo(name)
+
+
+@main.command()
+@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
+@click.option("--members", "-n", type=click.IntRange(2, 26), default=3, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True, help="drives the network and workload")
+@click.option("--count", type=click.IntRange(0), default=1000, show_default=True, help="per sender and destination")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1000.0, show_default=True)
+@click.option("--size", type=click.IntRange(0), default=100, show_default=True, help="payload bytes")
+@click.option("--loss", default="0", help="per-link datagram loss, e.g. 0.2 or 20%")
+@click.option("--duplicate", default="0", help="per-link duplication probability")
+@click.option("--reorder", default="0", help="per-link probability of holding a datagram back")
+@click.option("--delay", default="1ms", show_default=True, help="one-way latency per link")
+@click.option("--jitter", default="0ms", show_default=True, help="uniform extra latency per datagram")
+@click.option("--fault-for", default="0s", help="heal the links after this long (0 = keep faults)")
+@click.option("--discard", "discards", multiple=True, help="a rule like 'UNICAST3.ACK(seqno=50)'")
+@click.option("--discard-from", "discard_from", multiple=True, help="sender member of each --discard (default any)")
+@click.option("--discard-to", "discard_to", multiple=True, help="receiver member of each --discard (default any)")
+@click.option("--discard-count", "discard_count", multiple=True, type=int, help="act on the first N matches only")
+@click.option("--set", "sets", multiple=True, metavar="PROTO.PROP=VALUE", help="a protocol property")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="write the run folder here")
+def sim(
+    stack: str,
+    members: int,
+    seed: int,
+    count: int,
+    rate: float,
+    size: int,
+    loss: str,
+    duplicate: str,
+    reorder: str,
+    delay: str,
+    jitter: str,
+    fault_for: str,
+    discards: tuple[str, ...],
+    discard_from: tuple[str, ...],
+    discard_to: tuple[str, ...],
+    discard_count: tuple[int, ...],
+    sets: tuple[str, ...],
+    out: Path | None,
+) -> None:
+    """Run a seeded case in the deterministic simulator and check delivery (exit 0 clean, 1 violations)."""
+
+    def nth(values: tuple, i: int):
+        return values[i] if i < len(values) else None
+
+    try:
+        case = SimCase(
+            stack=stack,
+            members=members,
+            seed=seed,
+            count=count,
+            rate=rate,
+            size=size,
+            loss=_fraction(loss),
+            duplicate=_fraction(duplicate),
+            reorder=_fraction(reorder),
+            delay=_duration(delay),
+            jitter=_duration(jitter),
+            fault_for=_duration(fault_for),
+            discards=[
+                Discard(e, nth(discard_from, i), nth(discard_to, i), nth(discard_count, i))
+                for i, e in enumerate(discards)
+            ],
+            properties=parse_set(list(sets)),
+        )
+        started = time.perf_counter()
+        result = run_case(case)
+    except (ValueError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        sys.exit(2)
+    elapsed = time.perf_counter() - started
+    sys.exit(_report_case(case, result, elapsed, out))
+
+
+def _report_case(case: SimCase, result, elapsed: float, out: Path | None) -> int:
+    sim = result.sim
+    rows = pair_results(sim)
+    table = Table(title=f"{case.stack}, {case.members} members, seed {case.seed}")
+    for col in ("from", "to", "sent", "delivered", "dup", "missing", "phantom", "reordered"):
+        table.add_column(col, justify="left" if col in ("from", "to") else "right")
+    for r in rows:
+        style = "" if r.ok else "red"
+        table.add_row(
+            r.sender,
+            r.receiver,
+            *map(str, (r.sent, r.delivered, r.duplicates, r.missing, r.phantoms, r.out_of_order)),
+            style=style,
+        )
+    console.print(table)
+    totals: dict[str, int] = {}
+    for name in sim.members:
+        for k, v in sim.counters(name).items():
+            totals[k] = totals.get(k, 0) + v
+    shown = ("msgs_sent", "msgs_delivered", "xmits", "xmit_reqs_sent", "acks_sent", "send_first_seqno_sent")
+    console.print("counters (all members): " + ", ".join(f"{k}={totals.get(k, 0)}" for k in shown))
+    for rule in result.rules:
+        console.print(
+            f"rule {rule.protocol}.{rule.header} {rule.src or '*'}->{rule.dst or '*'}: {rule.matched} matched"
+        )
+    speed = sim.messages_sent / max(elapsed, 1e-9)
+    console.print(f"simulated {sim.now:.2f} s in {elapsed:.2f} s real ({speed:,.0f} msgs/s)")
+    if out is not None:
+        write_case(result, case, out)
+        console.print(f"run folder: {out}")
+    ok = result.settled and all(r.ok for r in rows)
+    verdict = "PASS" if ok else "FAIL" + ("" if result.settled else " (did not settle)")
+    console.print(f"verdict: {verdict}; replay: {case.replay_command(str(out) if out else None)}")
+    return 0 if ok else 1
+
+
+@main.command()
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
+def demo(seed: int, out: Path | None) -> None:
+    """UNICAST3 under chaos in the simulator: 20% loss, duplication, reordering and an exact ACK discard."""
+    case = SimCase(
+        stack="unicast3",
+        members=3,
+        seed=seed,
+        count=2000,
+        rate=1000,
+        loss=0.2,
+        duplicate=0.05,
+        reorder=0.05,
+        jitter=0.002,
+        fault_for=1.5,
+        discards=[Discard("UNICAST3.ACK(seqno=50)", "B", "A", 1)],
+        properties={"unicast3": {"xmit_interval": "200ms"}},
+    )
+    out = out or Path("runs") / f"demo-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    started = time.perf_counter()
+    result = run_case(case)
+    sys.exit(_report_case(case, result, time.perf_counter() - started, out))

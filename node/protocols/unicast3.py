@@ -29,6 +29,7 @@ CLOSE = header_class("UNICAST3", "CLOSE")
 
 TS_MOD = 1 << 32
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
+TIME_EPSILON = 1e-9  # interval comparisons tolerate float drift of accumulated tick times
 MAX_SEQNO_AHEAD = 1 << 20  # a DATA this far past highest-delivered is dropped: the window's memory stays bounded
 
 
@@ -286,7 +287,7 @@ class Unicast3:
 
     def _want_sync(self, src: str, now: float) -> None:
         last = self.last_sync_sent.get(src)
-        if last is None or now - last >= self.props.sync_min_interval:
+        if last is None or now - last >= self.props.sync_min_interval - TIME_EPSILON:
             self.sync_wanted.add(src)
 
     def _handle_ack(self, src: str, m: Any, now: float) -> None:
@@ -417,12 +418,12 @@ class Unicast3:
         # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
         for peer in sorted(self.sync_wanted):
             last = self.last_sync_sent.get(peer)
-            if last is None or now - last >= props.sync_min_interval:
+            if last is None or now - last >= props.sync_min_interval - TIME_EPSILON:
                 out.sends.append((peer, SEND_FIRST_SEQNO(self._new_timestamp())))
                 self.last_sync_sent[peer] = now
                 c["send_first_seqno_sent"] += 1
         self.sync_wanted.clear()
-        for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval]:
+        for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval - TIME_EPSILON]:
             del self.last_sync_sent[peer]  # expired: keeps the table bounded
         # sender side: resend the highest sent message when HA < HS did not move since the previous run
         for peer, entry in list(self.send_table.items()):

@@ -28,6 +28,7 @@ from node.payload import make_payload, msg_id_of
 from node.stack import Stack, build_stack
 
 LOOPBACK_DELAY = 1e-6
+ACTIONS = ("drop", "delay", "duplicate", "hold", "pass")
 
 
 @dataclass
@@ -57,7 +58,7 @@ class MessageRule:
     `src`/`dst` are member names (None = any). `fields` must all be equal on the message (values may also be
     callables taking the field value and returning bool). `count` limits how many matches are acted on (None =
     all); `probability` applies per match. Actions: drop, delay (by `delay` s), duplicate, hold (kept until
-    `Simulation.release(rule)`).
+    `Simulation.release(rule)`), and pass (let through; matches are recorded in `seen`, for observing traffic).
     """
 
     protocol: str
@@ -71,6 +72,7 @@ class MessageRule:
     probability: float = 1.0
     matched: int = 0
     held: list[tuple[str, str, Any]] = field(default_factory=list)
+    seen: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.cls = wire.header_class(self.protocol, self.header)  # raises naming the known headers
@@ -81,8 +83,8 @@ class MessageRule:
                 f"{self.protocol}.{self.header} has no field(s) {', '.join(sorted(bad))}; "
                 f"its fields: {', '.join(sorted(known))}"
             )
-        if self.action not in ("drop", "delay", "duplicate", "hold"):
-            raise ValueError(f"unknown rule action {self.action!r}: drop | delay | duplicate | hold")
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown rule action {self.action!r}: {' | '.join(ACTIONS)}")
 
     @property
     def exhausted(self) -> bool:
@@ -197,6 +199,13 @@ class Simulation:
         self._fault({"kind": "restart", "member": name})
         return self._start_member(name, old.incarnation + 1)
 
+    def close_connection(self, member: str, peer: str) -> None:
+        """The member closes its unicast connection to peer (graceful: CLOSING, flushed, removed later)."""
+        m = self.member(member)
+        m.stack.unicast.close_connection(self.member(peer).address, self.now, m.stack.out)
+        self._fault({"kind": "close-connection", "member": member, "peer": peer})
+        self._flush(m)
+
     # --- network --------------------------------------------------------------------------------------------------
 
     def link(self, src: str, dst: str) -> LinkFaults:
@@ -271,6 +280,7 @@ class Simulation:
             return data
         dgram = wire.decode_datagram(data)
         kept = []
+        changed = False
         for msg in dgram.messages:
             keep = True
             for rule in active:
@@ -279,6 +289,10 @@ class Simulation:
                 if rule.probability < 1.0 and self.rng.random() >= rule.probability:
                     continue
                 rule.matched += 1
+                if rule.action == "pass":
+                    rule.seen.append(msg)
+                    continue  # observing does not stop later rules from acting
+                changed = True
                 if rule.action == "drop":
                     keep = False
                 elif rule.action == "hold":
@@ -293,10 +307,10 @@ class Simulation:
                 break
             if keep:
                 kept.append(msg)
+        if not changed:
+            return data
         if not kept:
             return None
-        if len(kept) == len(dgram.messages):
-            return data
         return wire.encode_datagram(self.cluster, src.address, dst_addr, kept)
 
     # --- workload -------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node import wire
+from node.stack import build_stack
 
 FIXED_MAX = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFF_FFFF, "u64": 0xFFFF_FFFF_FFFF_FFFF}
 
@@ -130,8 +131,6 @@ def test_mutated_valid_datagrams_raise_only_wire_error(data: st.DataObject) -> N
 
 
 def test_stack_counts_and_drops_malformed_datagrams() -> None:
-    from node.stack import build_stack
-
     stack = build_stack("B", "unicast3", cluster="cl")
     rng = random.Random(3)
     good = wire.encode_datagram("cl", "A", "B", [wire.header_class("UNICAST3", "DATA")(1, 5, True, b"x\0")])

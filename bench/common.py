@@ -1,0 +1,22 @@
+"""Timing helpers: repeat, take the median, print one aligned line per figure."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
+    """Median wall time of fn() in seconds over `repeats` runs (after one warm-up run)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def report(name: str, value: float, unit: str, note: str = "") -> None:
+    print(f"{name:<58} {value:>14,.2f} {unit:<14} {note}")
