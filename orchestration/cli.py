@@ -111,7 +111,7 @@ def sim(
         started = time.perf_counter()
         result = run_case(case)
     except (ValueError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        click.echo(f"error: {e}", err=True)
         sys.exit(2)
     elapsed = time.perf_counter() - started
     sys.exit(_report_case(case, result, elapsed, out))
@@ -149,7 +149,8 @@ def _report_case(case: SimCase, result, elapsed: float, out: Path | None) -> int
         console.print(f"run folder: {out}")
     ok = result.settled and all(r.ok for r in rows)
     verdict = "PASS" if ok else "FAIL" + ("" if result.settled else " (did not settle)")
-    console.print(f"verdict: {verdict}; replay: {case.replay_command(str(out) if out else None)}")
+    # one unwrapped line, last: SCENARIO.md's contract for run output
+    click.echo(f"verdict: {verdict}; replay: {case.replay_command(str(out) if out else None)}")
     return 0 if ok else 1
 
 
@@ -157,7 +158,8 @@ def _report_case(case: SimCase, result, elapsed: float, out: Path | None) -> int
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
 def demo(seed: int, out: Path | None) -> None:
-    """UNICAST3 under chaos in the simulator: 20% loss, duplication, reordering and an exact ACK discard."""
+    """UNICAST3 under chaos in the simulator: 20% loss, duplication, reordering, and exact discards of the first
+    3 ACKs from B to A and the first 2 retransmission requests from C to A."""
     case = SimCase(
         stack="unicast3",
         members=3,
@@ -169,7 +171,7 @@ def demo(seed: int, out: Path | None) -> None:
         reorder=0.05,
         jitter=0.002,
         fault_for=1.5,
-        discards=[Discard("UNICAST3.ACK(seqno=50)", "B", "A", 1)],
+        discards=[Discard("UNICAST3.ACK()", "B", "A", 3), Discard("UNICAST3.XMIT_REQ()", "C", "A", 2)],
         properties={"unicast3": {"xmit_interval": "200ms"}},
     )
     out = out or Path("runs") / f"demo-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
