@@ -58,21 +58,45 @@ STACKS: dict[str, tuple[str, Callable[[str, Mapping[str, Any], int], Any]]] = {
 
 
 class Stack:
-    """One member's stack. Not thread-safe: one driver calls it."""
+    """One member's stack. Not thread-safe: one driver calls it.
+
+    `protocols` are the stack's sans-IO protocols, bottom first. The stack knows three roles by protocol name:
+    the unicast protocol (unicast3 | unicast2, required), the multicast protocol (nakack2 | mcast, optional) and
+    membership (gms, optional); protocols that need each other get references when the stack is built
+    (`build_stack`).
+    """
+
+    UNICAST = ("unicast3", "unicast2")
+    MULTICAST = ("nakack2", "mcast")
 
     def __init__(
         self,
         local: str,
-        unicast: Any,
+        protocols: list[Any] | Any,
         *,
         cluster: str = "chaosbed",
         max_datagram_size: int = MAX_DATAGRAM_SIZE,
     ) -> None:
+        protos = protocols if isinstance(protocols, list) else [protocols]
         self.local = local
         self.cluster = cluster
-        self.unicast = unicast
-        self.protocols: dict[int, Any] = {wire.PROTOCOL_IDS[unicast.PROTOCOL]: unicast}
-        self.by_name: dict[str, Any] = {unicast.NAME: unicast}
+        self.protocols: dict[int, Any] = {}
+        self.by_name: dict[str, Any] = {}
+        for proto in protos:
+            proto_id = wire.PROTOCOL_IDS[proto.PROTOCOL]
+            if proto_id in self.protocols:
+                raise ValueError(f"protocol {proto.PROTOCOL} twice in one stack")
+            self.protocols[proto_id] = proto
+            self.by_name[proto.NAME] = proto
+        unicast = [p for p in protos if p.NAME in self.UNICAST]
+        if len(unicast) != 1:
+            raise ValueError(f"a stack has exactly one unicast protocol ({' | '.join(self.UNICAST)})")
+        self.unicast = unicast[0]
+        multicast = [p for p in protos if p.NAME in self.MULTICAST]
+        if len(multicast) > 1:
+            raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(self.MULTICAST)})")
+        self.multicast_protocol = multicast[0] if multicast else None
+        self.gms = self.by_name.get("gms")
         self.max_datagram_size = max_datagram_size
         self.out = Outbox()
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
@@ -83,6 +107,13 @@ class Stack:
     def send(self, dest: str, payload: bytes, now: float) -> int:
         """Sends a unicast application message; returns its seqno on the connection."""
         return self.unicast.send(dest, payload, now, self.out)
+
+    def multicast(self, payload: bytes, now: float) -> int | None:
+        """Multicasts an application message to the group; returns its seqno, or None if the protocol holds it
+        back for now (MCAST with a full window: it is sent, in order, once acks free space)."""
+        if self.multicast_protocol is None:
+            raise ValueError("this stack has no multicast protocol")
+        return self.multicast_protocol.multicast(payload, now, self.out)
 
     def receive(self, data: bytes | memoryview, now: float) -> bool:
         """Handles one datagram. Malformed or misaddressed ones are counted and dropped; returns False for those."""
@@ -180,4 +211,4 @@ def build_stack(
     if unknown:
         raise ValueError(f"properties for protocols not in stack {stack!r}: {', '.join(sorted(unknown))}")
     name, factory = STACKS[stack]
-    return Stack(local, factory(local, properties.get(name, {}), conn_id_start), cluster=cluster)
+    return Stack(local, [factory(local, properties.get(name, {}), conn_id_start)], cluster=cluster)

@@ -50,7 +50,7 @@ PROTOCOL_IDS: dict[str, int] = {
 
 # Field kinds: fixed-size struct codes, and variable-size kinds with their own codecs.
 FIXED_KINDS: dict[str, str] = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "bool": "?"}
-VARIABLE_KINDS = ("str", "ranges")
+VARIABLE_KINDS = ("str", "ranges", "viewid", "view", "digest")
 MAX_RANGES = 0xFFFF
 
 # (protocol, header name, type id, [(field, kind), ...]). Fixed-size fields must precede variable-size ones.
@@ -66,6 +66,36 @@ HEADER_TABLE: list[tuple[str, str, int, list[tuple[str, str]]]] = [
     ("UNICAST2", "XMIT_REQ", 1, [("conn_id", "u32"), ("ranges", "ranges")]),
     ("UNICAST2", "SEND_FIRST_SEQNO", 2, [("seqno", "u64")]),
     ("UNICAST2", "STABLE", 3, [("low", "u64"), ("high", "u64"), ("conn_id", "u32")]),
+    # NAKACK2 (JGroups NAKACK2, design/NAKACK2-no-retransmission.txt): per-sender multicast seqnos, NAK-based.
+    # XMIT_RSP carries the original sender and seqno, the payload is the original payload.
+    ("NAKACK2", "MSG", 0, [("seqno", "u64")]),
+    ("NAKACK2", "XMIT_REQ", 1, [("sender", "str"), ("ranges", "ranges")]),
+    ("NAKACK2", "XMIT_RSP", 2, [("seqno", "u64"), ("sender", "str")]),
+    ("NAKACK2", "HIGHEST_SEQNO", 3, [("seqno", "u64")]),
+    # MCAST (design/MCAST.txt): fixed window, receivers ACK delivered seqnos to the sender.
+    ("MCAST", "MSG", 0, [("seqno", "u64")]),
+    ("MCAST", "ACK", 1, [("seqno", "u64")]),
+    ("MCAST", "XMIT_REQ", 2, [("sender", "str"), ("ranges", "ranges")]),
+    ("MCAST", "XMIT_RSP", 3, [("seqno", "u64"), ("sender", "str")]),
+    # STABLE: a member's highest delivered seqno per sender, gossiped within a view.
+    ("STABLE", "STABLE", 0, [("view_id", "viewid"), ("digest", "digest")]),
+    # GMS: discovery, join, leave, view installation (views are acked), merge handshake.
+    ("GMS", "FIND", 0, []),
+    ("GMS", "FIND_RSP", 1, [("view_id", "viewid")]),
+    ("GMS", "JOIN_REQ", 2, []),
+    ("GMS", "JOIN_RSP", 3, [("view", "view"), ("digest", "digest")]),
+    ("GMS", "VIEW", 4, [("view", "view"), ("digest", "digest")]),
+    ("GMS", "VIEW_ACK", 5, [("view_id", "viewid")]),
+    ("GMS", "LEAVE_REQ", 6, []),
+    ("GMS", "LEAVE_RSP", 7, []),
+    ("GMS", "MERGE_REQ", 8, [("merge_id", "u64")]),
+    ("GMS", "MERGE_RSP", 9, [("merge_id", "u64"), ("view", "view"), ("digest", "digest")]),
+    # FD: heartbeats, and suspicions reported to the coordinator.
+    ("FD", "HEARTBEAT", 0, []),
+    ("FD", "SUSPECT", 1, [("member", "str")]),
+    # MERGE (like JGroups' MERGE3): periodic announcements of a member's view id, so coordinators of subgroups
+    # that can hear each other again find out.
+    ("MERGE", "INFO", 0, [("view_id", "viewid")]),
 ]
 
 
@@ -200,10 +230,136 @@ def _decode_ranges(data: bytes | memoryview, pos: int) -> tuple[tuple[tuple[int,
     return ranges, end
 
 
-_ENCODERS: dict[str, Callable[[Any, list[bytes]], None]] = {"str": _encode_str, "ranges": _encode_ranges}
+_U64 = struct.Struct("!Q")
+_DIGEST_ENTRY = struct.Struct("!QQ")
+
+
+class ViewId(NamedTuple):
+    """A view's identity: its creator (the coordinator that installed it) and a counter. Ordered by (id, creator)."""
+
+    creator: str
+    id: int
+
+    def key(self) -> tuple[int, str]:
+        return (self.id, self.creator)
+
+    def __str__(self) -> str:
+        return f"{self.creator}|{self.id}"
+
+
+class View(NamedTuple):
+    """A membership view: members oldest first (members[0] coordinates); merged_from lists the view ids of the
+    subgroups a merge view joined (empty for other views)."""
+
+    view_id: ViewId
+    members: tuple[str, ...]
+    merged_from: tuple[ViewId, ...] = ()
+
+    @property
+    def coordinator(self) -> str:
+        return self.members[0]
+
+    @property
+    def is_merge(self) -> bool:
+        return bool(self.merged_from)
+
+
+# A digest: member -> (highest delivered, highest received) seqnos of that member's multicasts.
+Digest = dict[str, tuple[int, int]]
+
+
+def _encode_viewid(value: ViewId, out: list[bytes]) -> None:
+    _encode_str(value[0], out)
+    out.append(_pack_u64(value[1]))
+
+
+def _pack_u64(value: int) -> bytes:
+    try:
+        return _U64.pack(value)
+    except struct.error as e:
+        raise WireError(f"u64 out of range: {value}: {e}") from None
+
+
+def _decode_viewid(data: bytes | memoryview, pos: int) -> tuple[ViewId, int]:
+    creator, pos = _decode_str(data, pos)
+    if pos + 8 > len(data):
+        raise WireError("truncated view id")
+    return ViewId(creator, _U64.unpack_from(data, pos)[0]), pos + 8
+
+
+def _encode_view(value: View, out: list[bytes]) -> None:
+    view_id, members, merged = value
+    if len(members) > 0xFFFF or len(merged) > 0xFFFF:
+        raise WireError("too many members in a view")
+    _encode_viewid(view_id, out)
+    out.append(_U16.pack(len(members)))
+    for m in members:
+        _encode_str(m, out)
+    out.append(_U16.pack(len(merged)))
+    for v in merged:
+        _encode_viewid(v, out)
+
+
+def _decode_count(data: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
+    if pos + 2 > len(data):
+        raise WireError(f"truncated {what} count")
+    return _U16.unpack_from(data, pos)[0], pos + 2
+
+
+def _decode_view(data: bytes | memoryview, pos: int) -> tuple[View, int]:
+    view_id, pos = _decode_viewid(data, pos)
+    n, pos = _decode_count(data, pos, "member")
+    members = []
+    for _ in range(n):
+        m, pos = _decode_str(data, pos)
+        members.append(m)
+    k, pos = _decode_count(data, pos, "merged view")
+    merged = []
+    for _ in range(k):
+        v, pos = _decode_viewid(data, pos)
+        merged.append(v)
+    if not members:
+        raise WireError("a view with no members")
+    return View(view_id, tuple(members), tuple(merged)), pos
+
+
+def _encode_digest(value: Digest, out: list[bytes]) -> None:
+    if len(value) > 0xFFFF:
+        raise WireError("digest too large")
+    out.append(_U16.pack(len(value)))
+    for member, (hd, hr) in value.items():
+        _encode_str(member, out)
+        try:
+            out.append(_DIGEST_ENTRY.pack(hd, hr))
+        except struct.error as e:
+            raise WireError(f"digest entry out of range: {member}={hd},{hr}: {e}") from None
+
+
+def _decode_digest(data: bytes | memoryview, pos: int) -> tuple[Digest, int]:
+    n, pos = _decode_count(data, pos, "digest")
+    digest: Digest = {}
+    for _ in range(n):
+        member, pos = _decode_str(data, pos)
+        if pos + 16 > len(data):
+            raise WireError("truncated digest entry")
+        digest[member] = _DIGEST_ENTRY.unpack_from(data, pos)
+        pos += 16
+    return digest, pos
+
+
+_ENCODERS: dict[str, Callable[[Any, list[bytes]], None]] = {
+    "str": _encode_str,
+    "ranges": _encode_ranges,
+    "viewid": _encode_viewid,
+    "view": _encode_view,
+    "digest": _encode_digest,
+}
 _DECODERS: dict[str, Callable[[bytes | memoryview, int], tuple[Any, int]]] = {
     "str": _decode_str,
     "ranges": _decode_ranges,
+    "viewid": _decode_viewid,
+    "view": _decode_view,
+    "digest": _decode_digest,
 }
 
 

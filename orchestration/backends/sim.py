@@ -115,7 +115,8 @@ class SimMember:
         self.stack = stack
         self.alive = True
         self.timer_at = float("inf")
-        self.deliveries: list[tuple[str, int | None, int, str | None]] = []  # (sender name, conn_id, seqno, msg_id)
+        # (kind, sender name, conn_id, seqno, msg_id); kind "unicast" | "multicast"
+        self.deliveries: list[tuple[str, str, int | None, int, str | None]] = []
 
 
 _DATAGRAM, _TIMER, _CALL = 0, 1, 2
@@ -380,7 +381,7 @@ class Simulation:
             for d in out.delivers:
                 msg_id = msg_id_of(d.payload)
                 sender = name_of(d.sender)
-                m.deliveries.append((sender, d.conn_id, d.seqno, msg_id))
+                m.deliveries.append((d.kind, sender, d.conn_id, d.seqno, msg_id))
                 if self.record:
                     self._event(
                         m,
@@ -448,18 +449,27 @@ class Simulation:
         """Nothing in flight or scheduled (datagrams, workload, faults) and every live member's protocol idle."""
         if any(kind != _TIMER for _, _, kind, _ in self._queue):
             return False
-        return all(m.stack.unicast.is_idle() for m in self.members.values() if m.alive)
+        return all(p.is_idle() for m in self.members.values() if m.alive for p in m.stack.protocols.values())
 
-    def delivered(self, receiver: str, sender: str | None = None) -> list[str | None]:
-        """msg_ids the receiver delivered (from sender, if given), in delivery order."""
-        return [mid for s, _, _, mid in self.member(receiver).deliveries if sender is None or s == sender]
+    def delivered(self, receiver: str, sender: str | None = None, kind: str = "unicast") -> list[str | None]:
+        """msg_ids of `kind` the receiver delivered (from sender, if given), in delivery order."""
+        return [
+            mid for k, s, _, _, mid in self.member(receiver).deliveries if k == kind and (sender is None or s == sender)
+        ]
 
     def sent(self, sender: str, dest: str) -> list[str]:
+        """msg_ids of the unicasts sender sent to dest (dest "*" for its multicasts), in send order."""
         return [f"{sender}>{dest}#{i}" for i in range(1, self._msg_counter.get((sender, dest), 0) + 1)]
+
+    def multicast_sent(self, sender: str) -> list[str]:
+        return self.sent(sender, "*")
 
     def counters(self, name: str) -> dict[str, int]:
         m = self.member(name)
         return m.stack.counters()[m.stack.unicast.NAME]
+
+    def protocol_counters(self, name: str, protocol: str) -> dict[str, int]:
+        return self.member(name).stack.counters()[protocol]
 
     # --- history --------------------------------------------------------------------------------------------------
 

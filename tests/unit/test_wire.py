@@ -30,6 +30,14 @@ def sample_value(kind: str, rng: random.Random):
         return tuple(out)
     if kind == "str":
         return rng.choice(["", "A", "member-ü"])
+    if kind == "viewid":
+        return wire.ViewId(rng.choice(["A", "B/2"]), rng.randrange(1 << 40))
+    if kind == "view":
+        members = tuple(rng.sample(["A", "B", "C/3", "D"], rng.randrange(1, 5)))
+        merged = tuple(sample_value("viewid", rng) for _ in range(rng.randrange(0, 3)))
+        return wire.View(sample_value("viewid", rng), members, merged)
+    if kind == "digest":
+        return {m: (rng.randrange(100), rng.randrange(100, 200)) for m in rng.sample(["A", "B", "C"], rng.randrange(4))}
     raise AssertionError(kind)
 
 
