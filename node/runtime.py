@@ -1,0 +1,395 @@
+"""Drives a member's stack with real time and real sockets.
+
+Transports:
+- `udp`: unicast datagrams between members and IP multicast for group messages. Sockets are non-blocking and read
+  until EAGAIN from `loop.add_reader` callbacks (asyncio's DatagramProtocol reads one datagram per loop pass), then
+  the whole batch is handled and the stack's output bundled and sent once.
+- `tcp`: one connection per pair of members, carrying length-prefixed datagrams; a multicast is sent to every
+  peer (TCP does the retransmission, so NAKACK2 may run with xmit_interval <= 0).
+
+Standard library only. Peers are static: the orchestrator gives every member the name -> (ip, port) table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.address import make_address, name_of
+from node.history import HistoryWriter
+from node.payload import make_payload, msg_id_of
+from node.stack import Stack, build_stack
+
+RECV_BUFFER = 4 * 1024 * 1024
+MAX_DATAGRAM = 65_535
+_FRAME = struct.Struct("!I")
+TCP_MAX_BUFFERED = 8 * 1024 * 1024  # bytes queued to one peer before frames are dropped (the protocols recover)
+TCP_MAX_PENDING = 10_000  # frames queued while connecting
+
+
+@dataclass
+class MemberConfig:
+    """Everything a member needs to start; the orchestrator writes it as JSON (see node/__main__.py)."""
+
+    name: str
+    ip: str
+    port: int
+    peers: dict[str, tuple[str, int]]  # every member's name -> (ip, data port), this one included
+    history: str
+    incarnation: int = 1
+    cluster: str = "chaosbed"
+    stack: str = "unicast3"
+    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    transport: str = "udp"
+    mcast_group: str = "239.255.77.1"
+    mcast_port: int = 0  # 0: port + 10000
+    mcast_loop: bool = False  # True when members share a host (process backend)
+    control_port: int = 0  # 0: port + 1
+    token: str = ""
+    conn_id_start: int = 0  # 0: from the pid and time
+
+    def validate(self) -> None:
+        if self.transport not in ("udp", "tcp"):
+            raise ValueError(f"transport must be udp or tcp, not {self.transport!r}")
+        if self.name not in self.peers:
+            raise ValueError(f"peers must include this member ({self.name})")
+        if not self.token:
+            raise ValueError("a control token is required")
+
+
+class Member:
+    """One running member: sockets, the stack, the history, the workload senders."""
+
+    def __init__(self, cfg: MemberConfig) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.address = make_address(cfg.name, cfg.incarnation)
+        conn_id_start = cfg.conn_id_start or ((os.getpid() << 16) ^ (int.from_bytes(os.urandom(4), "big")))
+        self.stack: Stack = build_stack(
+            self.address, cfg.stack, cfg.properties, cluster=cfg.cluster, conn_id_start=conn_id_start
+        )
+        self.history = HistoryWriter(cfg.history, cfg.name, cfg.incarnation)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.peers = {name: (ip, int(port)) for name, (ip, port) in cfg.peers.items()}
+        self.c = {
+            "send_errors": 0,
+            "recv_batches": 0,
+            "unknown_peer": 0,
+            "tcp_connects": 0,
+            "tcp_frames_in": 0,
+            "tcp_bad_frames": 0,
+        }
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self._sockets: list[socket.socket] = []
+        self._tcp_out: dict[str, asyncio.StreamWriter] = {}
+        self._tcp_pending: dict[str, list[bytes]] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._tcp_server: asyncio.base_events.Server | None = None
+        self._msg_counter: dict[str, int] = {}
+        self.stopped = asyncio.Event()
+
+    # --- start and stop -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        if self.cfg.transport == "udp":
+            self._start_udp()
+        else:
+            await self._start_tcp()
+        self.history.event("start", address=self.address, stack=self.cfg.stack, transport=self.cfg.transport)
+        self.after_io()
+
+    def _start_udp(self) -> None:
+        cfg = self.cfg
+        uc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        uc.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+        uc.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECV_BUFFER)
+        uc.bind((cfg.ip, cfg.port))
+        uc.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(cfg.ip))
+        uc.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1 if cfg.mcast_loop else 0)
+        uc.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+        uc.setblocking(False)
+        mc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        mc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        mc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        mc.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+        mc.bind((cfg.mcast_group, self.mcast_port))
+        mreq = socket.inet_aton(cfg.mcast_group) + socket.inet_aton(cfg.ip)
+        mc.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        mc.setblocking(False)
+        self._sockets = [uc, mc]
+        self.ucast = uc
+        assert self.loop is not None
+        for s in self._sockets:
+            self.loop.add_reader(s.fileno(), self._read_udp, s)
+
+    @property
+    def mcast_port(self) -> int:
+        return self.cfg.mcast_port or self.cfg.port + 10000
+
+    async def stop(self) -> None:
+        """Graceful end: the `stop` event with the final counters, history flushed, sockets closed."""
+        if self.stopped.is_set():
+            return
+        mcast = self.stack.multicast_protocol
+        if mcast is not None and hasattr(mcast, "close"):
+            mcast.close()
+        self.history.event("stop", counters=self.counters())
+        self.history.close()
+        if self._timer:
+            self._timer.cancel()
+        assert self.loop is not None
+        for s in self._sockets:
+            self.loop.remove_reader(s.fileno())
+            s.close()
+        for w in self._tcp_out.values():
+            w.close()
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+        self.stopped.set()
+
+    # --- UDP ------------------------------------------------------------------------------------------------------
+
+    def _read_udp(self, sock: socket.socket) -> None:
+        """Reads until EAGAIN, then handles the output of the whole batch once."""
+        receive = self.stack.receive
+        now = self.loop.time()  # type: ignore[union-attr]
+        recv = sock.recvfrom
+        for _ in range(10_000):  # bounded: let timers and the control endpoint run under a flood
+            try:
+                data, _addr = recv(MAX_DATAGRAM)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.c["send_errors"] += 1  # e.g. ECONNREFUSED surfaced by an earlier send on Linux
+                break
+            receive(data, now)
+        self.c["recv_batches"] += 1
+        self.after_io()
+
+    def _send_udp(self, dest: str | None, data: bytes) -> None:
+        if dest is None:
+            target = (self.cfg.mcast_group, self.mcast_port)
+        else:
+            target = self.peers.get(name_of(dest))  # type: ignore[assignment]
+            if target is None:
+                self.c["unknown_peer"] += 1
+                return
+        try:
+            self.ucast.sendto(data, target)
+        except OSError as e:
+            # a full socket buffer or an unreachable peer: the datagram is lost, the protocols retransmit
+            if e.errno not in (errno.EAGAIN, errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                raise
+            self.c["send_errors"] += 1
+
+    # --- TCP ------------------------------------------------------------------------------------------------------
+
+    async def _start_tcp(self) -> None:
+        self._tcp_server = await asyncio.start_server(self._tcp_accept, self.cfg.ip, self.cfg.port)
+
+    async def _tcp_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readexactly(_FRAME.size)
+                (n,) = _FRAME.unpack(head)
+                if n > MAX_DATAGRAM:
+                    self.c["tcp_bad_frames"] += 1
+                    break
+                data = await reader.readexactly(n)
+                self.c["tcp_frames_in"] += 1
+                self.stack.receive(data, self.loop.time())  # type: ignore[union-attr]
+                self.after_io()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _send_tcp(self, dest: str | None, data: bytes) -> None:
+        names = [n for n in self.peers if n != self.cfg.name] if dest is None else [name_of(dest)]
+        frame = _FRAME.pack(len(data)) + data
+        for name in names:
+            writer = self._tcp_out.get(name)
+            if writer is not None and not writer.is_closing():
+                if writer.transport.get_write_buffer_size() > TCP_MAX_BUFFERED:
+                    self.c["send_errors"] += 1  # a peer that does not read (paused, partitioned): drop, not grow
+                else:
+                    writer.write(frame)
+                continue
+            pending = self._tcp_pending.get(name)
+            if pending is not None:  # a connection attempt is under way: keep the order
+                if len(pending) < TCP_MAX_PENDING:
+                    pending.append(frame)
+                else:
+                    self.c["send_errors"] += 1
+                continue
+            if name not in self.peers:
+                self.c["unknown_peer"] += 1
+                continue
+            self._tcp_pending[name] = [frame]
+            task = asyncio.ensure_future(self._tcp_connect(name))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _tcp_connect(self, name: str) -> None:
+        ip, port = self.peers[name]
+        try:
+            _, writer = await asyncio.open_connection(ip, port)
+        except OSError:
+            self.c["send_errors"] += len(self._tcp_pending.pop(name, []))
+            return
+        self._tcp_out[name] = writer
+        self.c["tcp_connects"] += 1
+        for frame in self._tcp_pending.pop(name, []):
+            writer.write(frame)
+
+    # --- the stack's output ---------------------------------------------------------------------------------------
+
+    def after_io(self) -> None:
+        """Sends what the stack produced, records history, re-arms the timer."""
+        out = self.stack.drain()
+        send = self._send_udp if self.cfg.transport == "udp" else self._send_tcp
+        for dest, data in out.datagrams:
+            send(dest, data)
+        h = self.history
+        for d in out.delivers:
+            h.event(
+                "deliver",
+                kind=d.kind,
+                sender=name_of(d.sender),
+                sender_address=d.sender,
+                dest=self.cfg.name if d.kind == "unicast" else None,
+                conn_id=d.conn_id,
+                seqno=d.seqno,
+                msg_id=msg_id_of(d.payload),
+                size=len(d.payload),
+            )
+        for e in out.events:
+            if "peer" in e:
+                e["peer"] = name_of(e["peer"])
+            h.event(e.pop("event"), **e)
+        h.flush()
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        wake = self.stack.next_wakeup()
+        if wake >= self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = wake
+        if wake != float("inf"):
+            self._timer = self.loop.call_at(wake, self._on_timer)  # type: ignore[union-attr]
+        else:
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self.stack.tick(self.loop.time())  # type: ignore[union-attr]
+        self.after_io()
+
+    # --- workload -------------------------------------------------------------------------------------------------
+
+    def next_msg_id(self, dest: str) -> str:
+        n = self._msg_counter.get(dest, 0) + 1
+        self._msg_counter[dest] = n
+        return f"{self.address}>{dest}#{n}"
+
+    def send_one(self, dest_name: str, size: int) -> None:
+        dest = make_address(dest_name, self.peer_incarnation(dest_name))
+        msg_id = self.next_msg_id(dest_name)
+        payload = make_payload(msg_id, size)
+        now = self.loop.time()  # type: ignore[union-attr]
+        seqno = self.stack.send(dest, payload, now)
+        self.history.event(
+            "send",
+            kind="unicast",
+            sender=self.cfg.name,
+            dest=dest_name,
+            conn_id=self.stack.unicast.send_conn_id(dest),
+            seqno=seqno,
+            msg_id=msg_id,
+            size=len(payload),
+        )
+
+    def multicast_one(self, size: int) -> None:
+        msg_id = self.next_msg_id("*")
+        payload = make_payload(msg_id, size)
+        seqno = self.stack.multicast(payload, self.loop.time())  # type: ignore[union-attr]
+        self.history.event(
+            "send",
+            kind="multicast",
+            sender=self.cfg.name,
+            dest=None,
+            conn_id=None,
+            seqno=seqno,
+            msg_id=msg_id,
+            size=len(payload),
+        )
+
+    def peer_address(self, name: str) -> str:
+        if name not in self.peers:
+            raise ValueError(f"unknown peer {name!r}; peers: {', '.join(sorted(self.peers))}")
+        return make_address(name, self.peer_incarnation(name))
+
+    def peer_incarnation(self, name: str) -> int:
+        """The incarnation of a peer as the current view knows it (1 without membership)."""
+        gms = self.stack.gms
+        view = getattr(gms, "view", None) if gms is not None else None
+        if view is not None:
+            for addr in view.members:
+                if name_of(addr) == name:
+                    return int(addr.partition("/")[2] or 1)
+        return 1
+
+    def unacked(self, dest_name: str) -> int:
+        dest = make_address(dest_name, self.peer_incarnation(dest_name))
+        entry = self.stack.unicast.send_table.get(dest)
+        return len(entry.table) if entry is not None else 0
+
+    async def run_workload(
+        self, kind: str, dest: str | None, count: int, size: int, rate: float | None, progress: dict[str, Any]
+    ) -> None:
+        """Sends `count` messages at `rate`/s (None: as fast as the sender window allows), in small bursts so that
+        receiving, acks and timers interleave."""
+        loop = self.loop
+        assert loop is not None
+        start = loop.time()
+        sent = 0
+        max_unacked = 20_000
+        while sent < count and not self.stopped.is_set():
+            if rate:
+                due = min(count, int((loop.time() - start) * rate) + 1)
+                burst = due - sent
+            else:
+                burst = min(200, count - sent)
+                if kind == "unicast" and dest is not None and self.unacked(dest) > max_unacked:
+                    burst = 0
+                mcast = self.stack.multicast_protocol
+                if kind == "multicast" and mcast is not None and getattr(mcast, "blocked", False):
+                    burst = 0
+            for _ in range(burst):
+                if kind == "unicast":
+                    self.send_one(dest, size)  # type: ignore[arg-type]
+                else:
+                    self.multicast_one(size)
+            sent += burst
+            progress["sent"] = sent
+            if burst:
+                self.after_io()
+            await asyncio.sleep(0.001 if (rate or not burst) else 0)
+        progress["done"] = True
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, Any]:
+        stats: dict[str, Any] = dict(self.stack.counters())
+        stats["runtime"] = dict(self.c)
+        return stats

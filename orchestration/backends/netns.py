@@ -1,0 +1,149 @@
+"""One network namespace per member on a bridge that lives in its own "switch" namespace.
+
+Layout for cluster label L (e.g. cb1a2b3c): namespace L-sw holds bridge br0 (multicast snooping off); member M gets
+namespace L-M with eth0 (a veth whose peer L<i> sits on the bridge), address 10.<a>.<b>.(10+i)/24, lo up, and a
+224.0.0.0/4 route via eth0. Host firewalls never see the traffic (it stays inside the namespaces) and deleting the
+namespaces removes every veth and the bridge with them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+from typing import Any
+
+from orchestration.cluster import LABEL_PREFIX, Cluster, ClusterError, MemberInfo
+
+DATA_PORT = 7800
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"ip {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def check_netns_available() -> None:
+    """Raises ClusterError saying what is missing: root, the ip tool, network namespaces."""
+    if os.geteuid() != 0:
+        raise ClusterError("the netns backend needs root (network namespaces); run as root or use --backend process")
+    if shutil.which("ip") is None:
+        raise ClusterError("the netns backend needs the `ip` tool (Debian: apt-get install iproute2)")
+    if not os.path.exists("/proc/self/ns/net"):
+        raise ClusterError("this kernel has no network namespaces (CONFIG_NET_NS); use --backend process")
+
+
+def list_namespaces() -> list[str]:
+    out = _ip("netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def reap_namespaces(label: str | None = None) -> list[str]:
+    """Deletes this project's namespaces (all labelled ones, or one cluster's). Returns what it deleted."""
+    prefix = f"{label}-" if label else LABEL_PREFIX
+    gone = []
+    for ns in list_namespaces():
+        if ns.startswith(prefix) and (label or _is_label(ns.split("-", 1)[0])):
+            _ip("netns", "pids", ns, check=False)
+            _ip("netns", "del", ns, check=False)
+            gone.append(ns)
+    return gone
+
+
+def _is_label(s: str) -> bool:
+    tail = s[len(LABEL_PREFIX) :]
+    return s.startswith(LABEL_PREFIX) and len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
+
+
+class NetnsCluster(Cluster):
+    backend_name = "netns"
+
+    def _place(self, names: list[str]) -> None:
+        check_netns_available()
+        a, b = 100 + secrets.randbelow(100), secrets.randbelow(250)
+        self._prefix = f"10.{a}.{b}"
+        self._group = f"239.78.{a}.{b}"
+        sw = self.switch_ns
+        self._namespaces = [sw]
+        _ip("netns", "add", sw)
+        _ip("-n", sw, "link", "set", "lo", "up")
+        _ip("-n", sw, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
+        _ip("-n", sw, "link", "set", "br0", "up")
+        for i, name in enumerate(names):
+            ns = self.member_ns(name)
+            _ip("netns", "add", ns)
+            self._namespaces.append(ns)
+            veth = f"{self.label}{i}"
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", veth, "netns", sw)
+            _ip("-n", sw, "link", "set", veth, "master", "br0", "up")
+            ip = f"{self._prefix}.{10 + i}"
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
+            self.members[name] = MemberInfo(name, ip, DATA_PORT, netns=ns)
+
+    @property
+    def switch_ns(self) -> str:
+        return f"{self.label}-sw"
+
+    def member_ns(self, name: str) -> str:
+        return f"{self.label}-{name}"
+
+    def _command(self, m: MemberInfo) -> list[str]:
+        return ["ip", "netns", "exec", m.netns or self.member_ns(m.name), *super()._command(m)]
+
+    def _extra_config(self) -> dict[str, Any]:
+        return {"mcast_group": self._group, "mcast_loop": False}
+
+    def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:
+        """The control port lives inside the member's namespace: connect from a socket created in it."""
+        return _socket_in_namespace(m.netns or self.member_ns(m.name), (m.ip, m.control_port), timeout)
+
+    def _teardown_network(self) -> None:
+        reap_namespaces(self.label)
+
+    def _network_state(self) -> dict[str, Any]:
+        return {"group": getattr(self, "_group", None), "prefix": getattr(self, "_prefix", None)}
+
+    def _restore_network(self, network: dict[str, Any]) -> None:
+        self._group = network.get("group")
+        self._prefix = network.get("prefix")
+
+
+def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection made from inside namespace ns: enter it on this thread, connect, and return to our own
+    namespace. A socket keeps the namespace it was created in, so it works after we switch back."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    except OSError:
+        os.close(own)
+        raise ClusterError(f"namespace {ns} does not exist (was the cluster taken down?)") from None
+    try:
+        _setns(target)
+        try:
+            return socket.create_connection(addr, timeout=timeout)
+        finally:
+            _setns(own)
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+_CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    """setns(2) for this thread (os.setns needs Python 3.12)."""
+    if _libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")

@@ -1,0 +1,30 @@
+"""Members as plain processes on loopback addresses 127.77.X.(10+i): no root needed, no network faults (every member
+shares the host's loopback, so there is no per-link place to apply them; use the netns backend for chaos)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from orchestration.cluster import Cluster, MemberInfo
+
+DATA_PORT = 47_000
+
+
+class ProcessCluster(Cluster):
+    backend_name = "process"
+
+    def _place(self, names: list[str]) -> None:
+        subnet = 1 + secrets.randbelow(250)
+        self._group = f"239.77.{subnet}.{1 + secrets.randbelow(250)}"
+        for i, name in enumerate(names):
+            self.members[name] = MemberInfo(name, f"127.77.{subnet}.{10 + i}", DATA_PORT)
+
+    def _extra_config(self) -> dict[str, Any]:
+        return {"mcast_group": self._group, "mcast_loop": True}
+
+    def _network_state(self) -> dict[str, Any]:
+        return {"group": getattr(self, "_group", None)}
+
+    def _restore_network(self, network: dict[str, Any]) -> None:
+        self._group = network.get("group")

@@ -1,0 +1,141 @@
+"""Real member processes on real sockets: the process backend (loopback) and the netns backend (as root)."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from collections import defaultdict
+
+import pytest
+
+from node import wire
+from orchestration.cluster import ClusterError
+from tests.netns.conftest import BACKENDS, read_history
+
+pytestmark = pytest.mark.slow
+
+
+def delivered_counts(cluster, name: str) -> int:
+    return cluster.control(name, "stats")["counters"]["unicast3"]["msgs_delivered"]
+
+
+def check_unicast_histories(cluster, expected: dict[tuple[str, str], int]) -> None:
+    """From the histories alone: per (sender, receiver, conn) seqnos 1..n in order, every msg_id sent delivered once."""
+    sends, delivers = {}, defaultdict(list)
+    for name, m in cluster.members.items():
+        for e in read_history(m.history):
+            if e["event"] == "send":
+                sends[e["msg_id"]] = e
+            elif e["event"] == "deliver":
+                delivers[(e["sender"], name, e["conn_id"])].append(e)
+    got: dict[tuple[str, str], int] = defaultdict(int)
+    for (sender, receiver, _conn), events in delivers.items():
+        seqnos = [e["seqno"] for e in events]
+        assert seqnos == list(range(seqnos[0], seqnos[0] + len(seqnos))), f"{sender}->{receiver}: not FIFO"
+        ids = [e["msg_id"] for e in events]
+        assert len(ids) == len(set(ids)), f"{sender}->{receiver}: duplicates"
+        assert all(i in sends for i in ids), f"{sender}->{receiver}: phantom deliveries"
+        got[(sender, receiver)] += len(events)
+    assert dict(got) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_unicast_streams_are_delivered_exactly_once_in_order(make_cluster, backend: str, transport: str) -> None:
+    cluster = make_cluster(backend, 3, transport=transport)
+    pairs = [("A", "B"), ("C", "B"), ("B", "A")]
+    for s, d in pairs:
+        cluster.control(s, "send", to=d, count=10_000, size=100)
+    cluster.wait_until(
+        lambda: delivered_counts(cluster, "B") == 20_000 and delivered_counts(cluster, "A") == 10_000,
+        120,
+        "all 30,000 unicasts to be delivered",
+    )
+    cluster.stop_members()
+    check_unicast_histories(cluster, {p: 10_000 for p in pairs})
+    for m in cluster.members.values():
+        assert read_history(m.history)[-1]["event"] == "stop"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_datagrams_and_bad_commands_do_not_disturb_a_member(make_cluster, backend: str) -> None:
+    cluster = make_cluster(backend, 2)
+    b = cluster.members["B"]
+    rng = random.Random(1)
+    good = wire.encode_datagram(cluster.label, "A", "B", [wire.header_class("UNICAST3", "CLOSE")(12345)])
+    bad = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(200)]
+    bad += [good[:n] for n in range(len(good))]
+    bad += [bytes([good[0], wire.WIRE_VERSION + 1, *good[2:]])]
+    send_raw_datagrams(cluster, "A", (b.ip, b.port), bad)
+    cluster.wait_until(
+        lambda: cluster.control("B", "stats")["counters"]["stack"]["malformed_datagrams"] == len(bad),
+        20,
+        "B to count every malformed datagram",
+    )
+    # bad control requests get an error reply and the member goes on
+    with cluster._connect(b, 5) as s:
+        f = s.makefile("rwb")
+        for line in (
+            b"not json\n",
+            b"[1,2]\n",
+            json.dumps({"token": "wrong", "cmd": "stats"}).encode() + b"\n",
+            json.dumps({"token": cluster.token, "cmd": "explode"}).encode() + b"\n",
+            json.dumps({"token": cluster.token, "cmd": "send"}).encode() + b"\n",
+            json.dumps({"token": cluster.token, "cmd": "send", "to": "Z"}).encode() + b"\n",
+            json.dumps(
+                {"token": cluster.token, "cmd": "set", "protocol": "unicast3", "property": "nope", "value": 1}
+            ).encode()
+            + b"\n",
+        ):
+            f.write(line)
+            f.flush()
+            reply = json.loads(f.readline())
+            assert reply["ok"] is False and reply["error"]
+    with pytest.raises(ClusterError, match="unknown command"):
+        cluster.control("B", "explode")
+    control = cluster.control("B", "stats")["counters"]["control"]
+    assert control["malformed"] == 2 and control["bad_token"] == 1 and control["errors"] >= 4
+    # the cluster still works
+    cluster.control("A", "send", to="B", count=1000, size=10)
+    cluster.wait_until(lambda: delivered_counts(cluster, "B") == 1000, 30, "delivery after the garbage")
+
+
+def send_raw_datagrams(cluster, from_member: str, target: tuple[str, int], datagrams: list[bytes]) -> None:
+    """Sends raw bytes to a member's data port from inside the sender's network (its namespace for netns)."""
+    m = cluster.members[from_member]
+    if m.netns:
+        import os
+
+        from orchestration.backends.netns import _setns
+
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        target_ns = os.open(f"/run/netns/{m.netns}", os.O_RDONLY)
+        try:
+            _setns(target_ns)
+            try:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            finally:
+                _setns(own)
+        finally:
+            os.close(own)
+            os.close(target_ns)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with s:
+        for d in datagrams:
+            s.sendto(d, target)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kill_leaves_a_readable_history_and_down_cleans_up(make_cluster, backend: str) -> None:
+    cluster = make_cluster(backend, 2)
+    cluster.control("A", "send", to="B", count=100_000, size=100, rate=20_000)
+    cluster.wait_until(lambda: delivered_counts(cluster, "B") > 1000, 30, "traffic to flow")
+    cluster.kill("B")
+    events = read_history(cluster.members["B"].history)
+    assert events and events[-1]["event"] != "stop"  # no stop event after SIGKILL
+    assert "B" not in cluster.running() and "A" in cluster.running()
+    cluster.pause("A")
+    cluster.resume("A")
+    assert cluster.control("A", "ping")["member"] == "A"
