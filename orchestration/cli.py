@@ -14,7 +14,8 @@ from node.protocols.base import parse_duration
 from node.stack import STACKS
 from orchestration.simcase import Discard, SimCase, pair_results, parse_set, run_case, write_case
 
-console = Console(highlight=False)
+# Not on a terminal (logs, CI, pipes): wide enough that tables are not truncated.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def _fraction(value: str) -> float:
@@ -178,3 +179,153 @@ def demo(seed: int, out: Path | None) -> None:
     started = time.perf_counter()
     result = run_case(case)
     sys.exit(_report_case(case, result, time.perf_counter() - started, out))
+
+
+# --- real clusters ----------------------------------------------------------------------------------------------
+
+
+def _default_backend() -> str:
+    from orchestration.backends.netns import check_netns_available
+    from orchestration.cluster import ClusterError
+
+    try:
+        check_netns_available()
+    except ClusterError:
+        return "process"
+    return "netns"
+
+
+def _attach(label: str | None):
+    from orchestration.cluster import Cluster, ClusterError, list_clusters
+
+    labels = list_clusters()
+    if label is None:
+        if not labels:
+            raise click.ClickException("no cluster is running (start one with `chaosbed up`)")
+        if len(labels) > 1:
+            raise click.ClickException(f"several clusters are running ({', '.join(labels)}): name one with --cluster")
+        label = labels[0]
+    try:
+        return Cluster.attach(label)
+    except ClusterError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.option("--members", "-n", type=click.IntRange(1, 26), default=3, show_default=True)
+@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
+@click.option(
+    "--backend",
+    type=click.Choice(["netns", "process"]),
+    default=None,
+    help="default: netns as root with namespaces, else process",
+)
+@click.option("--transport", type=click.Choice(["udp", "tcp"]), default="udp", show_default=True)
+@click.option("--set", "sets", multiple=True, metavar="PROTO.PROP=VALUE", help="a protocol property")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="folder for the members' histories (default runs/<label>)",
+)
+def up(members: int, stack: str, backend: str | None, transport: str, sets: tuple[str, ...], out: Path | None) -> None:
+    """Start a cluster of real member processes and leave it running."""
+    from orchestration.backends import backend_class
+    from orchestration.cluster import ClusterError, ClusterSpec, member_names, new_label
+
+    backend = backend or _default_backend()
+    label = new_label()
+    try:
+        spec = ClusterSpec(member_names(members), stack, transport, parse_set(list(sets)), backend)
+        cluster = backend_class(backend)(spec, label=label, workdir=out or Path("runs") / label)
+        with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
+            cluster.start()
+    except (ClusterError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
+    for name, m in cluster.members.items():
+        console.print(f"  {name}  {m.ip}:{m.port}  pid {m.pid}" + (f"  netns {m.netns}" if m.netns else ""))
+    console.print(f"histories: {cluster.workdir / 'history'}   stop it with: chaosbed down --cluster {cluster.label}")
+
+
+@main.command()
+@click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
+def status(label: str | None) -> None:
+    """Per member: view, key counters, CPU and RSS."""
+    import psutil
+
+    from orchestration.cluster import ClusterError
+
+    cluster = _attach(label)
+    table = Table(
+        title=f"cluster {cluster.label} ({cluster.backend_name}, {cluster.spec.stack}, {cluster.spec.transport})"
+    )
+    for col in ("member", "pid", "state", "view", "sent", "delivered", "xmits", "malformed", "CPU s", "RSS MiB"):
+        table.add_column(col, justify="left" if col in ("member", "state", "view") else "right")
+    running = set(cluster.running())
+    for name, m in cluster.members.items():
+        if name not in running:
+            table.add_row(name, "-", "[red]not running[/red]", "", "", "", "", "", "", "")
+            continue
+        try:
+            stats = cluster.control(name, "stats", timeout=3.0)
+            view = cluster.control(name, "view", timeout=3.0)["view"]
+        except (ClusterError, OSError) as e:
+            state = "paused" if m.paused else f"no answer: {e}"
+            table.add_row(name, str(m.pid), f"[yellow]{state}[/yellow]", "", "", "", "", "", "", "")
+            continue
+        counters = stats["counters"]
+        uni = counters[cluster.spec.stack.split("+")[0]]
+        proc = psutil.Process(m.pid)
+        cpu = proc.cpu_times()
+        table.add_row(
+            name,
+            str(m.pid),
+            "paused" if m.paused else "running",
+            f"{view['view_id']} {view['members']}" if view else "(no membership)",
+            str(uni.get("msgs_sent", 0)),
+            str(uni.get("msgs_delivered", 0)),
+            str(uni.get("xmits", 0)),
+            str(counters["stack"]["malformed_datagrams"]),
+            f"{cpu.user + cpu.system:.2f}",
+            f"{proc.memory_info().rss / 2**20:.1f}",
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("sender")
+@click.argument("dest")
+@click.option("--count", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--size", type=click.IntRange(0), default=100, show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="messages/s (default: max)")
+@click.option("--cluster", "label", default=None)
+def send(sender: str, dest: str, count: int, size: int, rate: float | None, label: str | None) -> None:
+    """SENDER sends COUNT unicasts to DEST (or multicasts, with DEST '*')."""
+    from orchestration.cluster import ClusterError
+
+    cluster = _attach(label)
+    try:
+        if dest == "*":
+            reply = cluster.control(sender, "multicast", count=count, size=size, rate=rate)
+        else:
+            reply = cluster.control(sender, "send", to=dest, count=count, size=size, rate=rate)
+    except (ClusterError, KeyError, OSError) as e:
+        raise click.ClickException(f"{sender}: {e}") from None
+    console.print(f"{sender} -> {dest}: task {reply['task']} sending {count} messages")
+
+
+@main.command()
+@click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
+@click.option("--all", "all_", is_flag=True, help="remove every chaosbed cluster and leftover of crashed runs")
+def down(label: str | None, all_: bool) -> None:
+    """Stop a cluster and remove everything it created (processes, namespaces, links, state)."""
+    from orchestration.cluster import reap_all
+
+    if all_:
+        removed = reap_all()
+        console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
+        return
+    cluster = _attach(label)
+    cluster.down()
+    console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")

@@ -1,0 +1,76 @@
+"""Leftovers of a killed orchestrator are reaped by `chaosbed down --all`; `up`/`down` via the CLI leave nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from orchestration.backends.netns import list_namespaces
+from orchestration.cli import main
+from orchestration.cluster import STATE_ROOT, _alive
+from tests.netns.conftest import BACKENDS
+
+pytestmark = pytest.mark.slow
+
+
+def _orchestrator_script(backend: str, tmp: str) -> str:
+    return textwrap.dedent(f"""
+        import json, sys, time
+        from orchestration.backends import backend_class
+        from orchestration.cluster import ClusterSpec
+        c = backend_class({backend!r})(ClusterSpec(members=["A", "B", "C"], backend={backend!r}), workdir={tmp!r})
+        c.start()
+        print(json.dumps({{"label": c.label, "pids": [m.pid for m in c.members.values()]}}), flush=True)
+        time.sleep(600)
+    """)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_down_all_reaps_the_leftovers_of_a_killed_orchestrator(backend: str, tmp_path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _orchestrator_script(backend, str(tmp_path))],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+    )
+    try:
+        info = json.loads(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)  # the orchestrator dies without any teardown
+        proc.wait(10)
+    label, pids = info["label"], info["pids"]
+    assert all(_alive(p, label) for p in pids)  # its members outlive it...
+    result = CliRunner().invoke(main, ["down", "--all"], catch_exceptions=False)
+    assert result.exit_code == 0 and label in result.output
+    deadline = time.monotonic() + 10
+    while any(_alive(p, label) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p, label) for p in pids)  # ...until down --all
+    assert not [ns for ns in list_namespaces() if ns.startswith(label)]
+    assert not (STATE_ROOT / label).exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cli_up_status_down(backend: str, tmp_path) -> None:
+    runner = CliRunner()
+    up = runner.invoke(main, ["up", "-n", "3", "--backend", backend, "--out", str(tmp_path)], catch_exceptions=False)
+    assert up.exit_code == 0, up.output
+    label = up.output.split("cluster ", 1)[1].split()[0]
+    try:
+        status = runner.invoke(main, ["status", "--cluster", label], catch_exceptions=False, terminal_width=200)
+        assert status.exit_code == 0, status.output
+        assert status.output.count("running") == 3
+    finally:
+        down = runner.invoke(main, ["down", "--cluster", label], catch_exceptions=False)
+    assert down.exit_code == 0
+    assert not [ns for ns in list_namespaces() if ns.startswith(label)]
+    assert not (STATE_ROOT / label).exists()
+    assert sorted(p.name for p in (tmp_path / "history").iterdir()) == ["A.jsonl", "B.jsonl", "C.jsonl"]
