@@ -1,8 +1,17 @@
 """Runs the quick benchmarks and prints their figures."""
 
+import os
+
 from bench import sim_speed, unicast3_cost
 
 print("== simulator ==")
 sim_speed.main([])
 print("== UNICAST3 processing cost ==")
 unicast3_cost.main([])
+if os.geteuid() == 0:
+    from bench import bench_network
+
+    print("== real network: two members in network namespaces ==")
+    bench_network.main(["--messages", "100000"])
+else:
+    print("(real-network benchmark skipped: it needs root for network namespaces)")
