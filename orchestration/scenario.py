@@ -1,0 +1,315 @@
+"""Scenario files (../shared/SCENARIO.md): parsed, validated, with `--set` overrides.
+
+A bad file raises ScenarioError naming the field (as a dotted path, e.g. `faults[2].kind`) and the reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from node.protocols.base import parse_duration
+
+FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
+    # kind: (required keys, optional keys) besides `at` and `kind`
+    "partition": ({"from", "to"}, {"one_way", "for"}),
+    "split": ({"groups"}, {"for"}),
+    "heal": (set(), set()),
+    "loss": ({"from", "to", "probability"}, {"for"}),
+    "delay": ({"from", "to", "delay"}, {"jitter", "for"}),
+    "reorder": ({"from", "to", "probability"}, {"for"}),
+    "duplicate": ({"from", "to", "probability"}, {"for"}),
+    "discard": ({"match"}, {"from", "to", "count", "probability", "action", "delay", "for"}),
+    "kill": ({"member"}, set()),
+    "restart": ({"member"}, set()),
+    "pause": ({"member"}, set()),
+    "resume": ({"member"}, set()),
+    "close-connection": ({"member", "peer"}, set()),
+    "set": ({"member", "property", "value"}, set()),
+}
+NETWORK_FAULTS = {"partition", "split", "heal", "loss", "delay", "reorder", "duplicate", "discard"}
+CHECKS = {"fifo", "exactly_once", "complete", "no_phantoms", "views_converge"}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot run: names the field and the reason."""
+
+
+@dataclass
+class Workload:
+    kind: str
+    senders: list[str]
+    dests: list[str]  # unicast destinations ([] for multicast)
+    count: int
+    size: int
+    rate: float | None
+    start: float
+
+
+@dataclass
+class Fault:
+    at: float
+    kind: str
+    args: dict[str, Any]
+    duration: float | None = None  # `for`: removed automatically after this long
+
+    def members(self, key: str) -> list[str]:
+        value = self.args.get(key)
+        return [value] if isinstance(value, str) else list(value or [])
+
+
+@dataclass
+class Scenario:
+    name: str
+    seed: int
+    timeout: float
+    members: list[str]
+    stack: str
+    transport: str
+    properties: dict[str, dict[str, Any]]
+    workloads: list[Workload]
+    faults: list[Fault]
+    checks: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False)
+
+
+def _need(cond: bool, path: str, reason: str) -> None:
+    if not cond:
+        raise ScenarioError(f"{path}: {reason}")
+
+
+def _duration(value: Any, path: str) -> float:
+    try:
+        d = parse_duration(value)
+    except ValueError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    _need(d >= 0, path, "must not be negative")
+    return d
+
+
+def _int(value: Any, path: str, minimum: int = 0) -> int:
+    _need(isinstance(value, int) and not isinstance(value, bool), path, f"must be an integer, not {value!r}")
+    _need(value >= minimum, path, f"must be >= {minimum}")
+    return value
+
+
+def _probability(value: Any, path: str) -> float:
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            value = float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise ScenarioError(f"{path}: not a probability: {value!r}") from None
+    _need(isinstance(value, int | float) and not isinstance(value, bool), path, f"not a probability: {value!r}")
+    _need(0 <= value <= 1, path, f"must be in [0, 1] (or a percentage), not {value}")
+    return float(value)
+
+
+def _member_list(value: Any, path: str, members: list[str], *, allow_star: bool = True) -> list[str]:
+    if value == "*" and allow_star:
+        return list(members)
+    names = [value] if isinstance(value, str) else value
+    _need(
+        isinstance(names, list) and names and all(isinstance(n, str) for n in names),
+        path,
+        "must be a member name, a list of names" + (', or "*"' if allow_star else ""),
+    )
+    for n in names:
+        _need(n in members, path, f"unknown member {n!r}; members: {', '.join(members)}")
+    return list(names)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """--set a.b.c=VALUE: VALUE is parsed as TOML (numbers, booleans, strings, lists), else taken as a string."""
+    data = copy.deepcopy(raw)
+    for item in overrides:
+        key, eq, text = item.partition("=")
+        _need(bool(eq and key), f"--set {item}", "write KEY=VALUE with a dotted key, e.g. cluster.stack=unicast2")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        node = data
+        parts = key.split(".")
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            _need(isinstance(nxt, dict), f"--set {item}", f"{p} is not a table")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def load(path: str | Path, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    raw = apply_overrides(raw, overrides or [])
+    if seed is not None:
+        raw["seed"] = seed
+    return parse(raw)
+
+
+def parse(raw: dict[str, Any]) -> Scenario:
+    from node.stack import STACKS
+
+    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "checks"}
+    for key in raw:
+        _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
+    name = raw.get("name", "scenario")
+    _need(isinstance(name, str) and bool(name), "name", "must be a non-empty string")
+    seed = _int(raw.get("seed", 0), "seed")
+    timeout = _duration(raw.get("timeout", "60s"), "timeout")
+    cluster = raw.get("cluster")
+    _need(isinstance(cluster, dict), "cluster", "a [cluster] table is required")
+    members_raw = cluster.get("members")
+    if isinstance(members_raw, int) and not isinstance(members_raw, bool):
+        _need(1 <= members_raw <= 26, "cluster.members", "must be 1..26 (or a list of names)")
+        members = [chr(ord("A") + i) for i in range(members_raw)]
+    else:
+        _need(isinstance(members_raw, list) and bool(members_raw), "cluster.members", "a number or a list of names")
+        members = members_raw
+        _need(
+            all(isinstance(m, str) and m and "/" not in m and len(m) <= 32 for m in members),
+            "cluster.members",
+            "names are non-empty strings without '/'",
+        )
+        _need(len(set(members)) == len(members), "cluster.members", "names must be distinct")
+    stack = cluster.get("stack", "unicast3")
+    _need(stack in STACKS, "cluster.stack", f"unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
+    transport = cluster.get("transport", "udp")
+    _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
+    properties = cluster.get("properties", {})
+    _need(
+        isinstance(properties, dict) and all(isinstance(v, dict) for v in properties.values()),
+        "cluster.properties",
+        'a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }',
+    )
+    _validate_properties(stack, properties)
+
+    workloads = [_workload(w, f"workload[{i}]", members, stack) for i, w in enumerate(_list(raw, "workload"))]
+    faults = [_fault(f, f"faults[{i}]", members) for i, f in enumerate(_list(raw, "faults"))]
+    checks = raw.get("checks", {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True})
+    _need(isinstance(checks, dict), "checks", "must be a table")
+    for key, value in checks.items():
+        _need(key in CHECKS, f"checks.{key}", f"unknown check; checks: {', '.join(sorted(CHECKS))}")
+        if key == "views_converge":
+            checks[key] = _duration(value, "checks.views_converge")
+        else:
+            _need(isinstance(value, bool), f"checks.{key}", "must be true or false")
+    return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw)
+
+
+def _list(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = raw.get(key, [])
+    _need(
+        isinstance(value, list) and all(isinstance(v, dict) for v in value),
+        key,
+        f"must be an array of tables ([[{key}]])",
+    )
+    return value
+
+
+def _validate_properties(stack: str, properties: dict[str, dict[str, Any]]) -> None:
+    from node.stack import build_stack
+
+    try:
+        build_stack("A", stack, properties)
+    except ValueError as e:
+        raise ScenarioError(f"cluster.properties: {e}") from None
+
+
+def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> Workload:
+    allowed = {"kind", "from", "to", "count", "size", "rate", "start"}
+    for key in w:
+        _need(key in allowed, f"{path}.{key}", f"unknown key; a workload has: {', '.join(sorted(allowed))}")
+    kind = w.get("kind")
+    _need(kind in ("unicast", "multicast"), f"{path}.kind", "must be unicast or multicast")
+    if kind == "multicast":
+        _need("+" in stack, f"{path}.kind", f"stack {stack!r} has no multicast protocol")
+        _need("to" not in w, f"{path}.to", "a multicast goes to the group; leave `to` out")
+    senders = _member_list(w.get("from"), f"{path}.from", members)
+    dests = _member_list(w.get("to"), f"{path}.to", members) if kind == "unicast" else []
+    if kind == "unicast":
+        _need(
+            any(s != d for s in senders for d in dests),
+            f"{path}.to",
+            "no destination other than the sender itself (a member does not send unicasts to itself)",
+        )
+    rate = w.get("rate")
+    if rate is not None:
+        _need(
+            isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0,
+            f"{path}.rate",
+            "messages/s, > 0 (leave out for as fast as flow control allows)",
+        )
+    return Workload(
+        kind,
+        senders,
+        dests,
+        _int(w.get("count", 1), f"{path}.count"),
+        _int(w.get("size", 100), f"{path}.size"),
+        float(rate) if rate else None,
+        _duration(w.get("start", "0s"), f"{path}.start"),
+    )
+
+
+def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
+    kind = f.get("kind")
+    _need(kind in FAULT_KINDS, f"{path}.kind", f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}")
+    required, optional = FAULT_KINDS[kind]
+    for key in f:
+        _need(
+            key in required | optional | {"at", "kind"},
+            f"{path}.{key}",
+            f"not a key of a {kind} fault; it takes: {', '.join(sorted(required | optional | {'at'}))}",
+        )
+    for key in required:
+        _need(key in f, f"{path}.{key}", f"a {kind} fault needs it")
+    at = _duration(f.get("at", "0s"), f"{path}.at")
+    duration = _duration(f["for"], f"{path}.for") if "for" in f else None
+    args = {k: v for k, v in f.items() if k not in ("at", "kind", "for")}
+    for key in ("from", "to"):
+        if key in args:
+            args[key] = _member_list(args[key], f"{path}.{key}", members)
+    for key in ("member", "peer"):
+        if key in args:
+            args[key] = _member_list(args[key], f"{path}.{key}", members, allow_star=False)[0]
+    if "probability" in args:
+        args["probability"] = _probability(args["probability"], f"{path}.probability")
+    for key in ("delay", "jitter"):
+        if key in args:
+            args[key] = _duration(args[key], f"{path}.{key}")
+    if kind == "split":
+        groups = args["groups"]
+        _need(isinstance(groups, list) and len(groups) >= 2, f"{path}.groups", "at least two groups of members")
+        seen: set[str] = set()
+        for i, g in enumerate(groups):
+            names = _member_list(g, f"{path}.groups[{i}]", members, allow_star=False)
+            _need(not seen & set(names), f"{path}.groups[{i}]", "a member is in one group only")
+            seen |= set(names)
+    if kind == "discard":
+        from chaos.rules import RuleError, parse_match
+
+        try:
+            parse_match(args["match"])
+        except RuleError as e:
+            raise ScenarioError(f"{path}.match: {e}") from None
+        if "count" in args:
+            _int(args["count"], f"{path}.count", 1)
+        action = args.get("action", "drop")
+        _need(action in ("drop", "delay", "duplicate"), f"{path}.action", "drop | delay | duplicate")
+    if kind == "set":
+        prop = args["property"]
+        _need(
+            isinstance(prop, str) and prop.count(".") == 1,
+            f"{path}.property",
+            "PROTOCOL.PROPERTY, e.g. nakack2.xmit_interval",
+        )
+    if "one_way" in args:
+        _need(isinstance(args["one_way"], bool), f"{path}.one_way", "must be true or false")
+    return Fault(at, kind, args, duration)
