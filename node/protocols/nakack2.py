@@ -1,0 +1,416 @@
+"""NAKACK2: reliable, per-sender FIFO multicast with negative acks (JGroups NAKACK2, NAKACK2-no-retransmission.txt).
+
+A member numbers its multicasts (seqnos from 1), keeps them in its own window until STABLE says everyone has them,
+and delivers each to itself at once. Every member keeps a receiver window per other view member and delivers that
+member's messages in seqno order. From its retransmit task (every `xmit_interval`) a receiver asks for the gaps in
+its windows (XMIT_REQ, to the original sender, or to everyone with `use_mcast_xmit_req`); whoever has a copy answers
+with XMIT_RSP (original sender and seqno inside, so any member can answer; multicast with `use_mcast_xmit`). A
+sender whose last multicast is not followed by another one multicasts HIGHEST_SEQNO (`resend_last_seqno`), so a
+receiver that lost the tail finds the gap (JGRP-1904).
+
+`xmit_interval <= 0` turns retransmission off (JGRP-2675, for TCP): no retransmit or last-seqno task, and the
+joiner's become-server queue is unbounded, since a message it dropped could never be repaired. The switch
+`become_server_queue_unbounded_without_xmit = False` keeps the queue bounded anyway, to reproduce the joiner stuck
+behind a gap that the design note describes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.tables import RetransmitTable
+from node.wire import Digest, View, header_class
+
+MSG = header_class("NAKACK2", "MSG")
+XMIT_REQ = header_class("NAKACK2", "XMIT_REQ")
+XMIT_RSP = header_class("NAKACK2", "XMIT_RSP")
+HIGHEST_SEQNO = header_class("NAKACK2", "HIGHEST_SEQNO")
+
+MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
+MAX_SEQNO_AHEAD = 1 << 20  # a MSG (or announced seqno) this far past highest-delivered is dropped: bounded memory
+
+
+@dataclass
+class Nakack2Props(Properties):
+    """Properties with JGroups' names and defaults; durations in seconds."""
+
+    DURATIONS: ClassVar[frozenset[str]] = frozenset({"xmit_interval"})
+
+    xmit_interval: float = 1.0  # retransmit and last-seqno tasks; <= 0 disables retransmission (JGRP-2675)
+    use_mcast_xmit: bool = True  # XMIT_RSPs are multicast (everyone who lost the message gets it once)
+    use_mcast_xmit_req: bool = False  # XMIT_REQs are multicast (every member holding a copy answers)
+    discard_delivered_msgs: bool = True  # False keeps delivered messages of others until STABLE purges them
+    max_xmit_req_size: int = 1024  # max seqnos asked for in one XMIT_REQ; 0 = as many ranges as fit a datagram
+    become_server_queue_size: int = 50  # MSGs kept (newest) until BECOME_SERVER; 0 disables the queue
+    resend_last_seqno: bool = True  # multicast HIGHEST_SEQNO when the highest sent seqno stops moving (JGRP-1904)
+    resend_last_seqno_max_times: int = 1  # HIGHEST_SEQNOs sent for the same seqno
+    # legacy switch: False keeps the become-server queue bounded with xmit_interval <= 0 (the JGRP-2675 bug)
+    become_server_queue_unbounded_without_xmit: bool = True
+
+    def validate(self) -> None:
+        for name in ("max_xmit_req_size", "become_server_queue_size", "resend_last_seqno_max_times"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"nakack2.{name} must be >= 0")
+
+
+class Window:
+    """A receiver window for one sender.
+
+    `table` holds what was received but not yet delivered (its hd is the highest delivered); `kept` holds delivered
+    messages for answering XMIT_REQs until STABLE purges them (only with discard_delivered_msgs = False).
+    `announced` is the highest seqno known to exist (HIGHEST_SEQNO, STABLE): (hr, announced] counts as missing.
+    """
+
+    __slots__ = ("announced", "kept", "table", "xmit_highest")
+
+    def __init__(self, offset: int, keep_delivered: bool) -> None:
+        self.table: RetransmitTable[bytes] = RetransmitTable(offset)
+        self.kept: RetransmitTable[bytes] | None = RetransmitTable(offset) if keep_delivered else None
+        self.announced = offset
+        self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
+
+    def num_missing(self) -> int:
+        table = self.table
+        return table.num_missing() + max(0, self.announced - table.hr)
+
+
+COUNTERS = (
+    "msgs_sent",
+    "msgs_received",
+    "msgs_delivered",
+    "duplicates_received",
+    "own_msgs_ignored",
+    "msgs_from_non_members",
+    "xmit_reqs_sent",
+    "xmit_reqs_received",
+    "xmit_rsps_sent",
+    "xmit_rsps_received",
+    "xmit_reqs_missing",
+    "highest_seqno_sent",
+    "highest_seqno_received",
+    "become_server_queued",
+    "become_server_dropped",
+    "dropped_out_of_window",
+    "stable_purged",
+)
+
+
+class Nakack2:
+    """The NAKACK2 state machine of one member: its own sender window and a receiver window per other member."""
+
+    NAME = "nakack2"
+    PROTOCOL = "NAKACK2"
+
+    def __init__(self, local: str, props: Nakack2Props | None = None) -> None:
+        self.local = local
+        self.props = props or Nakack2Props()
+        self.props.validate()
+        self.sent: RetransmitTable[bytes] = RetransmitTable(0)  # own multicasts: hd = purged by STABLE, hr = sent
+        self.windows: dict[str, Window] = {}  # sender -> receiver window (every view member but the local one)
+        self.view: View | None = None
+        self._server = False
+        self._queue: deque[tuple[str, int, bytes]] = deque()  # become-server queue: (sender, seqno, payload)
+        self._next_xmit = -NEVER if self.props.xmit_interval > 0 else NEVER  # the first tick starts the tasks
+        self._hs_prev_run = 0  # last-seqno task: highest sent seqno at its previous run
+        self._last_announced = 0  # ... the seqno of the last HIGHEST_SEQNO sent, and how often it was sent
+        self._announce_count = 0
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    # --- application side -----------------------------------------------------------------------------------------
+
+    def multicast(self, payload: bytes, now: float, out: Outbox) -> int:
+        """Multicasts payload and delivers it locally at once; returns its seqno."""
+        seqno = self.sent.hr + 1
+        self.sent.add(seqno, payload)
+        out.sends.append((None, MSG(seqno, payload)))
+        out.delivers.append(Delivery("multicast", self.local, payload, None, seqno))
+        self.c["msgs_sent"] += 1
+        self.c["msgs_delivered"] += 1
+        return seqno
+
+    # --- network side ---------------------------------------------------------------------------------------------
+
+    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+        """A batch of NAKACK2 messages from src (in arrival order): all messages are added, then delivered once."""
+        c = self.c
+        if src == self.local:  # our own multicasts (and mcast XMIT_REQs/RSPs) looped back by the network
+            c["own_msgs_ignored"] += len(msgs)
+            return
+        data: list[tuple[str, int, bytes]] = []
+        for m in msgs:
+            t = type(m)
+            if t is MSG:
+                c["msgs_received"] += 1
+                data.append((src, m.seqno, m.payload))
+            elif t is XMIT_RSP:
+                c["xmit_rsps_received"] += 1
+                if m.sender == self.local:
+                    c["own_msgs_ignored"] += 1
+                else:
+                    data.append((m.sender, m.seqno, m.payload))
+            elif t is XMIT_REQ:
+                self._handle_xmit_req(src, m, out)
+            elif t is HIGHEST_SEQNO:
+                c["highest_seqno_received"] += 1
+                self._announce(src, m.seqno)
+        if not data:
+            return
+        bound = self._queue_bound()
+        if self._server or bound == 0:
+            self._receive(data, out)
+            return
+        self._queue.extend(data)  # not a server yet: hold everything until become_server()
+        c["become_server_queued"] += len(data)
+        self._trim_queue(bound)
+
+    def _receive(self, data: Iterable[tuple[str, int, bytes]], out: Outbox) -> None:
+        c = self.c
+        touched: dict[str, Window] = {}
+        for sender, seqno, payload in data:
+            w = self.windows.get(sender)
+            if w is None:
+                c["msgs_from_non_members"] += 1
+                continue
+            if seqno - w.table.hd > MAX_SEQNO_AHEAD:
+                c["dropped_out_of_window"] += 1
+                continue
+            if w.table.add(seqno, payload):
+                touched[sender] = w
+            else:
+                c["duplicates_received"] += 1
+        for sender, w in touched.items():
+            self._deliver(sender, w, out)
+
+    def _deliver(self, sender: str, w: Window, out: Outbox) -> None:
+        first = w.table.hd + 1
+        payloads = w.table.remove_deliverable()
+        if not payloads:
+            return
+        out.delivers.extend(
+            Delivery("multicast", sender, p, None, seqno) for seqno, p in enumerate(payloads, start=first)
+        )
+        self.c["msgs_delivered"] += len(payloads)
+        if w.kept is not None:
+            w.kept.add_batch(enumerate(payloads, start=first))
+        if w.table.hd >= w.announced:
+            w.announced = w.table.hd
+
+    def _announce(self, sender: str, seqno: int) -> None:
+        """sender has sent seqno (HIGHEST_SEQNO, STABLE): what we lack up to it is missing and asked for at the next
+        retransmit run (it is not in flight, so no run has to see it missing first). Ignored until we are a server:
+        the become-server queue may hold those messages."""
+        w = self.windows.get(sender)
+        if w is None or not self._server or seqno <= w.table.hr or seqno <= w.announced:
+            return
+        if seqno - w.table.hd > MAX_SEQNO_AHEAD:
+            self.c["dropped_out_of_window"] += 1
+            return
+        w.announced = seqno
+        w.xmit_highest = seqno if w.xmit_highest is None else max(w.xmit_highest, seqno)
+
+    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+        c = self.c
+        c["xmit_reqs_received"] += 1
+        sender = m.sender
+        if sender == self.local:
+            stores = [self.sent]
+            highest = self.sent.hr
+        else:
+            w = self.windows.get(sender)
+            stores = [] if w is None else [w.table] if w.kept is None else [w.kept, w.table]
+            highest = 0 if w is None else w.table.hr
+        dest = None if self.props.use_mcast_xmit else src
+        sent = asked = 0
+        for first, last in m.ranges:
+            asked += max(0, min(last, highest) - max(first, 1) + 1)
+            for store in stores:
+                for seqno, payload in store.items(first, last):
+                    out.sends.append((dest, XMIT_RSP(seqno, sender, payload)))
+                    out.events.append({"event": "xmit", "peer": dest, "sender": sender, "seqno": seqno})
+                    sent += 1
+        c["xmit_rsps_sent"] += sent
+        c["xmit_reqs_missing"] += asked - sent  # asked for, below what we saw, but no longer (or never) held
+
+    # --- membership -----------------------------------------------------------------------------------------------
+
+    def install_view(self, view: View, now: float, out: Outbox) -> None:
+        """Removes the windows of members that left; new members get a window at offset 0 unless one exists."""
+        self.view = view
+        members = set(view.members)
+        for sender in [s for s in self.windows if s not in members]:
+            del self.windows[sender]
+        keep = not self.props.discard_delivered_msgs
+        for member in view.members:
+            if member != self.local and member not in self.windows:
+                self.windows[member] = Window(0, keep)
+
+    def digest(self) -> Digest:
+        """{member: (highest delivered, highest received)} for every window, the local one as (hs, hs)."""
+        d: Digest = {self.local: (self.sent.hr, self.sent.hr)}
+        for sender, w in self.windows.items():
+            d[sender] = (w.table.hd, w.table.hr)
+        return d
+
+    def set_digest(self, digest: Digest, now: float, out: Outbox) -> None:
+        """A joiner: windows start at the coordinator's highest seqno of each member (earlier ones are not wanted).
+        The local entry, if any, is ignored: our own seqnos are never reset."""
+        for sender, (_, hr) in digest.items():
+            if sender != self.local:
+                self._reset_window(sender, hr, out)
+
+    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Outbox) -> None:
+        """A merge: the windows of `members` (another subgroup's) restart at digest[m][1]; other windows are kept."""
+        for sender in members:
+            if sender != self.local and sender in digest:
+                self._reset_window(sender, digest[sender][1], out)
+
+    def _reset_window(self, sender: str, offset: int, out: Outbox) -> None:
+        """A fresh window at offset, never below what was delivered (no duplicate deliveries); received messages
+        above the offset are carried over, so nothing that arrived has to be retransmitted."""
+        old = self.windows.get(sender)
+        w = Window(offset, not self.props.discard_delivered_msgs)
+        if old is not None:
+            if old.table.hd > offset:
+                w = Window(old.table.hd, not self.props.discard_delivered_msgs)
+            carried = old.table.items(w.table.hd + 1, old.table.hr)
+            if carried:
+                w.table.add_batch(carried)
+            w.announced = max(w.announced, old.announced)
+        self.windows[sender] = w
+        self._deliver(sender, w, out)
+
+    def become_server(self, now: float, out: Outbox) -> None:
+        """BECOME_SERVER: replays the queued messages into the windows and delivers what is deliverable."""
+        if self._server:
+            return
+        self._server = True
+        queued = list(self._queue)
+        self._queue.clear()
+        self._receive(queued, out)
+
+    @property
+    def is_server(self) -> bool:
+        return self._server
+
+    def _queue_bound(self) -> int | None:
+        """Capacity of the become-server queue; None = unbounded; 0 = no queue (messages are processed at once)."""
+        p = self.props
+        if p.xmit_interval <= 0 and p.become_server_queue_unbounded_without_xmit:
+            return None
+        return p.become_server_queue_size
+
+    def _trim_queue(self, bound: int | None) -> None:
+        """Drops the oldest queued messages beyond bound (as JGroups' BoundedList does)."""
+        if bound is None or not self._queue:
+            return
+        excess = len(self._queue) - bound
+        for _ in range(excess):
+            self._queue.popleft()
+        if excess > 0:
+            self.c["become_server_dropped"] += excess
+
+    def stable(self, digest: Digest) -> None:
+        """Purges every window up to min(digest[m][0], its highest delivered). With retransmission on, a
+        digest[m][1] above our highest received from m announces missing messages (JGRP-2678)."""
+        c = self.c
+        xmit = self.props.xmit_interval > 0
+        for sender, (hd, hr) in digest.items():
+            if sender == self.local:
+                c["stable_purged"] += self.sent.purge(min(hd, self.sent.hr))
+                continue
+            w = self.windows.get(sender)
+            if w is None:
+                continue
+            if w.kept is not None:
+                c["stable_purged"] += w.kept.purge(min(hd, w.table.hd))
+            if xmit:
+                self._announce(sender, hr)
+
+    # --- timers ---------------------------------------------------------------------------------------------------
+
+    def next_wakeup(self) -> float:
+        return self._next_xmit if self.props.xmit_interval > 0 else NEVER
+
+    def tick(self, now: float, out: Outbox) -> None:
+        interval = self.props.xmit_interval
+        if interval <= 0 or now < self._next_xmit:
+            return
+        self._next_xmit = now + interval
+        self._retransmit_run(out)
+        if self.props.resend_last_seqno:
+            self._last_seqno_run(out)
+
+    def _retransmit_run(self, out: Outbox) -> None:
+        """Asks for the gaps of every window; only seqnos already missing at the previous run (or announced), so
+        messages still in flight are not requested."""
+        limit = self.props.max_xmit_req_size
+        mcast = self.props.use_mcast_xmit_req
+        for sender, w in self.windows.items():
+            if w.num_missing() == 0:
+                w.xmit_highest = None
+                continue
+            table = w.table
+            ranges = table.missing(limit)
+            if w.announced > table.hr:  # the announced tail, within what max_xmit_req_size leaves
+                tail = w.announced
+                if limit > 0:
+                    tail = min(tail, table.hr + limit - sum(last - first + 1 for first, last in ranges))
+                if tail > table.hr:
+                    ranges.append((table.hr + 1, tail))
+            highest = ranges[-1][1]
+            prev = w.xmit_highest
+            if prev is None or highest > prev:
+                w.xmit_highest = highest
+            if prev is None:
+                continue
+            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
+            if ranges:
+                out.sends.append((None if mcast else sender, XMIT_REQ(sender, tuple(ranges))))
+                self.c["xmit_reqs_sent"] += 1
+
+    def _last_seqno_run(self, out: Outbox) -> None:
+        """HIGHEST_SEQNO(hs) when hs did not move since the previous run, at most resend_last_seqno_max_times per hs."""
+        hs = self.sent.hr
+        prev, self._hs_prev_run = self._hs_prev_run, hs
+        if hs == 0 or hs != prev:
+            return
+        if hs != self._last_announced:
+            self._last_announced = hs
+            self._announce_count = 0
+        if self._announce_count >= self.props.resend_last_seqno_max_times:
+            return
+        self._announce_count += 1
+        out.sends.append((None, HIGHEST_SEQNO(hs)))
+        self.c["highest_seqno_sent"] += 1
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def set_property(self, name: str, value: Any) -> None:
+        self.props.set(name, value)
+        if name == "xmit_interval":
+            self._next_xmit = -NEVER if self.props.xmit_interval > 0 else NEVER  # start at the next tick / stop
+        elif name == "discard_delivered_msgs":
+            for w in self.windows.values():
+                if self.props.discard_delivered_msgs:
+                    w.kept = None
+                elif w.kept is None:
+                    w.kept = RetransmitTable(w.table.hd)
+        if name in ("xmit_interval", "become_server_queue_size", "become_server_queue_unbounded_without_xmit"):
+            self._trim_queue(self._queue_bound())
+
+    def counters(self) -> dict[str, int]:
+        stats = dict(self.c)
+        stats["windows"] = len(self.windows) + 1
+        stats["undelivered_msgs"] = sum(len(w.table) for w in self.windows.values())
+        stats["missing_msgs"] = sum(w.num_missing() for w in self.windows.values())
+        stats["sender_window_size"] = len(self.sent)
+        stats["become_server_queue_size"] = len(self._queue)
+        return stats
+
+    def is_idle(self) -> bool:
+        """True when no receiver window has a gap or undelivered messages and the become-server queue is empty."""
+        return not self._queue and all(w.num_missing() == 0 and len(w.table) == 0 for w in self.windows.values())
