@@ -1,0 +1,459 @@
+"""MCAST: reliable, per-sender FIFO multicast with a fixed window and positive acks (design/MCAST.txt, JGRP-2780).
+
+JGroups released this design as NAKACK4; the property names and defaults here are NAKACK4's (and its base
+ReliableMulticast's). Every member keeps one `RingBuffer` of `capacity` slots per member of the view: its own send
+window and a receiver window per other member, allocated once, so memory is fixed per member of the view.
+
+Sender: `multicast` assigns the next seqno at once. If the send window has space the message is added, multicast
+and delivered locally in the same call; otherwise it is held in a FIFO and released, in seqno order, when acks free
+space (nothing overtakes a held message). The ack map holds the highest ACK of every other current member; the send
+window is purged to its minimum (the sender's own entry counts as fully acked). View changes restrict the ack map to
+the new members, which can release held messages. When the window's low end does not move across two retransmit
+runs, the highest sent message is resent (unicast) to every member that has not acked it, so a lost tail message
+shows up as a gap and a lost last ACK is repeated (receivers re-ACK duplicates).
+
+Receiver: a message outside `(highest delivered, low + capacity]` is dropped; in-window ones are delivered in order
+and freed at once. An ACK of the highest delivered seqno goes to the sender after `ack_threshold` deliveries, else
+from the retransmit task (`xmit_interval`) if anything was delivered (or a duplicate seen) since the last one. The
+retransmit task asks each sender for its gaps (XMIT_REQ), only for seqnos already missing on the previous run, plus
+the in-window tail below the highest seqno seen from it (messages dropped above a full window); the answer is one
+XMIT_RSP per message, carrying the original sender and seqno.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.tables import RingBuffer
+from node.wire import Digest, View, header_class
+
+MSG = header_class("MCAST", "MSG")
+ACK = header_class("MCAST", "ACK")
+XMIT_REQ = header_class("MCAST", "XMIT_REQ")
+XMIT_RSP = header_class("MCAST", "XMIT_RSP")
+
+MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
+
+
+@dataclass
+class McastProps(Properties):
+    """Properties with JGroups' NAKACK4 (MCAST) names and defaults; durations in seconds."""
+
+    DURATIONS: ClassVar[frozenset[str]] = frozenset({"xmit_interval"})
+
+    capacity: int = 16384  # slots of every window (messages); fixed for the life of the protocol
+    ack_threshold: int = 0  # a receiver ACKs after this many deliveries; 0 = capacity // 4
+    xmit_interval: float = 1.0  # retransmit task: pending ACKs, XMIT_REQs, resend of the highest unacked message
+    max_xmit_req_size: int = 1024  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
+
+    def validate(self) -> None:
+        if self.capacity < 1:
+            raise ValueError("mcast.capacity must be >= 1")
+        if self.ack_threshold < 0:
+            raise ValueError("mcast.ack_threshold must be >= 0 (0: capacity // 4)")
+        if self.xmit_interval <= 0:
+            raise ValueError("mcast.xmit_interval must be > 0")
+        if self.max_xmit_req_size < 0:
+            raise ValueError("mcast.max_xmit_req_size must be >= 0")
+
+    def effective_ack_threshold(self) -> int:
+        return self.ack_threshold or max(1, self.capacity // 4)
+
+
+class ReceiverWindow:
+    """One sender's messages at this receiver. Delivered messages are freed at once (low == hd)."""
+
+    __slots__ = ("ack_pending", "delivered_since_ack", "highest_seen", "table", "xmit_highest")
+
+    def __init__(self, capacity: int, offset: int) -> None:
+        self.table: RingBuffer[bytes] = RingBuffer(capacity, offset)
+        self.delivered_since_ack = 0
+        self.ack_pending = False  # a duplicate arrived: the sender may have lost our last ACK
+        self.highest_seen = offset  # highest seqno seen, including ones dropped above the window
+        self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
+
+
+COUNTERS = (
+    "msgs_sent",
+    "msgs_received",
+    "msgs_delivered",
+    "duplicates_received",
+    "dropped_outside_window",
+    "dropped_not_server",
+    "own_msgs_ignored",
+    "msgs_from_non_members",
+    "acks_sent",
+    "acks_received",
+    "acks_from_non_members",
+    "acks_invalid",
+    "xmits",
+    "xmit_reqs_sent",
+    "xmit_reqs_received",
+    "xmit_rsps_sent",
+    "xmit_rsps_received",
+    "xmit_reqs_missing",
+    "sends_held",
+    "held_dropped_on_close",
+    "windows_reset",
+)
+
+
+class Mcast:
+    """The MCAST state machine of one member: its send window, held sends, ack map and receiver windows."""
+
+    NAME = "mcast"
+    PROTOCOL = "MCAST"
+
+    def __init__(self, local: str, props: McastProps | None = None) -> None:
+        self.local = local
+        self.props = props or McastProps()
+        self.props.validate()
+        self._capacity = self.props.capacity  # windows keep the capacity they were made with
+        self.send_window: RingBuffer[bytes] = RingBuffer(self._capacity, 0)  # low = purged, hd = hr = highest sent
+        self._seqno = 0  # highest seqno assigned (sent or held)
+        self._held: deque[tuple[int, bytes]] = deque()  # (seqno, payload), seqnos consecutive from hr + 1
+        self.windows: dict[str, ReceiverWindow] = {}  # other member -> its messages here
+        self.acks: dict[str, int] = {}  # other current member -> highest seqno of ours it acked
+        self._ack_floor: dict[str, int] = {}  # reset_windows for members not in the view yet (install_view uses it)
+        self.members: tuple[str, ...] = ()
+        self._is_server = False
+        self._next_xmit = -NEVER  # the first tick starts the retransmit task
+        self._watermark = (0, 0)  # (low, hr) of the send window as seen by the previous retransmit run
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    # --- application side -----------------------------------------------------------------------------------------
+
+    def multicast(self, payload: bytes, now: float, out: Outbox) -> int:
+        """Assigns the next seqno and returns it; sends and delivers locally now, or holds it until acks free space."""
+        self._seqno += 1
+        seqno = self._seqno
+        if self._held or not self.send_window.can_add(seqno):
+            self._held.append((seqno, payload))
+            self.c["sends_held"] += 1
+        else:
+            self._send(seqno, payload, out)
+        return seqno
+
+    def _send(self, seqno: int, payload: bytes, out: Outbox) -> None:
+        win = self.send_window
+        win.add(seqno, payload)
+        win.mark_delivered(seqno)
+        out.sends.append((None, MSG(seqno, payload)))
+        out.delivers.append(Delivery("multicast", self.local, payload, None, seqno))
+        self.c["msgs_sent"] += 1
+        self.c["msgs_delivered"] += 1
+        if not self.acks:  # nobody else to wait for
+            win.purge(seqno)
+
+    def _release(self, out: Outbox) -> None:
+        held = self._held
+        win = self.send_window
+        while held and win.can_add(held[0][0]):
+            seqno, payload = held.popleft()
+            self._send(seqno, payload, out)
+
+    def pending(self) -> int:
+        """Held messages (the runtime applies back-pressure while > 0)."""
+        return len(self._held)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self._held)
+
+    def close(self) -> int:
+        """Stopping: drops the held messages and returns how many. Their seqnos never left this member and are
+        handed out again by later multicasts, so receivers never wait for them."""
+        n = len(self._held)
+        self._held.clear()
+        self._seqno = self.send_window.hr
+        self.c["held_dropped_on_close"] += n
+        return n
+
+    # --- network side ---------------------------------------------------------------------------------------------
+
+    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+        """A batch of MCAST messages from src (in arrival order)."""
+        data: list[tuple[int, bytes]] = []
+        xmitted: dict[str, list[tuple[int, bytes]]] = {}
+        for m in msgs:
+            t = type(m)
+            if t is MSG:
+                data.append((m.seqno, m.payload))
+            elif t is ACK:
+                self._handle_ack(src, m.seqno, out)
+            elif t is XMIT_REQ:
+                self._handle_xmit_req(src, m, out)
+            elif t is XMIT_RSP:
+                self.c["xmit_rsps_received"] += 1
+                xmitted.setdefault(m.sender, []).append((m.seqno, m.payload))
+        if data:
+            self._receive(src, data, out)
+        for sender, items in xmitted.items():
+            self._receive(sender, items, out)
+
+    def _receive(self, sender: str, items: list[tuple[int, bytes]], out: Outbox) -> None:
+        c = self.c
+        n = len(items)
+        c["msgs_received"] += n
+        if sender == self.local:
+            c["own_msgs_ignored"] += n
+            return
+        if not self._is_server:
+            c["dropped_not_server"] += n
+            return
+        w = self.windows.get(sender)
+        if w is None:
+            c["msgs_from_non_members"] += n
+            return
+        table = w.table
+        top = table.low + table.capacity
+        added = 0
+        for seqno, payload in items:
+            if seqno > w.highest_seen:
+                w.highest_seen = seqno
+            if seqno <= table.hd:
+                c["duplicates_received"] += 1
+                w.ack_pending = True  # the sender may have lost our last ACK: repeat it on the next run
+            elif seqno in table:
+                c["duplicates_received"] += 1
+            elif seqno > top:
+                c["dropped_outside_window"] += 1
+            else:
+                table.add(seqno, payload)
+                added += 1
+        if not added:
+            return
+        first = table.hd + 1
+        delivered = table.remove_deliverable()
+        if not delivered:
+            return
+        table.purge(table.hd)
+        out.delivers.extend(Delivery("multicast", sender, p, None, first + i) for i, p in enumerate(delivered))
+        c["msgs_delivered"] += len(delivered)
+        w.delivered_since_ack += len(delivered)
+        if w.delivered_since_ack >= self.props.effective_ack_threshold():
+            self._send_ack(sender, w, out)
+
+    def _send_ack(self, sender: str, w: ReceiverWindow, out: Outbox) -> None:
+        seqno = w.table.hd
+        out.sends.append((sender, ACK(seqno)))
+        w.delivered_since_ack = 0
+        w.ack_pending = False
+        self.c["acks_sent"] += 1
+        out.events.append({"event": "ack", "peer": sender, "conn_id": None, "seqno": seqno})
+
+    def _handle_ack(self, src: str, seqno: int, out: Outbox) -> None:
+        prev = self.acks.get(src)
+        if prev is None:
+            self.c["acks_from_non_members"] += 1
+            return
+        if seqno > self.send_window.hr:  # more than we ever sent: a bogus or misrouted ACK purges nothing
+            self.c["acks_invalid"] += 1
+            return
+        self.c["acks_received"] += 1
+        if seqno > prev:
+            self.acks[src] = seqno
+            if prev <= self.send_window.low:  # only a member at or below the purged end can hold the minimum
+                self._purge(out)
+
+    def _min_ack(self) -> int:
+        return min(self.acks.values()) if self.acks else self.send_window.hr
+
+    def _purge(self, out: Outbox) -> None:
+        """Purges the send window to the minimum ack and releases held messages into the space freed."""
+        win = self.send_window
+        if win.purge(self._min_ack()) and self._held:
+            self._release(out)
+
+    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+        c = self.c
+        c["xmit_reqs_received"] += 1
+        if m.sender == self.local:
+            table = self.send_window
+        else:
+            w = self.windows.get(m.sender)
+            if w is None:
+                c["xmit_reqs_missing"] += 1
+                return
+            table = w.table
+        lowest, highest = table.low + 1, table.hr
+        done = table.low  # every seqno is answered at most once per request, so a request costs <= capacity sends
+        missing = False
+        sent = 0
+        for first, last in m.ranges:
+            if first < lowest:
+                missing = True
+            lo = max(first, done + 1)
+            hi = min(last, highest)
+            for seqno in range(lo, hi + 1):
+                payload = table.get(seqno)
+                if payload is None:
+                    missing = True
+                else:
+                    out.sends.append((src, XMIT_RSP(seqno, m.sender, payload)))
+                    sent += 1
+            if last > highest:
+                missing = True
+            done = max(done, hi)
+        c["xmit_rsps_sent"] += sent
+        c["xmits"] += sent
+        if missing:
+            c["xmit_reqs_missing"] += 1
+
+    # --- membership -----------------------------------------------------------------------------------------------
+
+    def install_view(self, view: View, now: float, out: Outbox) -> None:
+        """Receiver windows for new members (empty, offset 0), none for members gone; the ack map follows the view
+        (a member gone no longer holds back purging: held messages may be released)."""
+        others = [m for m in view.members if m != self.local]
+        current = set(others)
+        self.members = tuple(view.members)
+        for m in [m for m in self.windows if m not in current]:
+            del self.windows[m]
+        for m in others:
+            if m not in self.windows:
+                self.windows[m] = ReceiverWindow(self._capacity, 0)
+        floor = self._ack_floor
+        self.acks = {m: self.acks.get(m, floor.get(m, 0)) for m in others}
+        floor.clear()
+        self._purge(out)
+
+    def digest(self) -> Digest:
+        """member -> (highest delivered, highest received) for every window, own included as (hs, hs)."""
+        d: Digest = {m: (w.table.hd, w.table.hr) for m, w in self.windows.items()}
+        hs = self.send_window.hr
+        d[self.local] = (hs, hs)
+        return d
+
+    def set_digest(self, digest: Digest, now: float, out: Outbox) -> None:
+        """Joiner: the window of every member in the digest starts after its highest received seqno there."""
+        for m, (_, hr) in digest.items():
+            if m != self.local:
+                self._reset_window(m, hr)
+
+    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Outbox) -> None:
+        """Merge: fresh windows at offset digest[m][1] for the given members (others untouched). Those members
+        reset their window for us to digest[local][1] as well, so they will never ack anything below it: their ack
+        entries are raised to it (clamped to what we sent), which may purge and release held messages."""
+        own = digest.get(self.local)
+        floor = min(own[1], self.send_window.hr) if own is not None else None
+        for m in members:
+            if m == self.local:
+                continue
+            if m in digest:
+                self._reset_window(m, digest[m][1])
+            if floor is not None:
+                if m in self.acks:
+                    self.acks[m] = max(self.acks[m], floor)
+                else:
+                    self._ack_floor[m] = max(self._ack_floor.get(m, 0), floor)
+        self._purge(out)
+
+    def _reset_window(self, member: str, offset: int) -> None:
+        """A fresh window at offset, unless the current one has delivered that far already (never deliver twice)."""
+        w = self.windows.get(member)
+        if w is not None and w.table.hd >= offset:
+            return
+        self.windows[member] = ReceiverWindow(self._capacity, offset)
+        self.c["windows_reset"] += 1
+
+    def become_server(self, now: float, out: Outbox) -> None:
+        """Joining is done: messages are accepted from now on (before, they are dropped and counted)."""
+        self._is_server = True
+
+    @property
+    def is_server(self) -> bool:
+        return self._is_server
+
+    # --- timers ---------------------------------------------------------------------------------------------------
+
+    def next_wakeup(self) -> float:
+        return self._next_xmit
+
+    def tick(self, now: float, out: Outbox) -> None:
+        if now >= self._next_xmit:
+            self._next_xmit = now + self.props.xmit_interval
+            self._retransmit_run(out)
+
+    def _retransmit_run(self, out: Outbox) -> None:
+        props = self.props
+        c = self.c
+        # receiver side: pending ACKs, then ask for what is missing. Only seqnos that were already missing in the
+        # previous run are asked for, so messages still in flight are not requested.
+        for sender, w in self.windows.items():
+            if w.delivered_since_ack or w.ack_pending:
+                self._send_ack(sender, w, out)
+            ranges = self._missing(w, props.max_xmit_req_size)
+            if not ranges:
+                w.xmit_highest = None
+                continue
+            highest = ranges[-1][1]
+            prev = w.xmit_highest
+            if prev is None or highest > prev:
+                w.xmit_highest = highest
+            if prev is None:
+                continue
+            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
+            if ranges:
+                out.sends.append((sender, XMIT_REQ(sender, tuple(ranges))))
+                c["xmit_reqs_sent"] += 1
+        # sender side: resend the highest sent message to the members that have not acked it when the window's low
+        # end did not move since the previous run (a lost tail message, or a lost last ACK)
+        win = self.send_window
+        mark = (win.low, win.hr)
+        if win.low < win.hr and mark == self._watermark:
+            hs = win.hr
+            payload = win.get(hs)
+            if payload is not None:
+                for m, acked in self.acks.items():
+                    if acked < hs:
+                        out.sends.append((m, MSG(hs, payload)))
+                        c["xmits"] += 1
+                        out.events.append({"event": "xmit", "peer": m, "conn_id": None, "seqno": hs})
+        self._watermark = mark
+
+    @staticmethod
+    def _missing(w: ReceiverWindow, max_count: int) -> list[tuple[int, int]]:
+        """Gaps in the window, then its tail up to the highest seqno seen (dropped above a full window)."""
+        table = w.table
+        ranges = table.missing(max_count) if table.num_missing() else []
+        tail_end = min(w.highest_seen, table.low + table.capacity)
+        if tail_end > table.hr:
+            n = sum(last - first + 1 for first, last in ranges)
+            if max_count > 0:
+                tail_end = min(tail_end, table.hr + max_count - n)
+            if tail_end > table.hr:
+                ranges.append((table.hr + 1, tail_end))
+        return ranges
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def set_property(self, name: str, value: Any) -> None:
+        if name == "capacity":
+            raise ValueError("mcast.capacity is fixed once the protocol runs (JGroups: writable=false)")
+        self.props.set(name, value)
+        if name == "xmit_interval":
+            self._next_xmit = -NEVER  # apply at the next tick
+
+    def counters(self) -> dict[str, int]:
+        stats = dict(self.c)
+        stats["pending"] = len(self._held)
+        stats["windows"] = len(self.windows) + 1
+        stats["own_window_size"] = len(self.send_window)
+        stats["min_ack"] = self._min_ack()
+        stats["undelivered_msgs"] = sum(len(w.table) for w in self.windows.values())
+        stats["missing_msgs"] = sum(w.table.num_missing() for w in self.windows.values())
+        return stats
+
+    def is_idle(self) -> bool:
+        """Nothing held, no gaps (nor a known missing tail), and the own window fully acked by current members."""
+        win = self.send_window
+        return (
+            not self._held
+            and win.low == win.hr
+            and all(w.table.num_missing() == 0 and w.highest_seen <= w.table.hr for w in self.windows.values())
+        )
