@@ -4,7 +4,7 @@ Every request carries the member's token: {"token": "...", "cmd": "...", ...}. R
 {"ok": false, "error": "..."}. A malformed or unknown command gets an error reply and the member goes on.
 
 Commands: ping | stats | view | send (to, count, size, rate) | multicast (count, size, rate) | tasks |
-close (peer) | set (protocol, property, value) | flush | leave | shutdown
+close (peer) | set (protocol, property, value) | incarnation (peer, incarnation) | flush | leave | shutdown
 """
 
 from __future__ import annotations
@@ -146,6 +146,14 @@ class ControlServer:
         m = self.member
         m.stack.set_property(req["protocol"], req["property"], req["value"])
         m.after_io()
+        return {}
+
+    async def cmd_incarnation(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The orchestrator announces a peer's new incarnation (for stacks without membership)."""
+        peer, incarnation = req["peer"], int(req["incarnation"])
+        if peer not in self.member.peers or incarnation < 1:
+            raise ValueError(f"unknown peer {peer!r} or bad incarnation {incarnation}")
+        self.member.announced_incarnations[peer] = incarnation
         return {}
 
     async def cmd_flush(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.address import make_address, name_of
+from node.address import incarnation_of, make_address, name_of
 from node.history import HistoryWriter
 from node.payload import make_payload, msg_id_of
 from node.stack import Stack, build_stack
@@ -92,6 +92,8 @@ class Member:
         self._tasks: set[asyncio.Future[None]] = set()
         self._tcp_server: asyncio.base_events.Server | None = None
         self._msg_counter: dict[str, int] = {}
+        # peer name -> incarnation, as the orchestrator announced it (stacks without membership have no view)
+        self.announced_incarnations: dict[str, int] = {}
         self.stopped = asyncio.Event()
 
     # --- start and stop -------------------------------------------------------------------------------------------
@@ -340,14 +342,15 @@ class Member:
         return make_address(name, self.peer_incarnation(name))
 
     def peer_incarnation(self, name: str) -> int:
-        """The incarnation of a peer as the current view knows it (1 without membership)."""
+        """The incarnation of a peer as the current view knows it; without membership, as the orchestrator
+        announced it (1 if never)."""
         gms = self.stack.gms
         view = getattr(gms, "view", None) if gms is not None else None
         if view is not None:
             for addr in view.members:
                 if name_of(addr) == name:
-                    return int(addr.partition("/")[2] or 1)
-        return 1
+                    return incarnation_of(addr)
+        return self.announced_incarnations.get(name, 1)
 
     def unacked(self, dest_name: str) -> int:
         dest = make_address(dest_name, self.peer_incarnation(dest_name))
@@ -392,4 +395,7 @@ class Member:
     def counters(self) -> dict[str, Any]:
         stats: dict[str, Any] = dict(self.stack.counters())
         stats["runtime"] = dict(self.c)
+        stats["unacked_by_peer"] = {
+            name_of(peer): len(entry.table) for peer, entry in self.stack.unicast.send_table.items() if len(entry.table)
+        }
         return stats

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -329,3 +331,87 @@ def down(label: str | None, all_: bool) -> None:
     cluster = _attach(label)
     cluster.down()
     console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
+
+
+# --- scenarios and checks ---------------------------------------------------------------------------------------
+
+
+def _run_checks(folder: Path, master: str | None, extra: list[dict] | None = None) -> int:
+    """The analysis pipeline (PySpark) over a run folder: prints the verdict table, writes verdict.json and
+    report.html; exit 0 clean, 1 violations, 2 unreadable input. Runner violations (a timeout) are merged in."""
+    try:
+        from analysis.command import check as analysis_check
+    except ImportError as e:
+        click.echo(
+            f"error: the checker needs the analysis extra ({e}); install it: pip install 'chaosbed[analysis]'", err=True
+        )
+        return 2
+    code = analysis_check(folder, master)
+    if extra and code in (0, 1):
+        verdict_path = folder / "verdict.json"
+        verdict = json.loads(verdict_path.read_text())
+        verdict["violations"] = extra + verdict["violations"]
+        verdict["ok"] = False
+        verdict_path.write_text(json.dumps(verdict, indent=1))
+        for v in extra:
+            click.echo(f"violation: {v['check']}: {v['detail']}")
+        code = 1
+    return code
+
+
+@main.command()
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--backend",
+    type=click.Choice(["sim", "process", "netns"]),
+    default=None,
+    help="default: netns as root with namespaces, else process",
+)
+@click.option("--seed", type=int, default=None, help="overrides the file's seed")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the run folder (default: a new folder under ./runs/)",
+)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override any key, e.g. cluster.stack=unicast2")
+@click.option("--master", default=None, help="Spark master for the checks (default: local)")
+def run(
+    scenario_file: Path,
+    backend: str | None,
+    seed: int | None,
+    out: Path | None,
+    sets: tuple[str, ...],
+    master: str | None,
+) -> None:
+    """Run a scenario file (SCENARIO.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
+    from orchestration.cluster import ClusterError
+    from orchestration.runner import run_real, run_sim
+    from orchestration.scenario import ScenarioError, load
+
+    try:
+        sc = load(scenario_file, list(sets), seed)
+        backend = backend or _default_backend()
+        out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out.exists() and any(out.iterdir()):
+            raise ScenarioError(f"--out {out}: the folder exists and is not empty")
+        with console.status(f"running {sc.name} on {backend} (seed {sc.seed})"):
+            outcome = run_sim(sc, out) if backend == "sim" else run_real(sc, backend, out)
+    except (ScenarioError, ClusterError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    code = _run_checks(out, master, outcome.extra_violations)
+    replay = f"chaosbed run {shlex.quote(str(scenario_file))} --backend {backend} --seed {sc.seed}" + "".join(
+        f" --set {shlex.quote(s)}" for s in sets
+    )
+    verdict = {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}.get(code, str(code))
+    click.echo(f"verdict: {verdict} ({out}); replay: {replay}")
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--master", default=None, help="Spark master URL (default: local mode)")
+def check(folder: Path, master: str | None) -> None:
+    """Check a finished run folder (or a folder of run folders): exit 0 clean, 1 violations, 2 unreadable."""
+    sys.exit(_run_checks(folder, master))

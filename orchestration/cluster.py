@@ -242,6 +242,9 @@ class Cluster:
         self._spawn(m)
         self._save_state()
         self.wait_ready(name, timeout)
+        for other in self.running():  # stacks without membership learn the new address from us
+            if other != name and not self.members[other].paused:
+                self.control(other, "incarnation", peer=name, incarnation=m.incarnation)
 
     # --- control --------------------------------------------------------------------------------------------------
 

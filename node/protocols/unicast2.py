@@ -383,7 +383,10 @@ class Unicast2:
     def _retransmit_run(self, now: float, out: Outbox) -> None:
         # Ask for every gap, every run, for as long as it lasts: a gap the sender can no longer fill (scenario #6)
         # is asked for forever; xmit_reqs_sent (here) and xmit_reqs_missing (at the sender) keep rising.
+        members = self.members
         for peer, entry in self.recv_table.items():
+            if members is not None and peer not in members:
+                continue  # a member that left will not answer
             table = entry.table
             if table.num_missing():
                 ranges = tuple(table.missing()[:MAX_XMIT_RANGES])
@@ -427,7 +430,13 @@ class Unicast2:
         return stats
 
     def is_idle(self) -> bool:
-        """True when every sender window is purged (all STABLEd) and no receiver window holds or misses anything."""
-        return all(len(e.table) == 0 for e in self.send_table.values()) and all(
-            e.table.num_missing() == 0 and len(e.table) == 0 for e in self.recv_table.values()
+        """True when every sender window is purged (all STABLEd) and no receiver window holds or misses anything.
+        Connections to peers outside the current membership (when one is known) do not count."""
+        members = self.members
+        return all(
+            len(e.table) == 0 for p, e in self.send_table.items() if members is None or p in members
+        ) and all(
+            e.table.num_missing() == 0 and len(e.table) == 0
+            for p, e in self.recv_table.items()
+            if members is None or p in members
         )

@@ -369,8 +369,15 @@ class Unicast3:
         removed_recv = self.remove_receive_connection(peer)
         return removed_send or removed_recv
 
-    def set_members(self, members: frozenset[str] | set[str] | list[str] | None) -> None:
+    def set_members(
+        self, members: frozenset[str] | set[str] | list[str] | None, now: float | None = None, out: Outbox | None = None
+    ) -> None:
+        """The current membership (None: unknown). With `now` and `out`, connections to members that left are
+        closed (CLOSING: still flushed, removed after conn_close_timeout), as JGroups' UNICAST3 does on a view."""
         self.members = None if members is None else frozenset(members)
+        if self.members is not None and now is not None and out is not None:
+            for peer in sorted({*self.send_table, *self.recv_table} - self.members):
+                self.close_connection(peer, now, out)
 
     # --- timers ---------------------------------------------------------------------------------------------------
 
@@ -397,7 +404,10 @@ class Unicast3:
         c = self.c
         # receiver side: pending acks, then ask for what is missing. Only seqnos that were already missing in the
         # previous run are asked for, so messages still in flight are not requested.
+        members = self.members
         for peer, entry in self.recv_table.items():
+            if members is not None and peer not in members:
+                continue  # a member that left: neither acks nor retransmission requests (set_members closed it)
             if entry.ack_pending:
                 self._send_ack(peer, entry, now, out)
             table = entry.table
@@ -486,7 +496,13 @@ class Unicast3:
         return stats
 
     def is_idle(self) -> bool:
-        """True when every sender window is drained and no receiver window has a gap."""
-        return all(e.table.hd == e.table.hr for e in self.send_table.values()) and all(
-            e.table.num_missing() == 0 and len(e.table) == 0 for e in self.recv_table.values()
+        """True when every sender window is drained and no receiver window has a gap. Connections to peers outside the
+        current membership (when one is known) do not count: nothing more will come from or be acked by them."""
+        members = self.members
+        return all(
+            e.table.hd == e.table.hr for p, e in self.send_table.items() if members is None or p in members
+        ) and all(
+            e.table.num_missing() == 0 and len(e.table) == 0
+            for p, e in self.recv_table.items()
+            if members is None or p in members
         )

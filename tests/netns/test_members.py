@@ -139,3 +139,28 @@ def test_kill_leaves_a_readable_history_and_down_cleans_up(make_cluster, backend
     cluster.pause("A")
     cluster.resume("A")
     assert cluster.control("A", "ping")["member"] == "A"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kill_and_restart_is_a_new_incarnation_that_receives_new_messages(make_cluster, backend: str) -> None:
+    cluster = make_cluster(backend, 2, properties={"unicast3": {"max_retransmit_time": "3s", "xmit_interval": "200ms"}})
+    cluster.control("A", "send", to="B", count=500, size=50)
+    cluster.wait_until(lambda: delivered_counts(cluster, "B") == 500, 30, "the first 500")
+    cluster.kill("B")
+    cluster.control("A", "send", to="B", count=50, size=50)  # to the dead incarnation
+    cluster.restart("B")
+    assert cluster.control("B", "ping")["address"] == "B/2"
+    cluster.control("A", "send", to="B", count=500, size=50)
+    cluster.wait_until(lambda: delivered_counts(cluster, "B") == 500, 30, "500 messages to the new incarnation")
+    # A gives up the connection to the dead incarnation (max_retransmit_time), so it goes quiet
+    cluster.wait_until(
+        lambda: cluster.control("A", "stats")["counters"]["unicast3"]["conns_removed_unacked"] == 1,
+        30,
+        "A to drop its connection to the dead incarnation",
+    )
+    cluster.stop_members()
+    events = read_history(cluster.members["B"].history)
+    incarnations = [e["incarnation"] for e in events if e["event"] == "deliver"]
+    assert incarnations.count(1) == 500 and incarnations.count(2) == 500
+    new_ids = [e["msg_id"] for e in events if e["event"] == "deliver" and e["incarnation"] == 2]
+    assert len(set(new_ids)) == 500 and all(i.startswith("A>B#") for i in new_ids)

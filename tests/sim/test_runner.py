@@ -1,0 +1,75 @@
+"""`chaosbed run` mechanics without the checker: the run folder, determinism, and clear refusals."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from orchestration.runner import run_real, run_sim, scenario_toml
+from orchestration.scenario import ScenarioError, parse
+
+pytestmark = pytest.mark.sim
+
+SCENARIO = {
+    "name": "runner-test",
+    "seed": 3,
+    "timeout": "120s",
+    "cluster": {
+        "members": 3,
+        "stack": "unicast3",
+        "properties": {"unicast3": {"xmit_interval": "100ms", "max_retransmit_time": "5s"}},
+    },
+    "workload": [{"kind": "unicast", "from": "*", "to": "*", "count": 200, "rate": 400}],
+    "faults": [
+        {"at": "0.2s", "kind": "partition", "from": ["A"], "to": ["B"], "one_way": True, "for": "1s"},
+        {"at": "0.1s", "kind": "discard", "match": "UNICAST3.XMIT_REQ()", "from": "B", "to": "A", "count": 2},
+        {"at": "0.3s", "kind": "loss", "from": "*", "to": "*", "probability": 0.2, "for": "0.5s"},
+        {"at": "0.4s", "kind": "kill", "member": "C"},
+    ],
+}
+
+
+def _events(out: Path, member: str) -> list[dict]:
+    return [json.loads(line) for line in (out / "history" / f"{member}.jsonl").read_text().splitlines()]
+
+
+def test_sim_run_folder_is_complete_and_replayable(tmp_path: Path) -> None:
+    sc = parse(json.loads(json.dumps(SCENARIO)))
+    first = run_sim(sc, tmp_path / "a")
+    assert not first.timed_out and first.extra_violations == []
+    out = first.out
+    assert parse(tomllib.loads((out / "scenario.toml").read_text())).raw == sc.raw
+    assert _events(out, "A")[-1]["event"] == "stop" and _events(out, "C")[-1]["event"] != "stop"
+    faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
+    assert {f["kind"] for f in faults} >= {"link", "discard", "kill"} and all(f["seed"] == 3 for f in faults)
+    # A's and B's streams to each other are complete and in order despite the faults
+    delivered = [e["msg_id"] for e in _events(out, "B") if e["event"] == "deliver" and e["sender"] == "A"]
+    assert delivered == [f"A>B#{i}" for i in range(1, 201)]
+    second = run_sim(parse(json.loads(json.dumps(SCENARIO))), tmp_path / "b")
+    for m in "ABC":
+        assert _events(second.out, m) == _events(out, m)
+
+
+def test_a_run_that_does_not_finish_is_a_timeout_violation(tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(SCENARIO))
+    raw["timeout"] = "1s"
+    outcome = run_sim(parse(raw), tmp_path)
+    assert outcome.timed_out
+    assert [v["check"] for v in outcome.extra_violations] == ["timeout"]
+
+
+def test_pause_is_refused_by_the_sim_and_network_faults_by_real_backends(tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(SCENARIO))
+    raw["faults"] = [{"at": "1s", "kind": "pause", "member": "A"}]
+    with pytest.raises(ScenarioError, match="pause is not supported by the sim backend"):
+        run_sim(parse(raw), tmp_path / "x")
+    with pytest.raises(ScenarioError, match=r"discard, loss, partition need the chaos engine"):
+        run_real(parse(json.loads(json.dumps(SCENARIO))), "process", tmp_path / "y")
+
+
+def test_scenario_toml_round_trips() -> None:
+    sc = parse(json.loads(json.dumps(SCENARIO)))
+    assert parse(tomllib.loads(scenario_toml(sc))).raw == sc.raw
