@@ -28,9 +28,17 @@ class HistoryWriter:
         self.member = member
         self.incarnation = incarnation
         self.clock = clock
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._buf: list[str] = []
+        self._end_partial_line()
         self.events_written = 0
+
+    def _end_partial_line(self) -> None:
+        """A restarted member appends to the file of its killed incarnation, which may end in a cut-off line:
+        terminate it, so that line stays the only damage and this incarnation's first event is a line of its own."""
+        size = os.fstat(self._fd).st_size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            os.write(self._fd, b"\n")
 
     def event(self, event: str, **fields: Any) -> None:
         record = {"t": self.clock(), "member": self.member, "incarnation": self.incarnation, "event": event}

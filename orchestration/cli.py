@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -338,25 +337,16 @@ def down(label: str | None, all_: bool) -> None:
 
 def _run_checks(folder: Path, master: str | None, extra: list[dict] | None = None) -> int:
     """The analysis pipeline (PySpark) over a run folder: prints the verdict table, writes verdict.json and
-    report.html; exit 0 clean, 1 violations, 2 unreadable input. Runner violations (a timeout) are merged in."""
+    report.html; exit 0 clean, 1 violations, 2 unreadable input. Runner violations (a timeout) are reported too."""
     try:
         from analysis.command import check as analysis_check
+        from analysis.verdict import Violation
     except ImportError as e:
         click.echo(
             f"error: the checker needs the analysis extra ({e}); install it: pip install 'chaosbed[analysis]'", err=True
         )
         return 2
-    code = analysis_check(folder, master)
-    if extra and code in (0, 1):
-        verdict_path = folder / "verdict.json"
-        verdict = json.loads(verdict_path.read_text())
-        verdict["violations"] = extra + verdict["violations"]
-        verdict["ok"] = False
-        verdict_path.write_text(json.dumps(verdict, indent=1))
-        for v in extra:
-            click.echo(f"violation: {v['check']}: {v['detail']}")
-        code = 1
-    return code
+    return analysis_check(folder, master, extra=[Violation(**v) for v in extra or []])
 
 
 @main.command()

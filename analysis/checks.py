@@ -1,0 +1,232 @@
+"""The checks on Spark: one task per batch of (run, sender) groups, one pass over each group.
+
+The cache already holds one Parquet file per (run, sender) group (`ingest.py` did the shuffle while parsing), so a
+check is a single Spark job with no shuffle: each task reads its groups' files and runs `streams.check_sender`, which
+computes fifo, exactly_once, complete, no_phantoms, latency, counters and delivery progress in one pass.
+`fifo`, `exactly_once`, ... are that result filtered to one check, so asking for all of them costs one job.
+`views_converge` works on the (small) view events in the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from analysis.ingest import Group
+from analysis.membership import NEVER, RunInfo
+from analysis.streams import INPUT_COLUMNS, OUT_SCHEMA, bin_value, check_sender
+from analysis.verdict import Violation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def message_events(events: DataFrame) -> DataFrame:
+    """Send and deliver events keyed by (run, sender): a send by its member, a delivery by its sender field."""
+    from pyspark.sql import functions as F
+
+    key = F.when(F.col("event") == "send", F.col("member")).otherwise(F.col("sender")).alias("key")
+    return events.filter(F.col("event").isin("send", "deliver")).select("run", key, *INPUT_COLUMNS)
+
+
+def plan_tasks(groups: list[Group], slots: int, rows_per_task: int = 400_000) -> list[list[Group]]:
+    """Packs groups into tasks, largest first onto the least loaded task: at least 2 tasks per slot when there is
+    enough work, few tasks for many small runs (a task costs tens of ms)."""
+    total = sum(g.rows for g in groups)
+    n = max(1, min(len(groups), max(2 * slots, total // rows_per_task)))
+    tasks: list[list[Group]] = [[] for _ in range(n)]
+    load = [0] * n
+    for g in sorted(groups, key=lambda g: -g.rows):
+        i = load.index(min(load))
+        tasks[i].append(g)
+        load[i] += g.rows
+    order = sorted(range(n), key=lambda i: -load[i])
+    return [tasks[i] for i in order if tasks[i]]
+
+
+def group_tasks(spark: SparkSession, cache: Path, groups: list[Group]) -> DataFrame:
+    """A DataFrame with one row per task (`task`, `groups` as JSON: run, key, absolute path), one per partition."""
+    tasks = plan_tasks(groups, spark.sparkContext.defaultParallelism)
+    rows = [(i, json.dumps([[g.run, g.key, str(cache / g.path)] for g in t])) for i, t in enumerate(tasks)]
+    return spark.createDataFrame(rows, "task int, groups string").repartitionByRange(len(rows), "task")
+
+
+def read_group(path: str) -> pa.Table:
+    """The send and deliver events of one cached group (a folder of Parquet parts)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=INPUT_COLUMNS, filters=[("event", "in", ["send", "deliver"])])
+
+
+def stream_results(tasks: DataFrame, infos: dict[str, RunInfo]) -> DataFrame:
+    """One row per violation, counter, latency summary, histogram bin and progress bucket (OUT_SCHEMA), computed
+    per group file by `check_sender`; `tasks` comes from group_tasks."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    def run_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for spec in batch.column("groups").to_pylist():
+                for run, key, path in json.loads(spec):
+                    yield from check_sender(read_group(path), infos[run], key).to_batches()
+
+    return tasks.mapInArrow(run_tasks, from_arrow_schema(OUT_SCHEMA))
+
+
+def stream_results_from_events(events: DataFrame, infos: dict[str, RunInfo]) -> DataFrame:
+    """The same rows from any DataFrame of events (columns of the cache): groups by (run, sender) with a shuffle.
+    Slower than the cache's group files; for events that come from elsewhere."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    def per_sender(table: pa.Table) -> pa.Table:
+        return check_sender(table, infos[table["run"][0].as_py()], table["key"][0].as_py())
+
+    return message_events(events).groupBy("run", "key").applyInArrow(per_sender, from_arrow_schema(OUT_SCHEMA))
+
+
+def _only(check: str) -> Callable[[DataFrame, dict[str, RunInfo]], DataFrame]:
+    def violations(tasks: DataFrame, infos: dict[str, RunInfo]) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        res = stream_results(tasks, infos)
+        return res.filter((F.col("rtype") == "violation") & (F.col("check") == check))
+
+    violations.__name__ = check
+    violations.__doc__ = f"The {check} violations: a filter of the single pass (stream_results)."
+    return violations
+
+
+fifo = _only("fifo")
+exactly_once = _only("exactly_once")
+complete = _only("complete")
+no_phantoms = _only("no_phantoms")
+
+
+def views_converge(info: RunInfo) -> tuple[list[Violation], str | None]:
+    """After the last fault ends, every live member's last view holds exactly the live members, is the same view
+    everywhere, and was installed within the bound. Returns the violations and a note when not checked."""
+    bound = info.checks.views_bound
+    if bound is None:
+        return [], None
+    if not info.has_views:
+        return [], "views_converge not checked: no view events"
+    live = [m for m in info.members if info.alive.get(m)]
+    if not live:
+        return [], "views_converge not checked: no member alive at the end"
+    heal = info.heal_time()
+    if heal == NEVER:
+        return [], "views_converge not checked: a partition is still in force at the end"
+    deadline = None if heal is None else heal + int(bound * 1e9)
+    expected = frozenset(live)
+    out: list[Violation] = []
+
+    def bad(member: str | None, detail: str, t: int | None) -> None:
+        out.append(Violation("views_converge", None, member, None, None, None, detail, info.run, None, t))
+
+    finals = {m: (info.views.get(m) or [None])[-1] for m in live}
+    for m, v in finals.items():
+        if v is None:
+            bad(m, f"{m} installed no view in its final incarnation", None)
+        elif v.members != expected:
+            bad(
+                m,
+                f"{m}'s last view {v.view_id} is [{', '.join(sorted(v.members))}] but the members alive at the "
+                f"end are [{', '.join(live)}]",
+                v.t,
+            )
+        elif deadline is not None and v.t > deadline:
+            bad(
+                m,
+                f"{m} installed its last view {v.view_id} {(v.t - heal) / 1e9:.3f} s after the last fault ended "
+                f"(bound {bound:g} s)",
+                v.t,
+            )
+    ids = {v.view_id for v in finals.values() if v is not None}
+    if not out and len(ids) > 1:
+        which = ", ".join(f"{m}: {v.view_id}" for m, v in finals.items() if v is not None)
+        bad(None, f"the live members ended in different views with the same members ({which})", None)
+    return out, None
+
+
+@dataclass
+class RunResult:
+    """Everything a verdict and a report need about one run."""
+
+    info: RunInfo
+    violations: list[Violation] = field(default_factory=list)
+    counters: Counter = field(default_factory=Counter)
+    latency: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (sender, receiver, kind) -> stats
+    hist: dict[str, Counter] = field(default_factory=dict)  # kind -> bin -> count
+    progress: dict[str, np.ndarray] = field(default_factory=dict)  # receiver -> deliveries per bucket
+    notes: list[str] = field(default_factory=list)
+
+
+def collect(rows: pa.Table, infos: dict[str, RunInfo]) -> dict[str, RunResult]:
+    """Folds the rows of stream_results (as Arrow) into one RunResult per run, and adds views_converge."""
+    from analysis.streams import PROGRESS_BUCKETS
+
+    results = {run: RunResult(info) for run, info in infos.items()}
+    hist: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    for r in rows.to_pylist():
+        res = results[r["run"]]
+        kind = r["rtype"]
+        if kind == "violation":
+            res.violations.append(
+                Violation(
+                    r["check"],
+                    r["sender"],
+                    r["receiver"],
+                    r["conn_id"],
+                    r["seqno"],
+                    r["msg_id"],
+                    r["detail"],
+                    r["run"],
+                    r["kind"],
+                    r["t"],
+                )
+            )
+        elif kind == "stats":
+            res.counters.update(json.loads(r["payload"]))
+        elif kind == "latency":
+            res.latency[(r["sender"], r["receiver"], r["kind"])] = json.loads(r["payload"])
+        elif kind == "hist":
+            hist[r["run"]][r["kind"]][r["a"]] += r["b"]
+        elif kind == "progress":
+            arr = res.progress.setdefault(r["receiver"], np.zeros(PROGRESS_BUCKETS, np.int64))
+            arr[r["a"]] += r["b"]
+    for run, res in results.items():
+        res.hist = dict(hist.get(run, {}))
+        vs, note = views_converge(res.info)
+        res.violations.extend(vs)
+        if note:
+            res.notes.append(note)
+    return results
+
+
+def check_events(
+    spark: SparkSession, cache: Path, groups: list[Group], infos: dict[str, RunInfo]
+) -> dict[str, RunResult]:
+    """Runs every check on the cached group files: one Spark job, then views_converge in the driver."""
+    rows = stream_results(group_tasks(spark, cache, groups), infos).toArrow() if groups else OUT_SCHEMA.empty_table()
+    return collect(rows, infos)
+
+
+def percentiles_from_hist(counts: Counter, qs: tuple[float, ...] = (50, 90, 99)) -> dict[str, float]:
+    """Approximate percentiles (about 1 % error) of merged latency histograms, in ns."""
+    if not counts:
+        return {}
+    bins = sorted(counts)
+    cum = np.cumsum([counts[b] for b in bins])
+    total = int(cum[-1])
+    out = {"count": total}
+    for q in qs:
+        i = int(np.searchsorted(cum, q / 100 * total, side="left"))
+        out[f"p{q:g}"] = bin_value(bins[min(i, len(bins) - 1)])
+    out["max"] = bin_value(bins[-1])
+    return out

@@ -1,0 +1,137 @@
+"""`chaosbed check DIR [--master URL]`: check a run folder (or a folder of runs), print the verdict table, write
+verdict.json and report.html, and return the exit code (0 clean, 1 violations, 2 unreadable input)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from analysis.config import CHECKS, InputError
+from analysis.pipeline import Analysis, SparkUnavailable, analyze
+from analysis.verdict import Violation, sort_violations, verdict_doc, write_verdict
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
+SHOWN = 20  # violations printed; verdict.json has them all
+_LEGEND = "violations per check: fifo, exactly_once, complete, no_phantoms, views_converge; skipped = cut-off lines"
+
+
+def write_outputs(analysis: Analysis) -> list[Path]:
+    """verdict.json and report.html in every run folder, and matrix-level ones when a folder of runs was checked."""
+    from analysis.report import render_matrix, render_run
+
+    written = []
+    for run in analysis.runs:
+        res = analysis.results[run.name]
+        stats = analysis.stats[run.name]
+        write_verdict(run.path / "verdict.json", res.violations, stats)
+        (run.path / "report.html").write_text(render_run(run.name, res, stats), encoding="utf-8")
+        written += [run.path / "verdict.json", run.path / "report.html"]
+    if analysis.is_matrix:
+        every = [v for r in analysis.results.values() for v in r.violations]
+        stats = {
+            "runs": {
+                run.name: {
+                    "ok": not analysis.results[run.name].violations,
+                    "events": analysis.stats[run.name]["events"],
+                    "violations": analysis.stats[run.name]["violations"],
+                }
+                for run in analysis.runs
+            },
+            "events": analysis.events,
+        }
+        write_verdict(analysis.root / "verdict.json", every, stats)
+        (analysis.root / "report.html").write_text(render_matrix(analysis), encoding="utf-8")
+        written += [analysis.root / "verdict.json", analysis.root / "report.html"]
+    return written
+
+
+def print_verdict(console: Console, analysis: Analysis) -> None:
+    """The verdict table (one row per run), the first violations, and a last line with the verdict."""
+    table = Table(
+        title=f"chaosbed check {analysis.root}", title_justify="left", caption=_LEGEND, caption_justify="left"
+    )
+    for col in ("run", "verdict", "events", "fifo", "once", "complete", "phantoms", "views", "skipped"):
+        table.add_column(col, justify="right" if col not in ("run", "verdict") else "left")
+    for run in analysis.runs:
+        s = analysis.stats[run.name]
+        verdict = "[green]OK[/]" if not s["violations"] else "[bold red]FAIL[/]"
+        cells = []
+        for c in CHECKS[:5]:
+            n = s["violations"].get(c, 0)
+            cells.append("off" if s["checks"].get(c) is False else f"[red]{n}[/]" if n else "0")
+        table.add_row(run.name, verdict, f"{s['events']:,}", *cells, str(s["skipped_lines"]))
+    console.print(table)
+    every = sort_violations([v for r in analysis.results.values() for v in r.violations])
+    if every:
+        console.print(f"violations (first {min(SHOWN, len(every))} of {len(every)}):")
+        for v in every[:SHOWN]:
+            where = " ".join(
+                f"{k} {x}" for k, x in (("conn", v.conn_id), ("seqno", v.seqno), ("msg", v.msg_id)) if x is not None
+            )
+            link = f"{v.sender or '-'}->{v.receiver or '-'}"
+            console.print(f"  [red]{v.check}[/] {v.run} {link} {v.kind or ''} {where}: {v.detail}", soft_wrap=True)
+    for run in analysis.runs:
+        for note in analysis.stats[run.name]["notes"]:
+            console.print(f"[dim]{run.name}: {note}[/]")
+    out = analysis.root / "verdict.json"
+    secs = analysis.timings.get("total", 0.0)
+    if analysis.ok:
+        console.print(
+            f"[green]OK[/]: every check held — {len(analysis.runs)} run(s), {analysis.events:,} events "
+            f"in {secs:.1f} s; {out}"
+        )
+    else:
+        bad = sum(1 for r in analysis.results.values() if r.violations)
+        console.print(
+            f"[bold red]FAIL[/]: {len(every)} violation(s) in {bad} of {len(analysis.runs)} run(s) — "
+            f"{analysis.events:,} events in {secs:.1f} s; {out}"
+        )
+
+
+def check(
+    path: str | Path,
+    master: str | None = None,
+    *,
+    bound_views: float | None = None,
+    extra: list[Violation] | None = None,
+) -> int:
+    """Checks a run folder or a folder of runs; returns 0 (every check held), 1 (violations) or 2 (unreadable
+    input, with a one-line message on stderr). `bound_views` (seconds) overrides the scenario's views_converge.
+    `extra`: violations the runner observed itself (a `timeout`), reported with the rest of a single run."""
+    console = Console(highlight=False)
+    try:
+        analysis = analyze(path, master, bound_views=bound_views)
+        if extra:
+            _add_violations(analysis, extra)
+        write_outputs(analysis)
+    except (InputError, SparkUnavailable) as exc:
+        print(f"chaosbed check: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except OSError as exc:
+        print(f"chaosbed check: cannot write the verdict: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print_verdict(console, analysis)
+    return EXIT_OK if analysis.ok else EXIT_VIOLATIONS
+
+
+def _add_violations(analysis: Analysis, extra: list[Violation]) -> None:
+    if len(analysis.results) != 1:
+        raise InputError("runner violations apply to one run folder, not a folder of runs")
+    ((name, res),) = analysis.results.items()
+    counts = analysis.stats[name]["violations"]
+    for v in extra:
+        res.violations.append(v)
+        counts[v.check] = counts.get(v.check, 0) + 1
+
+
+def verdict(analysis: Analysis) -> dict:
+    """The verdict.json document of a single-run analysis (for `chaosbed run`, which prints its own last line)."""
+    (run,) = analysis.runs
+    return verdict_doc(analysis.results[run.name].violations, analysis.stats[run.name])
+
+
+if __name__ == "__main__":  # python -m analysis.command DIR [MASTER]
+    sys.exit(check(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))

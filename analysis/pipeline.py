@@ -1,0 +1,198 @@
+"""From a run folder (or a folder of runs) to results: read, cache, check, and sum up the statistics."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.checks import RunResult, check_events, percentiles_from_hist
+from analysis.config import CheckConfig, InputError, read_checks
+from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
+from analysis.membership import RunInfo, build_run_info, read_faults
+from analysis.schema import RunFolder, discover_runs
+from analysis.spark import get_spark, is_local
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkUnavailable(Exception):
+    """Spark could not start (no Java, a bad master URL); the message says so."""
+
+
+@dataclass
+class Analysis:
+    root: Path
+    runs: list[RunFolder]
+    results: dict[str, RunResult]
+    stats: dict[str, dict]
+    is_matrix: bool
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return sum(s["events"] for s in self.stats.values())
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.violations for r in self.results.values())
+
+
+def classify_bad_lines(run: RunFolder, bad: list[BadLine], faults: list[dict]) -> list[dict]:
+    """A line that is not a complete event is skipped when it is the file's last line or when its member was killed
+    between the lines around it (the cut-off end of an earlier incarnation); anything else is damage (InputError)."""
+    skipped = []
+    for b in bad:
+        lo = -(1 << 62) if b.prev_t is None else b.prev_t
+        hi = (1 << 62) if b.next_t is None else b.next_t
+        killed = any(f.get("kind") == "kill" and f.get("member") == b.member and lo <= f["t"] <= hi for f in faults)
+        if not (b.last or killed):
+            where = f"{run.path / b.file}" + (f":{b.line}" if b.line else "")
+            raise InputError(f"{where}: not a complete JSON event (and {b.member} was not killed there): {b.text!r}")
+        skipped.append(
+            {
+                "file": b.file,
+                "line": b.line,
+                "text": b.text[:80],
+                "reason": "last line cut off" if b.last else "cut off by a kill",
+            }
+        )
+    return skipped
+
+
+def start_spark(master: str | None) -> SparkSession:
+    try:
+        return get_spark(master)
+    except Exception as exc:  # Py4J/launcher errors have many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(
+            f"Spark could not start (master {master or 'local'}): {first}. PySpark needs Java 17+ on PATH or in "
+            "JAVA_HOME."
+        ) from exc
+
+
+def run_infos(
+    runs: list[RunFolder],
+    ing: Ingested,
+    faults: dict[str, tuple[list[dict], int]],
+    checks: dict[str, CheckConfig],
+) -> tuple[dict[str, RunInfo], dict[str, list[dict]]]:
+    """The membership facts of each run, and its skipped lines (InputError for damaged ones)."""
+    infos: dict[str, RunInfo] = {}
+    skipped: dict[str, list[dict]] = {}
+    for run in runs:
+        s = ing.summaries[run.name]
+        recs, _ = faults[run.name]
+        skipped[run.name] = classify_bad_lines(run, s.bad_lines, recs)
+        infos[run.name] = build_run_info(
+            run.name, s.member_events(), s.last_event(), s.views, recs, checks[run.name], s.t_range()
+        )
+    return infos, skipped
+
+
+def _start_into(future: Future, master: str | None) -> None:
+    """Starts Spark on a daemon thread (an unreadable input then exits without waiting for the JVM)."""
+    try:
+        session = start_spark(master)
+        future.set_result((session, time.perf_counter()))
+    except BaseException as exc:  # handed to the waiting thread
+        future.set_exception(exc)
+
+
+def analyze(
+    path: str | Path, master: str | None = None, *, bound_views: float | None = None, reader: str | None = None
+) -> Analysis:
+    """Reads and checks a run folder or a folder of runs. Raises InputError (exit 2) or SparkUnavailable."""
+    root = Path(path)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such folder" if not root.exists() else f"{root}: not a folder")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    runs = discover_runs(root)
+    check_readable(runs, root)
+    checks = {run.name: read_checks(run.scenario_file, bound_views) for run in runs}
+    faults = {run.name: read_faults(run.faults_file) for run in runs}
+    reader = reader or ("arrow" if is_local(master) else "spark")
+    if reader == "spark":
+        spark = start_spark(master)
+        timings["spark_start"] = time.perf_counter() - t0
+        ing = ingest(runs, root, reader=reader, spark=spark)
+    else:  # the JVM starts while pyarrow parses: on 2 cores this hides most of the start-up
+        starting: Future = Future()
+        threading.Thread(target=_start_into, args=(starting, master), daemon=True).start()
+        ing = ingest(runs, root, reader=reader)
+        timings["ingest"] = time.perf_counter() - t0
+        spark, ready = starting.result()
+        timings["spark_start"] = ready - t0
+    timings.setdefault("ingest", time.perf_counter() - t0 - timings["spark_start"])
+    infos, skipped = run_infos(runs, ing, faults, checks)
+    t2 = time.perf_counter()
+    results = check_events(spark, ing.cache, ing.groups, infos)
+    timings["checks"] = time.perf_counter() - t2
+    stats = {
+        run.name: run_stats(results[run.name], ing.summaries[run.name], skipped[run.name], faults[run.name][1])
+        for run in runs
+    }
+    timings["total"] = time.perf_counter() - t0
+    timings["from_cache"] = float(ing.from_cache)
+    is_matrix = not (root / "history").is_dir()
+    return Analysis(root, runs, results, stats, is_matrix, timings)
+
+
+def _ms(d: dict) -> dict:
+    return {k: (round(v / 1e6, 3) if k != "count" else v) for k, v in d.items()}
+
+
+def run_stats(res: RunResult, summary: RunSummary, skipped: list[dict], fault_lines_skipped: int) -> dict:
+    """The `stats` of a run's verdict.json."""
+    info, c = res.info, res.counters
+    members = {}
+    for m in info.members:
+        evs = info.counters.get(m, {})
+        members[m] = {
+            "alive": bool(info.alive.get(m)),
+            "incarnations": info.final_inc(m) + 1,
+            "events": sum(evs.values()),
+            **{k: evs.get(k, 0) for k in ("send", "deliver", "view", "xmit", "ack", "conn")},
+        }
+    per_link: dict[str, dict] = {}
+    for (s, r, kind), lat in sorted(res.latency.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        per_link.setdefault(f"{s}->{r}", {})[kind] = _ms(lat)
+    violations: dict[str, int] = {}
+    for v in res.violations:
+        violations[v.check] = violations.get(v.check, 0) + 1
+    return {
+        "events": summary.events,
+        "members": members,
+        "checks": info.checks.as_dict(),
+        "violations": violations,
+        "skipped_lines": len(skipped) + fault_lines_skipped,
+        "skipped": skipped
+        + [{"file": "faults.jsonl", "line": None, "text": "", "reason": "last line cut off"}] * fault_lines_skipped,
+        "empty_history_files": summary.empty_files,
+        "faults": len(info.faults),
+        "sends": {"unicast": c["sends_unicast"], "multicast": c["sends_multicast"]},
+        "deliveries": c["deliveries"],
+        "duplicate_deliveries": c["duplicates"],
+        "phantom_deliveries": c["phantoms"],
+        "out_of_order_deliveries": c["reordered"],
+        "required": {
+            k: {"messages": c[f"required_{k}"], "delivered": c[f"required_delivered_{k}"]}
+            for k in ("unicast", "multicast")
+        },
+        "not_required": {
+            k: {"messages": c[f"not_required_{k}"], "delivered": c[f"not_required_{k}_delivered"]}
+            for k in ("to_crashed", "from_crashed", "excluded")
+        },
+        "xmit": sum(m["xmit"] for m in members.values()),
+        "ack": sum(m["ack"] for m in members.values()),
+        "latency_ms": {
+            "per_kind": {k: _ms(percentiles_from_hist(h)) for k, h in sorted(res.hist.items())},
+            "per_link": per_link,
+        },
+        "notes": res.notes,
+    }

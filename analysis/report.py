@@ -1,0 +1,333 @@
+"""report.html: one self-contained file per run (and one per matrix) — verdict, fault timeline against delivery
+progress, latency distribution, counters. Plots are PNGs embedded as base64, so the file opens offline."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from analysis.config import CHECKS
+from analysis.membership import NEVER
+from analysis.streams import PROGRESS_BUCKETS, bin_value
+from analysis.verdict import sort_violations
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from analysis.checks import RunResult
+    from analysis.pipeline import Analysis
+
+MAX_ROWS = 500  # violations listed in a report (verdict.json has them all)
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#137333;font-weight:bold} .fail{color:#c5221f;font-weight:bold} .off{color:#888}
+.badge{display:inline-block;padding:.2em .7em;border-radius:4px;color:#fff;font-weight:bold}
+.badge.ok{background:#137333} .badge.fail{background:#c5221f} .muted{color:#666;font-size:.9em}
+img{max-width:100%;border:1px solid #eee}
+"""
+
+
+def _e(x: object) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _png(fig: Figure) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[object]], numeric: set[int] | None = None) -> str:
+    numeric = numeric or set()
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            raw = isinstance(v, tuple) and v[0] == "html"
+            cls = ' class="n"' if i in numeric else ""
+            cells.append(f"<td{cls}>{v[1] if raw else _e(v)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def timeline_figure(res: RunResult) -> Figure:
+    """Cumulative deliveries per member over time, with fault intervals, kills/restarts, view changes and
+    violations drawn on the same time axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    info = res.info
+    t0, span = info.t_min, max(1, info.t_max - info.t_min)
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    xs = (np.arange(PROGRESS_BUCKETS) + 1) * span / PROGRESS_BUCKETS / 1e9
+    top = 1
+    for m in info.members:
+        counts = res.progress.get(m)
+        if counts is None:
+            continue
+        cum = np.cumsum(counts)
+        top = max(top, int(cum[-1]))
+        (line,) = ax.plot(xs, cum, label=f"{m}{'' if info.alive.get(m) else ' (not alive at end)'}", lw=1.6)
+        for v in info.all_views.get(m, []):
+            x = (v.t - t0) / 1e9
+            i = min(PROGRESS_BUCKETS - 1, max(0, int((v.t - t0) * PROGRESS_BUCKETS // span)))
+            ax.plot([x], [cum[i]], marker="v", ms=6, color=line.get_color(), zorder=3)
+    instants: dict[tuple[int, str], list[str]] = {}
+    for f in info.faults:
+        x0 = (f.t - t0) / 1e9
+        if f.end != f.t and f.kind not in ("kill", "restart"):
+            x1 = (min(f.end, info.t_max) - t0) / 1e9 if f.end != NEVER else span / 1e9
+            ax.axvspan(x0, x1, color="#f9ab00", alpha=0.18)
+            ax.text(x0, top * 0.02, f" {f.label}", fontsize=8, va="bottom")
+        else:  # instantaneous faults at the same time share one line and one label
+            instants.setdefault((f.t, f.kind), []).append(f.label)
+    colors = {"kill": "#c5221f", "restart": "#137333"}
+    for (t, kind), labels in sorted(instants.items()):
+        x0 = (t - t0) / 1e9
+        text = labels[0] if len(labels) == 1 else f"{len(labels)} x {kind}"
+        ax.axvline(x0, color=colors.get(kind, "#888"), ls="--" if kind in colors else ":", lw=1)
+        ax.text(x0, top * 0.98, f" {text}", rotation=90, va="top", fontsize=8, color=colors.get(kind, "#555"))
+    bad = [v for v in res.violations if v.t is not None]
+    if bad:
+        ax.plot(
+            [(v.t - t0) / 1e9 for v in bad],
+            [0] * len(bad),
+            "x",
+            color="#c5221f",
+            ms=9,
+            mew=2,
+            label=f"violations ({len(bad)})",
+            clip_on=False,
+            zorder=4,
+        )
+    ax.set_xlabel("time since the first event (s)")
+    ax.set_ylabel("messages delivered (cumulative)")
+    ax.set_title("Delivery progress per member; faults shaded, ▼ view installed")
+    ax.set_xlim(0, span / 1e9)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, borderaxespad=0)
+    return fig
+
+
+def latency_figure(res: RunResult) -> Figure | None:
+    """Latency distribution (send to deliver) per kind, from the log-binned histograms, with p50 and p99."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from analysis.checks import percentiles_from_hist
+
+    hist = {k: h for k, h in res.hist.items() if any(b >= 0 for b in h)}
+    if not hist:
+        return None
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    for kind, h in sorted(hist.items()):
+        coarse: dict[int, int] = {}
+        for b, n in h.items():  # display 8 bins per octave (the data has 32)
+            if b >= 0:
+                coarse[b // 4] = coarse.get(b // 4, 0) + n
+        bins = sorted(coarse)
+        x = np.array([bin_value(4 * b + 2) for b in bins]) / 1e6
+        y = np.array([coarse[b] for b in bins])
+        p = percentiles_from_hist(h)
+        label = f"{kind}: p50 {p['p50'] / 1e6:.3g} ms, p99 {p['p99'] / 1e6:.3g} ms (n={p['count']:,})"
+        (line,) = ax.step(x, y, where="mid", label=label)
+        for q, ls in (("p50", "-"), ("p99", "--")):
+            ax.axvline(p[q] / 1e6, color=line.get_color(), ls=ls, lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency send → deliver (ms, log scale)")
+    ax.set_ylabel("messages")
+    ax.set_title("Latency distribution (solid: p50, dashed: p99)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _verdict_rows(stats: dict) -> list[list[object]]:
+    rows = []
+    for check in CHECKS[:5]:
+        on = stats["checks"].get(check)
+        n = stats["violations"].get(check, 0)
+        if on is False:
+            status = ("html", '<span class="off">off</span>')
+        elif n == 0:
+            status = ("html", '<span class="ok">held</span>')
+        else:
+            status = ("html", '<span class="fail">violated</span>')
+        bound = f"{on:g} s" if check == "views_converge" and isinstance(on, float) else ""
+        rows.append([check, status, n, bound])
+    for check, n in stats["violations"].items():
+        if check not in CHECKS[:5]:
+            rows.append([check, ("html", '<span class="fail">violated</span>'), n, ""])
+    return rows
+
+
+def render_run(name: str, res: RunResult, stats: dict) -> str:
+    """The HTML report of one run."""
+    ok = not res.violations
+    badge = '<span class="badge ok">OK</span>' if ok else '<span class="badge fail">FAIL</span>'
+    parts = [
+        f"<h1>{_e(name)} {badge}</h1>",
+        f'<p class="muted">{stats["events"]:,} events from {len(stats["members"])} members, '
+        f"{stats['faults']} faults, {stats['skipped_lines']} skipped lines</p>",
+        "<h2>Verdict</h2>",
+        _table(["check", "result", "violations", "bound"], _verdict_rows(stats), {2}),
+    ]
+    for note in stats.get("notes", []):
+        parts.append(f'<p class="muted">{_e(note)}</p>')
+    if res.violations:
+        vs = sort_violations(res.violations)
+        rows = [[v.check, v.sender, v.receiver, v.kind, v.conn_id, v.seqno, v.msg_id, v.detail] for v in vs[:MAX_ROWS]]
+        parts += [
+            "<h2>Violations</h2>",
+            _table(["check", "sender", "receiver", "kind", "conn", "seqno", "msg_id", "detail"], rows, {5}),
+        ]
+        if len(vs) > MAX_ROWS:
+            parts.append(f'<p class="muted">… and {len(vs) - MAX_ROWS} more in verdict.json</p>')
+    parts += ["<h2>Faults and delivery progress</h2>", _png(timeline_figure(res))]
+    if res.info.faults:
+        rows = [
+            [
+                f"{(f.t - res.info.t_min) / 1e9:.3f}",
+                "never" if f.end == NEVER else f"{(f.end - res.info.t_min) / 1e9:.3f}",
+                f.label,
+                f.details,
+            ]
+            for f in res.info.faults
+        ]
+        parts.append(_table(["at (s)", "until (s)", "fault", "details"], rows, {0, 1}))
+    fig = latency_figure(res)
+    parts.append("<h2>Latency</h2>")
+    if fig is not None:
+        parts.append(_png(fig))
+    lat_rows = []
+    for kind, p in stats["latency_ms"]["per_kind"].items():
+        lat_rows.append(["all", kind, p.get("count"), p.get("p50"), p.get("p90"), p.get("p99"), p.get("max")])
+    for link, kinds in stats["latency_ms"]["per_link"].items():
+        for kind, p in kinds.items():
+            lat_rows.append([link, kind, p["count"], p["p50"], p["p90"], p["p99"], p["max"]])
+    parts.append(_table(["link", "kind", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat_rows, {2, 3, 4, 5, 6}))
+    parts.append("<h2>Counters</h2>")
+    mrows = [
+        [
+            m,
+            "yes" if s["alive"] else "no",
+            s["incarnations"],
+            s["events"],
+            s["send"],
+            s["deliver"],
+            s["view"],
+            s["xmit"],
+            s["ack"],
+        ]
+        for m, s in stats["members"].items()
+    ]
+    parts.append(
+        _table(
+            ["member", "alive at end", "incarnations", "events", "sends", "deliveries", "views", "xmit", "ack"],
+            mrows,
+            {2, 3, 4, 5, 6, 7, 8},
+        )
+    )
+    req = stats["required"]
+    nreq = stats["not_required"]
+    crows = [
+        ["sends (unicast / multicast)", f"{stats['sends']['unicast']:,} / {stats['sends']['multicast']:,}"],
+        ["deliveries", f"{stats['deliveries']:,}"],
+        ["owed deliveries, delivered (unicast)", f"{req['unicast']['messages']:,}, {req['unicast']['delivered']:,}"],
+        [
+            "owed deliveries, delivered (multicast)",
+            f"{req['multicast']['messages']:,}, {req['multicast']['delivered']:,}",
+        ],
+        [
+            "duplicate / phantom / out-of-order deliveries",
+            f"{stats['duplicate_deliveries']} / {stats['phantom_deliveries']} / {stats['out_of_order_deliveries']}",
+        ],
+        ["retransmissions (xmit) / acks", f"{stats['xmit']:,} / {stats['ack']:,}"],
+    ]
+    for reason, label in (
+        ("to_crashed", "to a crashed member"),
+        ("from_crashed", "from a crashed member"),
+        ("excluded", "to a member that left the view"),
+    ):
+        crows.append(
+            [f"not owed: {label} (delivered anyway)", f"{nreq[reason]['messages']:,} ({nreq[reason]['delivered']:,})"]
+        )
+    parts.append(_table(["counter", "value"], crows))
+    if stats["skipped"]:
+        rows = [[s["file"], s["line"], s["reason"], s["text"]] for s in stats["skipped"]]
+        parts += ["<h2>Skipped lines</h2>", _table(["file", "line", "why", "text"], rows, {1})]
+    return _page(f"chaosbed: {name}", "".join(parts))
+
+
+def matrix_figure(analysis: Analysis) -> Figure | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r.name for r in analysis.runs]
+    checks = sorted({c for s in analysis.stats.values() for c in s["violations"]})
+    if not checks:
+        return None
+    fig, ax = plt.subplots(figsize=(11, max(2.5, 0.3 * len(names) + 1)))
+    left = np.zeros(len(names))
+    for c in checks:
+        vals = np.array([analysis.stats[n]["violations"].get(c, 0) for n in names])
+        ax.barh(names, vals, left=left, label=c)
+        left += vals
+    ax.invert_yaxis()
+    ax.set_xlabel("violations")
+    ax.legend(fontsize=8)
+    ax.set_title("Violations per run")
+    return fig
+
+
+def render_matrix(analysis: Analysis) -> str:
+    ok = analysis.ok
+    badge = '<span class="badge ok">OK</span>' if ok else '<span class="badge fail">FAIL</span>'
+    bad_runs = sum(1 for r in analysis.results.values() if r.violations)
+    parts = [
+        f"<h1>{_e(analysis.root.resolve().name)} {badge}</h1>",
+        f'<p class="muted">{len(analysis.runs)} runs, {analysis.events:,} events; {bad_runs} runs with violations</p>',
+    ]
+    rows = []
+    for run in analysis.runs:
+        s = analysis.stats[run.name]
+        link = ("html", f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
+        verdict = ("html", '<span class="ok">OK</span>' if not s["violations"] else '<span class="fail">FAIL</span>')
+        rows.append([link, verdict, s["events"], *[s["violations"].get(c, 0) for c in CHECKS[:5]], s["skipped_lines"]])
+    parts += [
+        "<h2>Runs</h2>",
+        _table(["run", "verdict", "events", *CHECKS[:5], "skipped lines"], rows, {2, 3, 4, 5, 6, 7, 8}),
+    ]
+    fig = matrix_figure(analysis)
+    if fig is not None:
+        parts.append(_png(fig))
+    return _page(f"chaosbed: {analysis.root.name}", "".join(parts))

@@ -1,0 +1,132 @@
+"""The history format of SCENARIO.md as Spark and Arrow schemas, and where the files of a run live.
+
+Every event is one JSON object per line in `history/<member>.jsonl` (faults in `faults.jsonl`):
+
+=========  ==========  ===============================================================================
+field      type        meaning
+=========  ==========  ===============================================================================
+t          int64       ns, monotonic on the machine (comparable between members and faults of one run)
+member     string      the member writing the event (for `deliver`: the receiver)
+event      string      send | deliver | view | conn | xmit | ack | stop (others are counted, not checked)
+kind       string      send/deliver: unicast | multicast (xmit/ack: the protocol, optional)
+sender     string      send/deliver: the sending member
+dest       string      send/deliver: unicast destination; null for multicast
+conn_id    string      unicast connection id (a JSON number or string; read as its text); null for multicast
+seqno      int64       unicast: seqno in the connection; multicast: the sender's multicast seqno
+msg_id     string      unique per run; deliveries are joined to sends on it
+size       int64       payload bytes
+view_id    string      view: the view's id (a JSON number or string)
+members    list[str]   view: the members of the view
+merge      bool        view: installed by a merge
+peer       string      conn (and optionally xmit/ack): the other member
+state      string      conn: open | close | ...
+=========  ==========  ===============================================================================
+
+Unknown fields are ignored, so writers may add their own. `node/history.py` writes this format; this table is its
+documentation. Rows also get `run` (the run folder relative to the checked folder) and `pos` (the line's index in
+its file: the member's own order of events, which `t` may not break ties of).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+SCHEMA_VERSION = 1
+HISTORY_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("t", pa.int64()),
+    ("member", pa.string()),
+    ("event", pa.string()),
+    ("kind", pa.string()),
+    ("sender", pa.string()),
+    ("dest", pa.string()),
+    ("conn_id", pa.string()),
+    ("seqno", pa.int64()),
+    ("msg_id", pa.string()),
+    ("size", pa.int64()),
+    ("view_id", pa.string()),
+    ("members", pa.list_(pa.string())),
+    ("merge", pa.bool_()),
+    ("peer", pa.string()),
+    ("state", pa.string()),
+]
+REQUIRED = ("t", "member", "event")
+EVENTS_ARROW = pa.schema([("run", pa.string()), *HISTORY_FIELDS, ("pos", pa.int64())])
+
+
+def history_arrow_schema() -> pa.Schema:
+    """The fields of one history line (without `run` and `pos`)."""
+    return pa.schema(HISTORY_FIELDS)
+
+
+def history_spark_schema(corrupt_column: str | None = None) -> StructType:
+    """The fields of one history line as a Spark schema; `corrupt_column` adds Spark's corrupt-record column."""
+    from pyspark.sql import types as T
+
+    mapping = {
+        pa.int64(): T.LongType(),
+        pa.string(): T.StringType(),
+        pa.bool_(): T.BooleanType(),
+        pa.list_(pa.string()): T.ArrayType(T.StringType()),
+    }
+    fields = [T.StructField(name, mapping[typ]) for name, typ in HISTORY_FIELDS]
+    if corrupt_column:
+        fields.append(T.StructField(corrupt_column, T.StringType()))
+    return T.StructType(fields)
+
+
+def events_spark_schema() -> StructType:
+    """The columns of the Parquet cache: run, the history fields, pos."""
+    from pyspark.sql import types as T
+
+    base = history_spark_schema()
+    return T.StructType([T.StructField("run", T.StringType()), *base.fields, T.StructField("pos", T.LongType())])
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run: `history/<member>.jsonl`, optional `faults.jsonl` and `scenario.toml`."""
+
+    name: str
+    path: Path
+
+    @property
+    def history_files(self) -> list[Path]:
+        return sorted((self.path / "history").glob("*.jsonl"))
+
+    @property
+    def faults_file(self) -> Path:
+        return self.path / "faults.jsonl"
+
+    @property
+    def scenario_file(self) -> Path:
+        return self.path / "scenario.toml"
+
+
+MAX_DEPTH = 6
+
+
+def discover_runs(root: str | Path) -> list[RunFolder]:
+    """The run folders in `root`: itself if it has a `history/` folder, else every folder below (depth-bounded)
+    that has one. Names are paths relative to `root` (a single run is named after its folder)."""
+    root = Path(root)
+    if (root / "history").is_dir():
+        return [RunFolder(root.resolve().name, root)]
+    runs: list[RunFolder] = []
+    level = [root]
+    for _ in range(MAX_DEPTH):
+        nxt: list[Path] = []
+        for folder in level:
+            for child in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                if (child / "history").is_dir():
+                    runs.append(RunFolder(child.relative_to(root).as_posix(), child))
+                else:
+                    nxt.append(child)
+        level = nxt
+    return sorted(runs, key=lambda r: r.name)

@@ -1,0 +1,180 @@
+"""Ingest with Spark's JSON source, for cluster masters: the same cache layout and summary as `ingest.py`.
+
+One scan of the JSON lines and one shuffle by (run, sender group); each task writes the part files of the groups it
+holds and returns counters, views and unparseable lines. With a cluster master the checked folder must be on storage
+every executor sees (as for any Spark input).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis.ingest import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
+from analysis.schema import RunFolder, history_spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CORRUPT = "_corrupt"
+OUT = pa.schema(
+    [
+        ("rtype", pa.string()),
+        ("run", pa.string()),
+        ("key", pa.string()),
+        ("member", pa.string()),
+        ("event", pa.string()),
+        ("n", pa.int64()),
+        ("tmin", pa.int64()),
+        ("tmax", pa.int64()),
+        ("pos", pa.int64()),
+        ("text", pa.string()),
+        ("view_id", pa.string()),
+        ("members", pa.list_(pa.string())),
+        ("merge", pa.bool_()),
+    ]
+)
+
+
+def _writer(groups_dir: str) -> callable:
+    """The task function: writes each (run, key) segment of its sorted partition to a part file of the group."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows: dict[str, list] = {f.name: [] for f in OUT}
+
+        def emit(**kw: object) -> None:
+            for name, col in rows.items():
+                col.append(kw.get(name))
+
+        counts: dict[tuple, list[int]] = {}
+        current: tuple | None = None
+        writer: pq.ParquetWriter | None = None
+        written = 0
+        for batch in batches:
+            tbl = pa.Table.from_batches([batch])
+            bad = tbl.filter(tbl["_bad"])
+            for r in bad.select(["run", "_file", "pos", CORRUPT]).to_pylist():
+                emit(rtype="bad", run=r["run"], member=Path(r["_file"]).stem, pos=r["pos"],
+                     text=(r[CORRUPT] or "an event without t, member or event")[:120], key=r["_file"])  # fmt: skip
+            good = tbl.filter(pc.invert(tbl["_bad"])).drop_columns(["_bad", "_file", CORRUPT])
+            if not good.num_rows:
+                continue
+            for r in good.filter(pc.equal(good["event"], "view")).to_pylist():
+                emit(rtype="view", run=r["run"], member=r["member"], tmin=r["t"], pos=r["pos"],
+                     view_id=r["view_id"], members=r["members"] or [], merge=bool(r["merge"]))  # fmt: skip
+            agg = good.group_by(["run", "member", "event"]).aggregate(
+                [("t", "count"), ("t", "min"), ("t", "max"), ("pos", "max")]
+            )
+            for r in agg.to_pylist():
+                k = (r["run"], r["member"], r["event"])
+                old = counts.get(k)
+                new = [r["t_count"], r["t_min"], r["t_max"], r["pos_max"]]
+                counts[k] = new if old is None else [old[0] + new[0], min(old[1], new[1]), max(old[2], new[2]),
+                                                     max(old[3], new[3])]  # fmt: skip
+            good = good.select(GROUP_ARROW.names).cast(GROUP_ARROW)
+            keys = good.select(["run", "key"]).to_pylist()
+            start = 0
+            for i in range(1, len(keys) + 1):  # contiguous (run, key) segments of the sorted partition
+                if i < len(keys) and keys[i] == keys[start]:
+                    continue
+                k = (keys[start]["run"], keys[start]["key"])
+                if k != current:
+                    if writer is not None:
+                        writer.close()
+                        emit(rtype="group", run=current[0], key=current[1], n=written)
+                    folder = Path(groups_dir) / group_dir_name(*k)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    writer = pq.ParquetWriter(folder / f"part-{uuid.uuid4().hex}.parquet", GROUP_ARROW)
+                    current, written = k, 0
+                writer.write_table(good.slice(start, i - start))
+                written += i - start
+                start = i
+        if writer is not None:
+            writer.close()
+            emit(rtype="group", run=current[0], key=current[1], n=written)
+        for (run, member, event), (n, tmin, tmax, pos) in counts.items():
+            emit(rtype="count", run=run, member=member, event=event, n=n, tmin=tmin, tmax=tmax, pos=pos)
+        yield from pa.table(rows, schema=OUT).to_batches()
+
+    return write
+
+
+def ingest_with_spark(
+    spark: SparkSession, runs: list[RunFolder], groups_dir: Path
+) -> tuple[dict[str, RunSummary], list[Group]]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = [str(f) for run in runs for f in run.history_files]
+    mapping = []
+    for run in runs:
+        for key in {str(run.path.resolve()), run.path.resolve().as_uri()}:
+            mapping += [F.lit(key), F.lit(run.name)]
+    df = (
+        spark.read.schema(history_spark_schema(CORRUPT))
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(files)
+    )
+    path = F.col("_metadata.file_path")
+    folder = F.regexp_extract(path, r"^(.*)/history/[^/]*$", 1)
+    local = F.url_decode(F.regexp_replace(F.regexp_replace(folder, r"^file:(//)?", ""), r"\+", "%2B"))
+    bad = F.col(CORRUPT).isNotNull() | F.col("t").isNull() | F.col("member").isNull() | F.col("event").isNull()
+    key = F.when(bad, F.lit(None)).when(F.col("event") == "deliver", F.col("sender")).otherwise(F.col("member"))
+    df = df.select(
+        F.element_at(F.create_map(*mapping), local).alias("run"),
+        "*",
+        F.monotonically_increasing_id().alias("pos"),
+        key.alias("key"),
+        bad.alias("_bad"),
+        F.regexp_extract(path, r"([^/]*/[^/]*)$", 1).alias("_file"),
+    )
+    out = (
+        df.repartition(max(2, spark.sparkContext.defaultParallelism), "run", "key")
+        .sortWithinPartitions("run", "key", "pos")
+        .mapInArrow(_writer(str(groups_dir)), from_arrow_schema(OUT))
+        .toArrow()
+    )
+    summaries = {run.name: RunSummary() for run in runs}
+    groups: dict[tuple, Group] = {}
+    bad_rows = []
+    for r in out.to_pylist():
+        s = summaries[r["run"]]
+        if r["rtype"] == "count":
+            s.add_counts(r["member"], r["event"], r["n"], r["tmin"], r["tmax"], r["pos"])
+            s.events += r["n"]
+        elif r["rtype"] == "view":
+            s.views.append([r["member"], r["tmin"], r["pos"], r["view_id"], r["members"], r["merge"]])
+        elif r["rtype"] == "group":
+            g = groups.setdefault((r["run"], r["key"]), Group(r["run"], r["key"], "", 0))
+            g.path = f"groups/{group_dir_name(r['run'], r['key'])}"
+            g.rows += r["n"]
+        elif r["rtype"] == "bad":
+            bad_rows.append(r)
+    for r in bad_rows:
+        s = summaries[r["run"]]
+        last_pos = max((v[3] for v in s.members.get(r["member"], {}).values()), default=-1)
+        b = BadLine(r["run"], r["key"], None, r["text"], r["member"], r["pos"] > last_pos)
+        if not b.last:
+            b.prev_t, b.next_t = _neighbour_times(spark, groups_dir, r["run"], r["member"], r["pos"])
+        s.bad_lines.append(b)
+    return summaries, list(groups.values())
+
+
+def _neighbour_times(spark: SparkSession, groups_dir: Path, run: str, member: str, pos: int) -> tuple:
+    """Times of the member's events just before and after a damaged line (rare: one small query each)."""
+    from pyspark.sql import functions as F
+
+    ev = spark.read.option("recursiveFileLookup", "true").parquet(str(groups_dir))
+    ev = ev.filter((F.col("run") == run) & (F.col("member") == member))
+    row = ev.agg(
+        F.max(F.when(F.col("pos") < pos, F.col("t"))).alias("prev"),
+        F.min(F.when(F.col("pos") > pos, F.col("t"))).alias("next"),
+    ).first()
+    return row["prev"], row["next"]

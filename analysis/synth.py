@@ -1,0 +1,386 @@
+"""Synthetic run folders in the SCENARIO.md history format, with injectable faults and violations.
+
+Used by the tests (one violation of each kind, found exactly once) and by the checker benchmark (millions of
+events). Each member's file is written in its own time order, as a real member appends it.
+
+Injections (`inject=[...]`, each at most once per run):
+  gap[:multicast]        one delivery in the middle of the A->B stream is dropped      -> fifo
+  reorder[:multicast]    two consecutive deliveries of the A->B stream are swapped     -> fifo
+  duplicate[:multicast]  one A->B message is delivered twice                           -> exactly_once
+  phantom[:multicast]    B delivers a message A never sent                              -> no_phantoms
+  missing[:multicast]    the last A->B message is never delivered (lost tail)          -> complete
+  diverge                B ends in a view without the last member                       -> views_converge
+  crash                  the last member is killed; messages to it are lost             -> nothing
+  truncated              crash, and its history ends in a cut-off line                  -> nothing (1 skipped line)
+  restart                the last member is killed, restarted and rejoins               -> nothing
+  partition              split in two halves, separate views, heal and merge            -> nothing
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+T0 = 1_000_000_000  # ns; the first round
+ROUND = 100_000  # ns between workload rounds
+VIEW_LAG = 2_000_000  # ns from a fault to the next view
+MSG_KINDS = ("unicast", "multicast")
+MESSAGE_INJECTIONS = ("gap", "reorder", "duplicate", "phantom", "missing")
+RUN_INJECTIONS = ("diverge", "crash", "truncated", "restart", "partition")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A violation the generator injected (what a correct checker must report, once)."""
+
+    check: str
+    sender: str | None
+    receiver: str | None
+    conn_id: str | None = None
+    seqno: int | None = None
+    msg_id: str | None = None
+
+
+@dataclass
+class Truth:
+    """What was generated: the expected violations and a few counts to compare with the checker's stats."""
+
+    path: Path
+    events: int = 0
+    expected: list[Expected] = field(default_factory=list)
+    skipped_lines: int = 0
+    killed: list[str] = field(default_factory=list)
+
+
+def member_names(n: int) -> list[str]:
+    return [chr(ord("A") + i) if n <= 26 else f"M{i}" for i in range(n)]
+
+
+def _parse_injection(spec: str) -> tuple[str, str]:
+    what, _, kind = spec.partition(":")
+    kind = kind or "unicast"
+    if what not in MESSAGE_INJECTIONS + RUN_INJECTIONS or kind not in MSG_KINDS:
+        raise ValueError(f"unknown injection {spec!r}")
+    return what, kind
+
+
+class _Run:
+    """Generates one run. Events are tuples (t, order, line-or-fields) per member, formatted at write time."""
+
+    def __init__(
+        self, names: list[str], rounds: int, rng: random.Random, inject: list[str], unicast: bool, multicast: bool
+    ) -> None:
+        self.names = names
+        self.rounds = rounds
+        self.rng = rng
+        self.unicast = unicast
+        self.multicast = multicast
+        self.events: dict[str, list[tuple]] = {m: [] for m in names}
+        self.faults: list[dict] = []
+        self.order = 0
+        self.inc = dict.fromkeys(names, 0)
+        self.conn: dict[tuple[str, str], int] = {}
+        self.useq: dict[tuple[str, str], int] = {}
+        self.mseq = dict.fromkeys(names, 0)
+        self.nmsg = dict.fromkeys(names, 0)
+        self.last_deliver: dict[tuple, int] = {}
+        self.views: dict[str, list[tuple[int, frozenset[str]]]] = {m: [] for m in names}
+        self.down: tuple[int, int] | None = None  # the victim's planned (kill, restart) times
+        self.expected: list[Expected] = []
+        self.skipped = 0
+        self.inj = dict(_parse_injection(s) for s in inject)
+        if len(self.inj) != len(inject):
+            raise ValueError("each injection at most once per run")
+        self.victim = names[-1]
+        self.targets: dict[str, tuple[int, str]] = {}  # injection -> (round, kind)
+        spots = {"gap": 0.30, "reorder": 0.45, "duplicate": 0.55, "phantom": 0.65, "missing": 1.0}
+        for what, kind in self.inj.items():
+            if what in spots:
+                self.targets[what] = (min(rounds - 1, int(rounds * spots[what])), kind)
+        self.joined_at: int | None = None
+        self.reorder_first: tuple | None = None
+
+    # ---- emitting -------------------------------------------------------------------------------------------------
+    def _push(self, member: str, t: int, item: tuple | str) -> int:
+        self.order += 1
+        lst = self.events[member]
+        lst.append((t, self.order, item))
+        return len(lst) - 1
+
+    def view(self, member: str, t: int, view_id: str, members: list[str], merge: bool = False) -> None:
+        self.views[member].append((t, frozenset(members)))
+        line = json.dumps(
+            {"t": t, "member": member, "event": "view", "view_id": view_id, "members": members, "merge": merge},
+            separators=(",", ":"),
+        )
+        self._push(member, t, line)
+
+    def view_at(self, m: str, t: int) -> frozenset[str]:
+        current: frozenset[str] = frozenset()
+        for tv, members in self.views[m]:
+            if tv <= t:
+                current = members
+        return current
+
+    def alive(self, m: str, t: int) -> bool:
+        return m != self.victim or self.down is None or not self.down[0] <= t < self.down[1]
+
+    def receives(self, m: str, t_send: int, t_deliver: int) -> bool:
+        """The incarnation of m running at t_send (a joined one) is still running at t_deliver."""
+        if not (self.alive(m, t_send) and self.alive(m, t_deliver)):
+            return False
+        if m != self.victim or self.down is None:
+            return True
+        if self.joined_at is not None and self.down[1] <= t_send < self.joined_at:
+            return False
+        return (t_send < self.down[0]) == (t_deliver < self.down[0])
+
+    def _deliver_time(self, key: tuple, t_send: int, not_before: int = 0) -> int:
+        lat = 150_000 + int(self.rng.expovariate(1 / 250_000))
+        t = max(t_send + lat, self.last_deliver.get(key, 0) + 1, not_before)
+        self.last_deliver[key] = t
+        return t
+
+    # ---- workload -------------------------------------------------------------------------------------------------
+    def send_unicast(self, s: str, d: str, t: int, rnd: int, hold_until: int = 0) -> None:
+        ck = (s, d)
+        conn = self.conn.setdefault(ck, 1)
+        seq = self.useq.get(ck, 0) + 1
+        self.useq[ck] = seq
+        self.nmsg[s] += 1
+        mid = f"{s}.{self.inc[s]}.{self.nmsg[s]}"
+        f = ("unicast", s, d, conn, seq, mid)
+        self._push(s, t, ("send", s, *f))
+        td = self._deliver_time(("u", s, d, conn), t, hold_until)
+        if not self.receives(d, t, td):
+            return
+        self._deliver(d, td, f, rnd, "unicast", s, d)
+
+    def send_multicast(self, s: str, t: int, rnd: int, reach: frozenset[str] | None = None) -> None:
+        seq = self.mseq[s] + 1
+        self.mseq[s] = seq
+        self.nmsg[s] += 1
+        mid = f"{s}.{self.inc[s]}.{self.nmsg[s]}"
+        f = ("multicast", s, None, None, seq, mid)
+        self._push(s, t, ("send", s, *f))
+        for r in sorted(self.view_at(s, t)):
+            if reach is not None and r not in reach:
+                continue
+            td = self._deliver_time(("m", s, r, self.inc[s], self.inc[r]), t)
+            if self.receives(r, t, td):
+                self._deliver(r, td, f, rnd, "multicast", s, r)
+
+    def _deliver(self, r: str, td: int, f: tuple, rnd: int, kind: str, s: str, d: str) -> None:
+        """Delivers, applying a message injection when this is its target message (stream A->B)."""
+        if s == self.names[0] and d == self.names[1]:
+            for what, (target_round, target_kind) in self.targets.items():
+                if target_kind != kind:
+                    continue
+                conn = None if f[3] is None else str(f[3])
+                if what == "reorder" and rnd in (target_round, target_round + 1):
+                    idx = self._push(r, td, ("deliver", r, *f))
+                    if rnd == target_round:
+                        self.reorder_first = (idx, td, f)
+                        self.expected.append(Expected("fifo", s, d, conn, f[4], f[5]))
+                    elif self.reorder_first is not None:  # swap the delivery times of the two messages
+                        i0, t0, f0 = self.reorder_first
+                        lst = self.events[r]
+                        lst[i0] = (td, lst[i0][1], ("deliver", r, *f0))
+                        lst[idx] = (t0, lst[idx][1], ("deliver", r, *f))
+                    return
+                if rnd != target_round:
+                    continue
+                if what == "gap":
+                    self.expected.append(Expected("fifo", s, d, conn, f[4], f[5]))
+                    return
+                if what == "duplicate":
+                    self._push(r, td, ("deliver", r, *f))
+                    self._push(r, td + 3 * ROUND, ("deliver", r, *f))
+                    self.expected.append(Expected("exactly_once", s, d, conn, f[4], f[5]))
+                    return
+                if what == "phantom":
+                    pf = (kind, s, d if kind == "unicast" else None, f[3], 10**9, f"{s}.phantom")
+                    self._push(r, td + 1, ("deliver", r, *pf))
+                    pconn = None if pf[3] is None else str(pf[3])
+                    self.expected.append(Expected("no_phantoms", s, d, pconn, pf[4], pf[5]))
+                if what == "missing" and self._is_last_round(rnd):
+                    self.expected.append(Expected("complete", s, d, conn, f[4], f[5]))
+                    return
+        self._push(r, td, ("deliver", r, *f))
+
+    def _is_last_round(self, rnd: int) -> bool:
+        return rnd == self.rounds - 1
+
+    # ---- the run --------------------------------------------------------------------------------------------------
+    def generate(self) -> None:
+        names, victim = self.names, self.victim
+        for m in names:
+            self.view(m, T0 - 1_000_000, f"{names[0]}|1", names)
+        kill_r = restart_r = part_r = heal_r = diverge_r = None
+        if any(k in self.inj for k in ("crash", "truncated", "restart")):
+            kill_r = int(self.rounds * 0.4)
+            self.down = (T0 + kill_r * ROUND, 1 << 62)
+        if "restart" in self.inj:
+            restart_r = int(self.rounds * 0.6)
+            self.down = (T0 + kill_r * ROUND, T0 + restart_r * ROUND)
+        if "partition" in self.inj:
+            part_r, heal_r = int(self.rounds * 0.4), int(self.rounds * 0.6)
+        if "diverge" in self.inj:
+            diverge_r = int(self.rounds * 0.9)
+        half = names[: len(names) // 2]
+        other = [m for m in names if m not in half]
+        side = {m: frozenset(half if m in half else other) for m in names}
+        vid = 1
+        for rnd in range(self.rounds):
+            t = T0 + rnd * ROUND
+            if rnd == kill_r:
+                self.faults.append({"t": t, "event": "fault", "kind": "kill", "member": victim})
+                vid += 1
+                for m in names:
+                    if m != victim:
+                        self.view(m, t + VIEW_LAG, f"{names[0]}|{vid}", [x for x in names if x != victim])
+            if rnd == restart_r:
+                self.faults.append({"t": t, "event": "fault", "kind": "restart", "member": victim})
+                self.inc[victim] += 1
+                self.mseq[victim] = 0
+                for k in list(self.conn):
+                    if victim in k:
+                        self.conn[k] += 1
+                        self.useq[k] = 0
+                self.joined_at = t + VIEW_LAG
+                vid += 1
+                for m in names:
+                    self.view(m, self.joined_at, f"{names[0]}|{vid}", names)
+            if rnd == part_r:
+                dur = (heal_r - part_r) * ROUND
+                self.faults.append(
+                    {"t": t, "event": "fault", "kind": "split", "groups": [half, other], "for": f"{dur // 1000}us"}
+                )
+                for grp in (half, other):
+                    for m in grp:
+                        self.view(m, t + VIEW_LAG, f"{grp[0]}|{vid + 1}", grp)
+                vid += 1
+            if rnd == heal_r:
+                vid += 1
+                for m in names:
+                    self.view(m, t + VIEW_LAG, f"{names[0]}|{vid}", names, merge=True)
+            if rnd == diverge_r:
+                self.view(names[1], t, f"{names[1]}|{vid + 10}", [x for x in names if x != victim])
+            joined_at = self.joined_at
+            in_partition = part_r is not None and part_r <= rnd < heal_r
+            for s in names:
+                ts = t + names.index(s) * 7
+                if not self.alive(s, ts) or (joined_at is not None and s == victim and ts <= joined_at):
+                    continue
+                if self.unicast:
+                    for d in names:
+                        if d == s or (joined_at is not None and d == victim and ts <= joined_at + ROUND):
+                            continue
+                        hold = 0
+                        if in_partition and side[s] != side[d]:
+                            hold = T0 + heal_r * ROUND
+                        self.send_unicast(s, d, ts + 1, rnd, hold)
+                if self.multicast:
+                    self.send_multicast(s, ts + 2, rnd, side[s] if in_partition else None)
+            if rnd % 50 == 49:  # a few protocol counters, as members would log them
+                for m in names:
+                    if self.alive(m, t):
+                        self._push(m, t + 3, ("xmit",))
+                        self._push(m, t + 4, ("ack",))
+        t_end = T0 + self.rounds * ROUND + 2_000_000
+        for m in names:
+            if self.alive(m, t_end):
+                self._push(m, t_end, ("stop",))
+
+    # ---- output ---------------------------------------------------------------------------------------------------
+    def write(self, run_dir: Path, seed: int, scenario_checks: dict | None) -> int:
+        hist = run_dir / "history"
+        hist.mkdir(parents=True, exist_ok=True)
+        n = 0
+        for m, evs in self.events.items():
+            evs.sort(key=lambda e: (e[0], e[1]))
+            lines = [_format(m, t, item) for t, _, item in evs]
+            if m == self.victim and "truncated" in self.inj:
+                lines.append(f'{{"t":{evs[-1][0] + 1},"member":"{m}","event":"deliv')
+                self.skipped = 1
+            n += len(evs)
+            text = "\n".join(lines)
+            if not (m == self.victim and "truncated" in self.inj):
+                text += "\n"
+            (hist / f"{m}.jsonl").write_text(text)
+        if self.faults:
+            for f in self.faults:
+                f["seed"] = seed
+            (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in self.faults))
+        if scenario_checks is not None:
+            body = "".join(f"{k} = {_toml(v)}\n" for k, v in scenario_checks.items())
+            (run_dir / "scenario.toml").write_text(
+                f'name = "synthetic"\nseed = {seed}\n\n[cluster]\nmembers = {len(self.names)}\n\n[checks]\n{body}'
+            )
+        if "diverge" in self.inj:
+            self.expected.append(Expected("views_converge", None, self.names[1]))
+        return n
+
+
+def _toml(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v)
+
+
+def _format(member: str, t: int, item: tuple | str) -> str:
+    if isinstance(item, str):
+        return item
+    ev = item[0]
+    if ev in ("send", "deliver"):
+        _, m, kind, s, d, conn, seq, mid = item
+        dest = "null" if d is None else f'"{d}"'
+        cid = "null" if conn is None else conn
+        return (
+            f'{{"t":{t},"member":"{m}","event":"{ev}","kind":"{kind}","sender":"{s}","dest":{dest},'
+            f'"conn_id":{cid},"seqno":{seq},"msg_id":"{mid}","size":100}}'
+        )
+    return f'{{"t":{t},"member":"{member}","event":"{ev}"}}'
+
+
+def write_run(
+    run_dir: str | Path,
+    *,
+    members: int = 3,
+    rounds: int = 40,
+    inject: list[str] | tuple[str, ...] = (),
+    seed: int = 0,
+    unicast: bool = True,
+    multicast: bool = True,
+    checks: dict | None = None,
+) -> Truth:
+    """Writes one run folder; returns what a correct checker must find. `checks` writes a scenario.toml."""
+    run_dir = Path(run_dir)
+    names = member_names(members)
+    if members < 3 and any(_parse_injection(s)[0] in RUN_INJECTIONS for s in inject):
+        raise ValueError("run injections need at least 3 members")
+    gen = _Run(names, rounds, random.Random(seed), list(inject), unicast, multicast)
+    gen.generate()
+    n = gen.write(run_dir, seed, checks)
+    killed = [gen.victim] if gen.down else []
+    return Truth(run_dir, n, gen.expected, gen.skipped, killed)
+
+
+def rounds_for(events: int, members: int) -> int:
+    """Rounds giving about `events` events per run (unicast to every other member plus one multicast)."""
+    per_round = members * (2 * (members - 1) + 1 + members) + members * 2 / 50
+    return max(4, round(events / per_round))
+
+
+def write_matrix(
+    root: str | Path, *, runs: int = 2, events: int = 1_000_000, members: int = 5, inject: tuple[str, ...] = ()
+) -> list[Truth]:
+    """A matrix folder of `runs` runs holding about `events` events in total; injections go to the first run."""
+    root = Path(root)
+    rounds = rounds_for(events // runs, members)
+    return [
+        write_run(root / f"run-{i}", members=members, rounds=rounds, inject=inject if i == 0 else (), seed=i)
+        for i in range(runs)
+    ]

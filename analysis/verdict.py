@@ -1,0 +1,78 @@
+"""Violations, their stable order, and verdict.json exactly as SCENARIO.md specifies it."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from analysis.config import CHECKS
+
+_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_ORDER = {c: i for i, c in enumerate(CHECKS)}
+
+
+def _natural(value: str | int | None) -> tuple:
+    """Sorts None first, then numbers numerically, then text."""
+    if value is None:
+        return (0, 0, "")
+    if isinstance(value, int) or _INT.match(str(value)):
+        return (1, int(value), "")
+    return (2, 0, str(value))
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One violation: which check, which message (conn_id/seqno/msg_id), which members, and why."""
+
+    check: str
+    sender: str | None
+    receiver: str | None
+    conn_id: str | None
+    seqno: int | None
+    msg_id: str | None
+    detail: str
+    run: str | None = None
+    kind: str | None = None
+    t: int | None = None
+
+    def sort_key(self) -> tuple:
+        return (
+            self.run or "",
+            _ORDER.get(self.check, len(_ORDER)),
+            self.check,
+            _natural(self.sender),
+            _natural(self.receiver),
+            self.kind or "",
+            _natural(self.conn_id),
+            _natural(self.seqno),
+            _natural(self.msg_id),
+            self.detail,
+        )
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        if isinstance(self.conn_id, str) and _INT.match(self.conn_id):
+            d["conn_id"] = int(self.conn_id)  # conn ids written as JSON numbers come back as numbers
+        return {
+            k: d[k] for k in ("run", "check", "sender", "receiver", "conn_id", "seqno", "msg_id", "kind", "t", "detail")
+        }
+
+
+def sort_violations(violations: list[Violation]) -> list[Violation]:
+    return sorted(violations, key=Violation.sort_key)
+
+
+def verdict_doc(violations: list[Violation], stats: dict) -> dict:
+    ordered = sort_violations(violations)
+    return {"ok": not ordered, "violations": [v.to_json() for v in ordered], "stats": stats}
+
+
+def write_verdict(path: Path, violations: list[Violation], stats: dict) -> dict:
+    """Writes verdict.json ({"ok", "violations", "stats"}) atomically and returns the document."""
+    doc = verdict_doc(violations, stats)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return doc

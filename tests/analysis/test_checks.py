@@ -1,0 +1,170 @@
+"""Each injected violation is found exactly once and nothing else; faults that are not violations stay clean.
+
+All cases live in one matrix folder checked by one Spark job (module fixture), and the plain-Python reference
+checker must agree with Spark on every run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.pipeline import Analysis, analyze
+from analysis.reference import check_path
+from analysis.synth import Truth, write_run
+from tests.analysis.helpers import expected_keys, violation_keys
+
+pytestmark = pytest.mark.spark
+
+VIOLATIONS = [
+    "gap",
+    "gap:multicast",
+    "reorder",
+    "reorder:multicast",
+    "duplicate",
+    "duplicate:multicast",
+    "phantom",
+    "phantom:multicast",
+    "missing",
+    "missing:multicast",
+    "diverge",
+]
+CLEAN = ["clean", "crash", "truncated", "restart", "partition"]
+
+
+def _name(spec: str) -> str:
+    return spec.replace(":", "-")
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory, spark: object) -> tuple[Path, dict[str, Truth], Analysis]:
+    root = tmp_path_factory.mktemp("matrix")
+    truths = {}
+    for spec in VIOLATIONS + CLEAN:
+        inject = [] if spec == "clean" else [spec]
+        truths[_name(spec)] = write_run(root / _name(spec), members=4, rounds=40, inject=inject, seed=len(truths))
+    return root, truths, analyze(root)
+
+
+@pytest.mark.parametrize("spec", VIOLATIONS)
+def test_injected_violation_found_exactly_once(matrix: tuple, spec: str) -> None:
+    _, truths, analysis = matrix
+    truth = truths[_name(spec)]
+    assert len(truth.expected) == 1
+    got = violation_keys(analysis.results[_name(spec)].violations)
+    assert got == expected_keys(truth)
+
+
+@pytest.mark.parametrize("spec", CLEAN)
+def test_faults_without_violations_are_clean(matrix: tuple, spec: str) -> None:
+    _, _, analysis = matrix
+    res = analysis.results[_name(spec)]
+    assert res.violations == []
+    assert analysis.stats[_name(spec)]["violations"] == {}
+
+
+def test_messages_to_a_crashed_member_are_counted_not_failed(matrix: tuple) -> None:
+    _, truths, analysis = matrix
+    stats = analysis.stats["crash"]
+    (victim,) = truths["crash"].killed
+    assert stats["members"][victim]["alive"] is False
+    assert stats["not_required"]["to_crashed"]["messages"] > 0
+    assert stats["not_required"]["from_crashed"]["messages"] > 0  # its own multicasts in flight when killed
+    assert stats["required"]["unicast"]["messages"] == stats["required"]["unicast"]["delivered"]
+
+
+def test_partition_excludes_messages_across_the_split(matrix: tuple) -> None:
+    stats = matrix[2].stats["partition"]
+    assert stats["not_required"]["excluded"]["messages"] > 0
+    assert stats["required"]["multicast"]["messages"] == stats["required"]["multicast"]["delivered"]
+
+
+def test_restart_is_a_new_incarnation(matrix: tuple) -> None:
+    _, truths, analysis = matrix
+    (victim,) = truths["restart"].killed
+    member = analysis.stats["restart"]["members"][victim]
+    assert member["alive"] is True
+    assert member["incarnations"] == 2
+
+
+def test_truncated_last_line_is_skipped_and_counted(matrix: tuple) -> None:
+    _, truths, analysis = matrix
+    stats = analysis.stats["truncated"]
+    assert truths["truncated"].skipped_lines == 1
+    assert stats["skipped_lines"] == 1
+    (line,) = stats["skipped"]
+    assert line["reason"] == "last line cut off"
+    assert line["file"] == f"history/{truths['truncated'].killed[0]}.jsonl"
+
+
+def test_counts_match_the_generated_history(matrix: tuple) -> None:
+    _, truths, analysis = matrix
+    for name, truth in truths.items():
+        assert analysis.stats[name]["events"] == truth.events, name
+
+
+def test_reference_checker_agrees_with_spark(matrix: tuple) -> None:
+    root, _, analysis = matrix
+    ref = check_path(root)
+    assert set(ref) == set(analysis.results)
+    for name, r in ref.items():
+        assert violation_keys(r.violations) == violation_keys(analysis.results[name].violations), name
+        nreq = analysis.stats[name]["not_required"]
+        assert {k: v for k, v in r.counters.items() if v} == {
+            f"not_required_{k}": v["messages"] for k, v in nreq.items() if v["messages"]
+        }, name
+
+
+def test_cache_is_reused_and_invalidated(tmp_path: Path, spark: object) -> None:
+    write_run(tmp_path / "r", members=3, rounds=10, inject=["gap"])
+    first = analyze(tmp_path / "r")
+    again = analyze(tmp_path / "r")
+    assert (first.timings["from_cache"], again.timings["from_cache"]) == (0.0, 1.0)
+    assert violation_keys(again.results["r"].violations) == violation_keys(first.results["r"].violations)
+    write_run(tmp_path / "r", members=3, rounds=10, inject=["duplicate"])  # rewrites the history files
+    changed = analyze(tmp_path / "r")
+    assert changed.timings["from_cache"] == 0.0
+    assert [v.check for v in changed.results["r"].violations] == ["exactly_once"]
+
+
+def test_scenario_checks_switch_checks_off(tmp_path: Path, spark: object) -> None:
+    """With fifo off, a gap is still a message owed and never delivered: it shows as `complete`."""
+    truth = write_run(tmp_path / "r", members=3, rounds=20, inject=["gap"], checks={"fifo": False})
+    res = analyze(tmp_path / "r").results["r"]
+    (exp,) = truth.expected
+    assert [(v.check, v.msg_id) for v in res.violations] == [("complete", exp.msg_id)]
+
+
+def test_views_converge_bound(tmp_path: Path, spark: object) -> None:
+    """Merge views come 2 ms after the heal: within 1 s, not within 0.1 ms (one violation per live member)."""
+    write_run(tmp_path / "r", members=4, rounds=40, inject=["partition"], checks={"views_converge": "1s"})
+    assert analyze(tmp_path / "r").results["r"].violations == []
+    late = analyze(tmp_path / "r", bound_views=0.0001).results["r"].violations
+    assert sorted((v.check, v.receiver) for v in late) == [("views_converge", m) for m in "ABCD"]
+
+
+def test_spark_json_reader_gives_the_same_results(tmp_path: Path, spark: object) -> None:
+    """The reader used with cluster masters (Spark's JSON source) against the local pyarrow one."""
+    for spec in ("truncated", "gap:multicast", "duplicate", "restart"):
+        write_run(tmp_path / _name(spec), members=3, rounds=20, inject=[spec])
+    arrow = analyze(tmp_path, reader="arrow")
+    on_spark = analyze(tmp_path, reader="spark")
+    for name in arrow.results:
+        assert violation_keys(on_spark.results[name].violations) == violation_keys(arrow.results[name].violations)
+        a, b = arrow.stats[name], on_spark.stats[name]
+        assert {k: v for k, v in a.items() if k != "skipped"} == {k: v for k, v in b.items() if k != "skipped"}
+
+
+def test_dataframe_entry_point_agrees(tmp_path: Path, spark: object) -> None:
+    """stream_results_from_events (events in any DataFrame, one shuffle) gives the rows of the cached groups."""
+    from analysis.checks import collect, stream_results_from_events
+    from analysis.ingest import CACHE_DIR
+
+    write_run(tmp_path / "r", members=3, rounds=20, inject=["reorder", "phantom:multicast", "missing"])
+    analysis = analyze(tmp_path / "r")
+    events = spark.read.option("recursiveFileLookup", "true").parquet(str(tmp_path / "r" / CACHE_DIR / "groups"))
+    infos = {"r": analysis.results["r"].info}
+    rows = stream_results_from_events(events, infos).toArrow()
+    assert violation_keys(collect(rows, infos)["r"].violations) == violation_keys(analysis.results["r"].violations)
+    assert len(analysis.results["r"].violations) == 3

@@ -1,0 +1,145 @@
+"""Small pieces without Spark: durations and [checks], verdict order, reading odd histories, liveness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.config import CheckConfig, InputError, parse_duration, read_checks
+from analysis.ingest import read_history_file
+from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults
+from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
+from analysis.verdict import Violation, sort_violations, verdict_doc
+from tests.analysis.helpers import write_lines
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("10s", 10), ("200ms", 0.2), ("5us", 5e-6), ("1.5m", 90), (3, 3), ("250 ms", 0.25)]
+)
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["ten seconds", "5 parsecs", True, ""])
+def test_bad_durations(text: object) -> None:
+    with pytest.raises(InputError):
+        parse_duration(text)
+
+
+def test_checks_from_scenario(tmp_path: Path) -> None:
+    assert read_checks(tmp_path / "absent.toml") == CheckConfig()
+    f = tmp_path / "scenario.toml"
+    f.write_text('name = "x"\n[checks]\nfifo = false\nviews_converge = "2s"\n')
+    conf = read_checks(f)
+    assert (conf.fifo, conf.exactly_once, conf.views_bound) == (False, True, 2.0)
+    assert read_checks(f, bound_views=0.5).views_bound == 0.5
+    f.write_text("[checks]\nviews_converge = false\n")
+    assert read_checks(f).enabled("views_converge") is False
+    f.write_text('[checks]\nfifo = "yes"\n')
+    with pytest.raises(InputError, match="fifo"):
+        read_checks(f)
+
+
+def test_violations_sort_stably_and_serialise_conn_ids() -> None:
+    vs = [
+        Violation("complete", "A", "B", "10", 3, "m3", "x", "r1"),
+        Violation("fifo", "A", "B", "2", 7, "m7", "x", "r1"),
+        Violation("fifo", "A", "B", "10", 1, "m1", "x", "r1"),
+        Violation("views_converge", None, "C", None, None, None, "x", "r1"),
+        Violation("fifo", "A", "B", "x", 1, "m1", "x", "r0"),
+    ]
+    order = [(v.run, v.check, v.conn_id, v.seqno) for v in sort_violations(vs)]
+    assert order == [
+        ("r0", "fifo", "x", 1),
+        ("r1", "fifo", "2", 7),
+        ("r1", "fifo", "10", 1),
+        ("r1", "complete", "10", 3),
+        ("r1", "views_converge", None, None),
+    ]
+    doc = verdict_doc(vs, {})
+    assert doc["ok"] is False
+    assert [v["conn_id"] for v in doc["violations"]] == ["x", 2, 10, 10, None]
+    assert verdict_doc([], {"a": 1}) == {"ok": True, "violations": [], "stats": {"a": 1}}
+
+
+def test_schemas_list_the_same_fields() -> None:
+    assert history_arrow_schema().names == [f.name for f in history_spark_schema().fields]
+
+
+def test_numbers_and_strings_in_text_fields(tmp_path: Path) -> None:
+    """conn_id and view_id may be JSON numbers or strings, even mixed in one file; unknown fields are ignored."""
+    f = tmp_path / "A.jsonl"
+    write_lines(
+        f,
+        [
+            '{"t":1,"member":"A","event":"view","view_id":7,"members":["A","B"],"merge":false,"extra":{"x":1}}',
+            '{"t":2,"member":"A","event":"send","kind":"unicast","sender":"A","dest":"B","conn_id":3,"seqno":1,'
+            '"msg_id":"m1","size":10}',
+            '{"t":3,"member":"A","event":"send","kind":"unicast","sender":"A","dest":"B","conn_id":"c-4","seqno":1,'
+            '"msg_id":"m2","size":10}',
+        ],
+    )
+    tbl, bad = read_history_file(f, "r", "history/A.jsonl")
+    assert bad == []
+    assert tbl["conn_id"].to_pylist() == [None, "3", "c-4"]
+    assert tbl["view_id"].to_pylist() == ["7", None, None]
+    assert tbl["pos"].to_pylist() == [0, 1, 2]
+    assert tbl["run"].to_pylist() == ["r", "r", "r"]
+
+
+def test_cut_and_damaged_lines_are_reported_with_neighbours(tmp_path: Path) -> None:
+    f = tmp_path / "B.jsonl"
+    write_lines(
+        f,
+        ['{"t":1,"member":"B","event":"stop"}', '{"t":2,"mem', "", '{"t":5,"member":"B","event":"stop"}', '{"t":9,'],
+        newline_at_end=False,
+    )
+    tbl, bad = read_history_file(f, "r", "history/B.jsonl")
+    assert tbl["t"].to_pylist() == [1, 5]
+    assert [(b.line, b.last, b.prev_t, b.next_t) for b in bad] == [(2, False, 1, 5), (5, True, 5, None)]
+
+
+def test_liveness_and_incarnations(tmp_path: Path) -> None:
+    faults = [
+        {"t": 10, "kind": "kill", "member": "B"},
+        {"t": 20, "kind": "restart", "member": "B"},
+        {"t": 30, "kind": "kill", "member": "C"},
+        {"t": 40, "kind": "partition", "from": ["A"], "to": ["B"], "for": "1s"},
+    ]
+    counts = {m: {"send": 1, "stop": 1} for m in "ABCD"}
+    last = {"A": "stop", "B": "stop", "C": "stop", "D": "send"}  # D's history has no stop
+    info = build_run_info("r", counts, last, [], faults, CheckConfig())
+    assert info.alive == {"A": True, "B": True, "C": False, "D": False}
+    assert (info.inc_at("B", 19), info.inc_at("B", 20), info.final_inc("B")) == (0, 1, 1)
+    assert info.final_start("B") == 20 and info.final_start("A") < 0
+    assert info.heal_time() == 40 + 10**9
+
+
+def test_fault_ends() -> None:
+    recs = [
+        {"t": 1, "kind": "partition", "from": ["A"], "to": ["B"]},
+        {"t": 5, "kind": "heal"},
+        {"t": 7, "kind": "split", "groups": [["A"], ["B"]]},
+        {"t": 8, "kind": "loss", "probability": 0.1, "for": "2ns"},
+        {"t": 9, "kind": "kill", "member": "A"},
+    ]
+    ends = {f.kind: f.end for f in fault_intervals(recs)}
+    assert ends == {"partition": 5, "heal": 5, "split": NEVER, "loss": 10, "kill": 9}
+
+
+def test_fault_file_with_cut_last_line(tmp_path: Path) -> None:
+    f = tmp_path / "faults.jsonl"
+    f.write_text(json.dumps({"t": 1, "kind": "kill", "member": "A"}) + '\n{"t": 2, "ki')
+    assert read_faults(f) == ([{"t": 1, "kind": "kill", "member": "A"}], 1)
+    f.write_text('{"t": 2, "ki\n' + json.dumps({"t": 1, "kind": "kill", "member": "A"}) + "\n")
+    with pytest.raises(InputError, match=r"faults\.jsonl:1"):
+        read_faults(f)
+
+
+def test_run_discovery(tmp_path: Path) -> None:
+    for p in ("a", "deep/er/b", ".chaosbed-cache/x"):
+        (tmp_path / p / "history").mkdir(parents=True)
+    assert [r.name for r in discover_runs(tmp_path)] == ["a", "deep/er/b"]
+    assert [r.name for r in discover_runs(tmp_path / "a")] == ["a"]
