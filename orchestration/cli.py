@@ -161,7 +161,8 @@ def _report_case(case: SimCase, result, elapsed: float, out: Path | None) -> int
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
 def demo(seed: int, out: Path | None) -> None:
     """UNICAST3 under chaos in the simulator: 20% loss, duplication, reordering, and exact discards of the first
-    3 ACKs from B to A and the first 2 retransmission requests from C to A."""
+    3 ACKs from B to A and the first 2 retransmission requests from C to A; then the histories are checked on Spark
+    and an HTML report is written."""
     case = SimCase(
         stack="unicast3",
         members=3,
@@ -179,7 +180,11 @@ def demo(seed: int, out: Path | None) -> None:
     out = out or Path("runs") / f"demo-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     started = time.perf_counter()
     result = run_case(case)
-    sys.exit(_report_case(case, result, time.perf_counter() - started, out))
+    code = _report_case(case, result, time.perf_counter() - started, out)
+    # The simulator's own table above; now the independent check, recomputed from the histories on Spark.
+    check_code = _run_checks(out, None)
+    click.echo(f"report: {out / 'report.html'}")
+    sys.exit(max(code, check_code))
 
 
 # --- real clusters ----------------------------------------------------------------------------------------------
