@@ -174,8 +174,11 @@ def _verdict_rows(stats: dict) -> list[list[object]]:
     for check in CHECKS[:5]:
         on = stats["checks"].get(check)
         n = stats["violations"].get(check, 0)
+        unchecked = any(note.startswith(f"{check} not checked") for note in stats.get("notes", []))
         if on is False:
             status = ("html", '<span class="off">off</span>')
+        elif unchecked and n == 0:
+            status = ("html", '<span class="off">not checked</span>')
         elif n == 0:
             status = ("html", '<span class="ok">held</span>')
         else:

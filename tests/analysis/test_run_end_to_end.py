@@ -82,6 +82,7 @@ def test_a_clean_simulated_run_passes_and_writes_its_report(tmp_path: Path) -> N
     assert output.strip().splitlines()[-1].startswith("verdict: PASS")
     report = (tmp_path / "out" / "report.html").read_text()
     assert "data:image/png;base64," in report
+    assert "not checked" in report  # views_converge: this unicast-only stack has no views
 
 
 def test_a_lost_last_message_of_unicast2_fails_with_exactly_its_violations(tmp_path: Path) -> None:

@@ -143,3 +143,16 @@ def test_run_discovery(tmp_path: Path) -> None:
         (tmp_path / p / "history").mkdir(parents=True)
     assert [r.name for r in discover_runs(tmp_path)] == ["a", "deep/er/b"]
     assert [r.name for r in discover_runs(tmp_path / "a")] == ["a"]
+
+
+def test_a_check_that_could_not_run_is_not_reported_as_held() -> None:
+    from analysis.report import _verdict_rows
+
+    stats = {
+        "checks": {"fifo": True, "views_converge": 10.0},
+        "violations": {},
+        "notes": ["views_converge not checked: no view events"],
+    }
+    rows = {r[0]: r[1][1] for r in _verdict_rows(stats)}
+    assert "not checked" in rows["views_converge"]
+    assert "held" in rows["fifo"]
