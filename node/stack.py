@@ -25,6 +25,7 @@ STACK_COUNTERS = (
     "wrong_cluster",
     "wrong_dest",
     "unknown_protocol_msgs",
+    "multicasts_held",
 )
 
 
@@ -34,27 +35,97 @@ class Output(NamedTuple):
     events: list[dict[str, Any]]
 
 
-def _unicast3(local: str, props: Mapping[str, Any], conn_id_start: int) -> Any:
+class _BuildContext:
+    """What factories may need besides the address and their properties: earlier protocols of the stack."""
+
+    def __init__(self, conn_id_start: int, seed: int | None) -> None:
+        self.conn_id_start = conn_id_start
+        self.seed = seed
+        self.multicast: Any = None
+
+
+def _props(p: Any, values: Mapping[str, Any]) -> Any:
+    p.update(dict(values))
+    return p
+
+
+def _unicast3(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
     from node.protocols.unicast3 import Unicast3, Unicast3Props
 
-    p = Unicast3Props()
-    p.update(dict(props))
-    return Unicast3(local, p, conn_id_start=conn_id_start)
+    return Unicast3(local, _props(Unicast3Props(), props), conn_id_start=ctx.conn_id_start)
 
 
-def _unicast2(local: str, props: Mapping[str, Any], conn_id_start: int) -> Any:
+def _unicast2(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
     from node.protocols.unicast2 import Unicast2, Unicast2Props
 
-    p = Unicast2Props()
-    p.update(dict(props))
-    return Unicast2(local, p, conn_id_start=conn_id_start)
+    return Unicast2(local, _props(Unicast2Props(), props), conn_id_start=ctx.conn_id_start)
 
 
-# stack name -> the unicast protocol factory (multicast and membership protocols join in later stacks)
-STACKS: dict[str, tuple[str, Callable[[str, Mapping[str, Any], int], Any]]] = {
-    "unicast3": ("unicast3", _unicast3),
-    "unicast2": ("unicast2", _unicast2),
+def _nakack2(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.nakack2 import Nakack2, Nakack2Props
+
+    return Nakack2(local, _props(Nakack2Props(), props))
+
+
+def _mcast(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.mcast import Mcast, McastProps
+
+    return Mcast(local, _props(McastProps(), props))
+
+
+def _stable(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.stable import Stable, StableProps
+
+    if ctx.multicast is None:
+        raise ValueError("stable needs a multicast protocol below it (nakack2)")
+    return Stable(local, ctx.multicast, _props(StableProps(), props))
+
+
+def _gms(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.gms import Gms, GmsProps
+
+    return Gms(local, _props(GmsProps(), props))
+
+
+def _fd(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.fd import Fd, FdProps
+
+    return Fd(local, _props(FdProps(), props))
+
+
+def _merge(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
+    from node.protocols.merge import Merge, Merge3Props
+
+    return Merge(local, _props(Merge3Props(), props), seed=ctx.seed)
+
+
+# protocol name -> factory(local address, its properties, build context)
+PROTOCOLS: dict[str, Callable[[str, Mapping[str, Any], _BuildContext], Any]] = {
+    "unicast3": _unicast3,
+    "unicast2": _unicast2,
+    "nakack2": _nakack2,
+    "mcast": _mcast,
+    "stable": _stable,
+    "gms": _gms,
+    "fd": _fd,
+    "merge": _merge,
 }
+
+MEMBERSHIP = ("gms", "fd", "merge")
+
+# stack name -> its protocols, bottom first (like a JGroups stack config)
+STACKS: dict[str, tuple[str, ...]] = {
+    "unicast3": ("unicast3",),
+    "unicast2": ("unicast2",),
+    "unicast3+gms": ("unicast3", *MEMBERSHIP),
+    "unicast3+nakack2": ("unicast3", "nakack2", "stable", *MEMBERSHIP),
+    "unicast2+nakack2": ("unicast2", "nakack2", "stable", *MEMBERSHIP),
+    "unicast3+mcast": ("unicast3", "mcast", *MEMBERSHIP),
+}
+
+
+def has_membership(stack: str) -> bool:
+    return "gms" in STACKS.get(stack, ())
 
 
 class Stack:
@@ -63,7 +134,9 @@ class Stack:
     `protocols` are the stack's sans-IO protocols, bottom first. The stack knows three roles by protocol name:
     the unicast protocol (unicast3 | unicast2, required), the multicast protocol (nakack2 | mcast, optional) and
     membership (gms, optional); protocols that need each other get references when the stack is built
-    (`build_stack`).
+    (`build_stack`): GMS installs views in the others, FD reports suspicions to GMS, MERGE starts merges in GMS,
+    STABLE hands stability digests to NAKACK2. Every protocol appends to the one shared Outbox, so their sends,
+    deliveries and history events come out of `drain()` together, in the order they happened.
     """
 
     UNICAST = ("unicast3", "unicast2")
@@ -97,6 +170,10 @@ class Stack:
             raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(self.MULTICAST)})")
         self.multicast_protocol = multicast[0] if multicast else None
         self.gms = self.by_name.get("gms")
+        self.stable = self.by_name.get("stable")
+        self._left = False
+        self._held: list[bytes] = []  # multicasts held back during a merge handshake
+        self._next_seqno = 1  # the seqno the multicast protocol gives the next multicast
         self.max_datagram_size = max_datagram_size
         self.out = Outbox()
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
@@ -108,12 +185,59 @@ class Stack:
         """Sends a unicast application message; returns its seqno on the connection."""
         return self.unicast.send(dest, payload, now, self.out)
 
-    def multicast(self, payload: bytes, now: float) -> int | None:
-        """Multicasts an application message to the group; returns its seqno, or None if the protocol holds it
-        back for now (MCAST with a full window: it is sent, in order, once acks free space)."""
+    def multicast(self, payload: bytes, now: float) -> int:
+        """Multicasts an application message to the group; returns its seqno (MCAST with a full window holds the
+        message and sends it, in order, once acks free space). During a merge handshake (GMS.holds_multicasts)
+        the stack holds it back and passes it on, in order and with the seqno returned here, once the merge is
+        over."""
         if self.multicast_protocol is None:
             raise ValueError("this stack has no multicast protocol")
-        return self.multicast_protocol.multicast(payload, now, self.out)
+        if self._held or (self.gms is not None and self.gms.holds_multicasts):
+            self._held.append(payload)
+            self.c["multicasts_held"] += 1
+            return self._next_seqno + len(self._held) - 1
+        return self._multicast_now(payload, now)
+
+    def _multicast_now(self, payload: bytes, now: float) -> int:
+        mark = len(self.out.delivers)
+        seqno = int(self.multicast_protocol.multicast(payload, now, self.out))
+        self._next_seqno = seqno + 1
+        self._note_delivered(mark)
+        return seqno
+
+    def _release_held(self, now: float) -> None:
+        if not self._held or (self.gms is not None and self.gms.holds_multicasts):
+            return
+        held, self._held = self._held, []
+        for payload in held:
+            self._multicast_now(payload, now)
+
+    def _note_delivered(self, mark: int) -> None:
+        """Tells STABLE how many multicast payload bytes were delivered since `mark` (its max_bytes trigger)."""
+        if self.stable is None:
+            return
+        delivers = self.out.delivers
+        n = sum(len(d.payload) for d in delivers[mark:] if d.kind == "multicast")
+        if n:
+            self.stable.note_delivered(n)
+
+    # --- membership -----------------------------------------------------------------------------------------------
+
+    @property
+    def view(self) -> Any:
+        """The installed view (node.wire.View), or None without membership or before joining."""
+        return self.gms.view if self.gms is not None else None
+
+    def leave(self, now: float) -> None:
+        """Leaves the group gracefully (see `has_left`); without membership the member just stops."""
+        if self.gms is not None:
+            self.gms.leave(now, self.out)
+        else:
+            self._left = True
+
+    @property
+    def has_left(self) -> bool:
+        return self.gms.has_left if self.gms is not None else self._left
 
     def receive(self, data: bytes | memoryview, now: float) -> bool:
         """Handles one datagram. Malformed or misaddressed ones are counted and dropped; returns False for those."""
@@ -134,18 +258,24 @@ class Stack:
         batches: dict[int, list[Any]] = {}
         for m in dgram.messages:
             batches.setdefault(m.PROTO_ID, []).append(m)
+        mark = len(self.out.delivers)
         for proto_id, msgs in batches.items():
             proto = self.protocols.get(proto_id)
             if proto is None:
                 self.c["unknown_protocol_msgs"] += len(msgs)
                 continue
             proto.handle(dgram.src, msgs, now, self.out)
+        self._note_delivered(mark)
+        self._release_held(now)
         return True
 
     def tick(self, now: float) -> None:
+        mark = len(self.out.delivers)
         for proto in self.protocols.values():
             if proto.next_wakeup() <= now:
                 proto.tick(now, self.out)
+        self._note_delivered(mark)
+        self._release_held(now)
 
     def next_wakeup(self) -> float:
         return min(p.next_wakeup() for p in self.protocols.values())
@@ -202,13 +332,38 @@ def build_stack(
     *,
     cluster: str = "chaosbed",
     conn_id_start: int = 1,
+    seed: int | None = None,
 ) -> Stack:
-    """A stack by name (see STACKS) with per-protocol properties, e.g. {"unicast3": {"xmit_interval": "200ms"}}."""
+    """A stack by name (see STACKS) with per-protocol properties, e.g. {"unicast3": {"xmit_interval": "200ms"}}.
+
+    `seed` drives the protocols' randomised timers (MERGE's INFO jitter): a simulator passes one from its seeded
+    generator so that runs replay; None derives it from the address.
+    """
     if stack not in STACKS:
         raise ValueError(f"unknown stack {stack!r}; known: {', '.join(sorted(STACKS))}")
     properties = properties or {}
-    unknown = set(properties) - {name for name, _ in STACKS.values()} - {stack}
+    names = STACKS[stack]
+    # properties of known protocols this stack lacks are ignored (one property set serves several stacks)
+    unknown = set(properties) - set(PROTOCOLS) - {stack}
     if unknown:
-        raise ValueError(f"properties for protocols not in stack {stack!r}: {', '.join(sorted(unknown))}")
-    name, factory = STACKS[stack]
-    return Stack(local, [factory(local, properties.get(name, {}), conn_id_start)], cluster=cluster)
+        raise ValueError(
+            f"properties for unknown protocols: {', '.join(sorted(unknown))}; known: {', '.join(PROTOCOLS)}"
+        )
+    ctx = _BuildContext(conn_id_start, seed)
+    protocols: dict[str, Any] = {}
+    for name in names:
+        proto = PROTOCOLS[name](local, properties.get(name, {}), ctx)
+        protocols[name] = proto
+        if name in Stack.MULTICAST:
+            ctx.multicast = proto
+    gms = protocols.get("gms")
+    if gms is not None:
+        unicast = next(p for n, p in protocols.items() if n in Stack.UNICAST)
+        gms.attach(
+            unicast=unicast,
+            multicast=ctx.multicast,
+            stable=protocols.get("stable"),
+            fd=protocols.get("fd"),
+            merge=protocols.get("merge"),
+        )
+    return Stack(local, list(protocols.values()), cluster=cluster)

@@ -84,12 +84,15 @@ HEADER_TABLE: list[tuple[str, str, int, list[tuple[str, str]]]] = [
     ("GMS", "FIND_RSP", 1, [("view_id", "viewid")]),
     ("GMS", "JOIN_REQ", 2, []),
     ("GMS", "JOIN_RSP", 3, [("view", "view"), ("digest", "digest")]),
-    ("GMS", "VIEW", 4, [("view", "view"), ("digest", "digest")]),
+    # VIEW.subgroups: in a merge view, one (first, last) range of member indices per merged_from entry (who came
+    # from which subgroup; members are listed grouped by subgroup); empty otherwise.
+    ("GMS", "VIEW", 4, [("view", "view"), ("digest", "digest"), ("subgroups", "ranges")]),
     ("GMS", "VIEW_ACK", 5, [("view_id", "viewid")]),
     ("GMS", "LEAVE_REQ", 6, []),
     ("GMS", "LEAVE_RSP", 7, []),
     ("GMS", "MERGE_REQ", 8, [("merge_id", "u64")]),
     ("GMS", "MERGE_RSP", 9, [("merge_id", "u64"), ("view", "view"), ("digest", "digest")]),
+    ("GMS", "CANCEL_MERGE", 10, [("merge_id", "u64")]),  # the leader gave the merge up: participants are free
     # FD: heartbeats, and suspicions reported to the coordinator.
     ("FD", "HEARTBEAT", 0, []),
     ("FD", "SUSPECT", 1, [("member", "str")]),

@@ -433,9 +433,7 @@ class Unicast2:
         """True when every sender window is purged (all STABLEd) and no receiver window holds or misses anything.
         Connections to peers outside the current membership (when one is known) do not count."""
         members = self.members
-        return all(
-            len(e.table) == 0 for p, e in self.send_table.items() if members is None or p in members
-        ) and all(
+        return all(len(e.table) == 0 for p, e in self.send_table.items() if members is None or p in members) and all(
             e.table.num_missing() == 0 and len(e.table) == 0
             for p, e in self.recv_table.items()
             if members is None or p in members

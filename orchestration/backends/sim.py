@@ -10,6 +10,12 @@ datagrams sent closer together than the jitter), `loss`, `duplicate` and `reorde
 datagram is held back by an extra 2 x delay + jitter), and `cut` (one-way: nothing from src reaches dst). Link faults
 act on whole datagrams, as on a real network. `MessageRule`s act on single messages inside datagrams and match on
 the wire format's fields: "drop the first UNICAST3.ACK(seqno=50) from B to A". Bandwidth is not modelled.
+
+Membership (stacks with GMS, e.g. "unicast3+nakack2"): members start at given virtual times and join by
+themselves: `Simulation(names, stagger=0.5)` starts the i-th member at i x 0.5 s, `start_member(name, at=t)` adds
+one later. `leave(name)` leaves gracefully (the member stops once GMS is done), `crash`/`restart` (the new
+incarnation "B/2" rejoins), `split(groups)` partitions, `view(name)`/`views_agree()` observe. Histories get `view`
+events; a graceful leave is a `leave` fault and, like a kill, leaves the member without a `stop` event.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from typing import Any
 from node import wire
 from node.address import make_address, name_of
 from node.payload import make_payload, msg_id_of
-from node.stack import Stack, build_stack
+from node.stack import Stack, build_stack, has_membership
+from node.wire import View
 
 LOOPBACK_DELAY = 1e-6
 ACTIONS = ("drop", "delay", "duplicate", "hold", "pass")
@@ -135,7 +142,9 @@ class Simulation:
         link: LinkFaults | None = None,
         cluster: str = "sim",
         record: bool = True,
+        stagger: float = 0.0,
     ) -> None:
+        """`stagger` > 0 starts the i-th member (0-based) at i x stagger virtual seconds instead of all at 0."""
         names = [chr(ord("A") + i) for i in range(members)] if isinstance(members, int) else list(members)
         if not names or len(set(names)) != len(names):
             raise ValueError(f"members must be distinct non-empty names: {names}")
@@ -159,24 +168,40 @@ class Simulation:
         self.events_processed = 0
         self.datagrams_sent = 0
         self.messages_sent = 0
-        for n in names:
-            self._start_member(n, 1)
+        if stagger < 0:
+            raise ValueError("stagger must be >= 0")
+        for i, n in enumerate(names):
+            if i == 0 or stagger == 0:
+                self._start_member(n, 1)
+            else:
+                self.at(i * stagger, self._start_member, n, 1)
 
     # --- members --------------------------------------------------------------------------------------------------
 
     def _start_member(self, name: str, incarnation: int) -> SimMember:
         address = make_address(name, incarnation)
+        conn_id_start = self.rng.randrange(1, 1 << 31)
+        # only membership stacks draw a seed: unicast-only runs keep the random sequence they always had
+        seed = self.rng.randrange(1 << 31) if has_membership(self.stack_name) else None
         stack = build_stack(
-            address,
-            self.stack_name,
-            self.properties,
-            cluster=self.cluster,
-            conn_id_start=self.rng.randrange(1, 1 << 31),
+            address, self.stack_name, self.properties, cluster=self.cluster, conn_id_start=conn_id_start, seed=seed
         )
         m = SimMember(name, incarnation, stack)
         self.members[name] = m
         self._schedule_timer(m)
         return m
+
+    def start_member(self, name: str, at: float | None = None) -> None:
+        """Starts a member that is not running yet (a new name) now, or at virtual time `at`; with membership it
+        discovers the group and joins."""
+        make_address(name)  # validates the name
+        if name in self.members:
+            raise ValueError(f"member {name} exists; use restart() for a new incarnation")
+        self.history.setdefault(name, [])
+        if at is None or at <= self.now:
+            self._start_member(name, 1)
+        else:
+            self.at(at, self._start_member, name, 1)
 
     def member(self, name: str) -> SimMember:
         try:
@@ -192,6 +217,15 @@ class Simulation:
         m = self.member(name)
         m.alive = False
         self._fault({"kind": "kill", "member": name})
+
+    def leave(self, name: str) -> None:
+        """The member leaves gracefully; it stops running once its GMS is done (see `Stack.has_left`)."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        self._fault({"kind": "leave", "member": name})
+        m.stack.leave(self.now)
+        self._flush(m)
 
     def restart(self, name: str) -> SimMember:
         old = self.member(name)
@@ -220,15 +254,31 @@ class Simulation:
         self.links[(src, dst)] = new
         self._fault({"kind": "link", "from": src, "to": dst, **faults})
 
+    def split(self, groups: list[list[str]]) -> None:
+        """Partitions the members into groups: two members hear each other iff some group has both (groups may
+        overlap; a member in no group is isolated). Other link settings stay; `heal()` ends it."""
+        known = [n for g in groups for n in g if n not in self.history]
+        if known:
+            raise ValueError(f"unknown members in split: {known}")
+        names = list(self.history)
+        together = {(a, b) for g in groups for a in g for b in g}
+        for a in names:
+            for b in names:
+                if a != b and (a, b) not in together:
+                    current = self.link(a, b)
+                    self.links[(a, b)] = LinkFaults(**{**current.__dict__, "cut": True})
+        self._fault({"kind": "split", "groups": [list(g) for g in groups]})
+
     def cut(self, src: str, dst: str, *, one_way: bool = True) -> None:
         self.set_link(src, dst, cut=True)
         if not one_way:
             self.set_link(dst, src, cut=True)
 
-    def heal(self) -> None:
-        """Removes every link fault (back to the default link) and every message rule."""
+    def heal(self, *, keep_rules: bool = False) -> None:
+        """Removes every link fault (back to the default link) and every message rule (unless keep_rules)."""
         self.links.clear()
-        self.rules.clear()
+        if not keep_rules:
+            self.rules.clear()
         self._fault({"kind": "heal"})
 
     def add_rule(self, rule: MessageRule) -> MessageRule:
@@ -344,6 +394,48 @@ class Simulation:
         self._flush(m)
         return msg_id
 
+    def multicast(self, src: str, *, size: int = 0, msg_id: str | None = None) -> str:
+        """Member src multicasts one message to the group, now. Returns the msg_id ("A>*#n")."""
+        m = self.member(src)
+        if not m.alive:
+            raise ValueError(f"member {src} is not running")
+        if msg_id is None:
+            n = self._msg_counter.get((src, "*"), 0) + 1
+            self._msg_counter[(src, "*")] = n
+            msg_id = f"{src}>*#{n}"
+        payload = make_payload(msg_id, size)
+        seqno = m.stack.multicast(payload, self.now)
+        self.messages_sent += 1
+        if self.record:
+            self._event(
+                m,
+                "send",
+                kind="multicast",
+                sender=src,
+                dest=None,
+                conn_id=None,
+                seqno=seqno,
+                msg_id=msg_id,
+                size=len(payload),
+            )
+        self._flush(m)
+        return msg_id
+
+    def multicast_stream(
+        self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
+    ) -> None:
+        """Schedules `count` multicasts from src at `rate` per second, starting `start` seconds from now (skipped
+        while src is not running)."""
+        if count < 0 or rate <= 0:
+            raise ValueError("count must be >= 0 and rate > 0")
+        for i in range(count):
+            self.at(self.now + start + i / rate, self._multicast_if_alive, src, size)
+
+    def _multicast_if_alive(self, src: str, size: int) -> None:
+        m = self.members.get(src)
+        if m is not None and m.alive:
+            self.multicast(src, size=size)
+
     def stream(
         self, src: str, dst: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
     ) -> None:
@@ -396,9 +488,12 @@ class Simulation:
                     )
         if self.record and out.events:
             for e in out.events:
-                if "peer" in e:
+                if isinstance(e.get("peer"), str):
                     e["peer"] = name_of(e["peer"])
                 self._event(m, e.pop("event"), **e)
+        if m.stack.has_left:
+            m.alive = False  # left gracefully: stops like a crash, but the group was told
+            return
         self._schedule_timer(m)
 
     def step(self) -> bool:
@@ -463,6 +558,35 @@ class Simulation:
 
     def multicast_sent(self, sender: str) -> list[str]:
         return self.sent(sender, "*")
+
+    def live(self) -> list[str]:
+        """Names of the running members, in start order."""
+        return [n for n, m in self.members.items() if m.alive]
+
+    def gms(self, name: str) -> Any:
+        """The GMS protocol instance of a member (None without membership)."""
+        return self.member(name).stack.gms
+
+    def view(self, name: str) -> View | None:
+        """The view a member has installed (members are addresses, e.g. "B/2"), None before it joined."""
+        return self.member(name).stack.view
+
+    def view_names(self, name: str) -> list[str]:
+        """The member names of a member's installed view, coordinator first ([] before it joined)."""
+        v = self.view(name)
+        return [name_of(a) for a in v.members] if v is not None else []
+
+    def views_agree(self, names: Iterable[str] | None = None) -> bool:
+        """True when the given members (default: every running member) have installed the same view (same id)
+        and that view's members are exactly their current addresses."""
+        ms = [self.member(n) for n in (self.live() if names is None else names)]
+        if not ms or not all(m.alive for m in ms):
+            return False
+        views = [m.stack.view for m in ms]
+        first = views[0]
+        if first is None or any(v is None or v.view_id != first.view_id for v in views):
+            return False
+        return sorted(first.members) == sorted(m.address for m in ms)
 
     def counters(self, name: str) -> dict[str, int]:
         m = self.member(name)

@@ -1,0 +1,884 @@
+"""GMS: group membership — discovery, join, leave, exclusion of suspects, view installation and the merge handshake.
+
+Views list their members oldest first; members[0] coordinates and is the creator of the view id (a view id's
+counter is above every counter this member has seen, so a new view's id is greater than all it knows). GMS sends
+its own messages directly, with acks, retries and timeouts, and never relies on the reliable unicast or multicast
+layers: membership stays alive under any chaos.
+
+Join: a new member multicasts FIND and collects FIND_RSP(view_id) for `discovery_timeout` (or until the first
+answer from a coordinator, `break_on_coord_rsp`); members answer with their view id, members still joining with
+id 0. It sends JOIN_REQ to the coordinator of the highest view id found and waits `join_timeout` for JOIN_RSP,
+retrying discovery up to `max_join_attempts` times. With no coordinator anywhere, the smallest address among the
+members still joining becomes a singleton coordinator and the others try again.
+
+View change (coordinator): requests (joins, leaves, suspicions from FD) are queued and bundled into one new view.
+The coordinator installs it, sends VIEW(view, its multicast digest, ()) to every other old member and resends it
+every `view_xmit_interval` until acked or `view_ack_collection_timeout` passes; then it answers the joiners with
+JOIN_RSP(view, digest) and the leavers with LEAVE_RSP. A leaving coordinator installs the view without itself at
+the others (the next member coordinates). If the coordinator is suspected, the first member that suspects every
+member before it takes over. A member installs a VIEW only if its id is greater than its own view's and, unless
+it is a merge view, its creator is a member of its own view: a takeover view made in another partition is not a
+successor of ours (the merge joins the two properly).
+
+Merge (the leader is chosen by MERGE): MERGE_REQ(merge_id) to every member of the subgroups the leader can hear,
+which answers MERGE_RSP(merge_id, its view, its multicast digest); it takes part in no other merge, and holds back
+its application multicasts, until the merge view arrives or `merge_timeout` passes (a busy member rejects: a
+MERGE_RSP whose view id counter is 0, and is left out; a retry by the same leader is answered). When every member
+asked has answered, the leader installs the merge view of all of them (with a missing answer at `merge_timeout` the
+merge is abandoned and MERGE tries again: the digests would be stale): the leader first, then the members grouped by
+the view they had installed (its own subgroup first), view id above every id involved, merged_from = those view ids.
+VIEW(view, digest, subgroups) goes to every member: digest = each member's own highest seqno, subgroups = which
+member came from which view. A member restarts (reset_windows) the multicast windows of the senders that came from
+another subgroup than itself or were not in its previous view, at those seqnos (never below what it delivered of
+them before): nothing is delivered twice, nothing waited for that only another subgroup had.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from node.address import name_of
+from node.protocols.base import NEVER, Outbox, Properties
+from node.wire import Digest, View, ViewId, header_class
+
+FIND = header_class("GMS", "FIND")
+FIND_RSP = header_class("GMS", "FIND_RSP")
+JOIN_REQ = header_class("GMS", "JOIN_REQ")
+JOIN_RSP = header_class("GMS", "JOIN_RSP")
+VIEW = header_class("GMS", "VIEW")
+VIEW_ACK = header_class("GMS", "VIEW_ACK")
+LEAVE_REQ = header_class("GMS", "LEAVE_REQ")
+LEAVE_RSP = header_class("GMS", "LEAVE_RSP")
+MERGE_REQ = header_class("GMS", "MERGE_REQ")
+MERGE_RSP = header_class("GMS", "MERGE_RSP")
+CANCEL_MERGE = header_class("GMS", "CANCEL_MERGE")
+
+
+@dataclass
+class GmsProps(Properties):
+    """Properties with JGroups' GMS (and Discovery) names and defaults; durations in seconds."""
+
+    DURATIONS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "join_timeout",
+            "discovery_timeout",
+            "view_ack_collection_timeout",
+            "view_xmit_interval",
+            "leave_timeout",
+            "merge_timeout",
+        }
+    )
+
+    join_timeout: float = 2.0  # wait for JOIN_RSP after a JOIN_REQ
+    discovery_timeout: float = 2.0  # collect FIND_RSPs (JGroups uses join_timeout; PING's `timeout` in 3.x)
+    break_on_coord_rsp: bool = True  # stop discovery at the first answer from a coordinator (Discovery)
+    max_join_attempts: int = 10  # discovery + join rounds before becoming a singleton; 0 = never give up
+    view_ack_collection_timeout: float = 2.0  # wait for VIEW_ACKs before the next view change
+    view_xmit_interval: float = 0.5  # resend VIEW (and LEAVE_REQ) this often while unacked (not in JGroups)
+    leave_timeout: float = 2.0  # a leaving member waits this long for LEAVE_RSP, then leaves anyway
+    merge_timeout: float = 5.0  # wait for MERGE_RSPs (leader); how long a participant stays locked
+
+    def validate(self) -> None:
+        for name in sorted(self.DURATIONS):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"gms.{name} must be > 0")
+        if self.max_join_attempts < 0:
+            raise ValueError("gms.max_join_attempts must be >= 0 (0: never give up)")
+
+
+class State(Enum):
+    INIT = "init"  # not started: the first tick starts discovery
+    DISCOVERY = "discovery"
+    JOINING = "joining"
+    MEMBER = "member"
+    LEAVING = "leaving"
+    LEFT = "left"
+
+
+COUNTERS = (
+    "finds_sent",
+    "finds_received",
+    "find_rsps_sent",
+    "find_rsps_received",
+    "join_reqs_sent",
+    "join_reqs_received",
+    "join_rsps_sent",
+    "join_rsps_received",
+    "join_attempts",
+    "join_timeouts",
+    "singletons",
+    "views_installed",
+    "merge_views_installed",
+    "views_sent",
+    "view_xmits",
+    "view_acks_sent",
+    "view_acks_received",
+    "view_ack_timeouts",
+    "stale_views_dropped",
+    "foreign_views_dropped",
+    "views_not_member",
+    "views_ignored_not_joined",
+    "leave_reqs_sent",
+    "leave_reqs_received",
+    "leave_rsps_sent",
+    "leave_rsps_received",
+    "leave_timeouts",
+    "suspicions",
+    "exclusions",
+    "takeovers",
+    "windows_reset",
+    "merges_started",
+    "merges_completed",
+    "merges_abandoned",
+    "merges_busy",
+    "merge_reqs_sent",
+    "merge_reqs_received",
+    "merge_rsps_sent",
+    "merge_rsps_received",
+    "merge_rejects_sent",
+    "merge_rejects_received",
+    "merge_lock_timeouts",
+    "merge_cancels_sent",
+    "merge_cancels_received",
+)
+
+MAX_REMEMBERED = 1024  # former members whose highest delivered seqno is kept (oldest forgotten first)
+REJECT_VIEW_ID_COUNTER = 0  # a MERGE_RSP whose view id counter is 0 rejects the merge (real views start at 1)
+
+
+@dataclass
+class PendingView:
+    """A view change the coordinator is collecting acks for (it is installed locally already, unless leaving)."""
+
+    view: View
+    unacked: dict[str, Any]  # member -> the VIEW message to resend
+    deadline: float
+    next_xmit: float
+    joiners: list[str] = field(default_factory=list)
+    leavers: list[str] = field(default_factory=list)
+    leaving_self: bool = False
+
+
+@dataclass
+class MergeRound:
+    """A merge this member leads: the members asked (every member it can hear of the subgroups), answers so far."""
+
+    merge_id: int
+    asked: list[str]
+    deadline: float
+    answers: dict[str, tuple[View, Digest]] = field(default_factory=dict)
+    rejected: set[str] = field(default_factory=set)
+
+    def complete(self) -> bool:
+        return all(m in self.answers or m in self.rejected for m in self.asked)
+
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+def _subgroup_of(view: View, subgroups: Ranges) -> dict[str, ViewId]:
+    """member -> the view id of the subgroup it came from, per a merge VIEW's subgroups field."""
+    group: dict[str, ViewId] = {}
+    for vid, (first, last) in zip(view.merged_from, subgroups, strict=False):
+        for m in view.members[first : last + 1]:
+            group[m] = vid
+    return group
+
+
+class Gms:
+    """The GMS state machine of one member. Other protocols are attached by the stack (`attach`)."""
+
+    NAME = "gms"
+    PROTOCOL = "GMS"
+
+    def __init__(self, local: str, props: GmsProps | None = None) -> None:
+        self.local = local
+        self.props = props or GmsProps()
+        self.props.validate()
+        self.state = State.INIT
+        self.view: View | None = None
+        self.max_counter = 0  # highest view id counter seen anywhere
+        # collaborators (None when the stack lacks them)
+        self.unicast: Any = None
+        self.multicast: Any = None
+        self.stable: Any = None
+        self.fd: Any = None
+        self.merge: Any = None
+        # joining
+        self._responses: dict[str, ViewId] = {}
+        self._deadline = NEVER  # discovery / join / leave deadline, by state
+        self._attempts = 0
+        self._join_target: str | None = None
+        # coordinator
+        self._joins: list[str] = []
+        self._leaves: list[str] = []
+        self.suspected: set[str] = set()
+        self._pending: PendingView | None = None
+        # leaving
+        self._leave_xmit = NEVER
+        # merging
+        self._merge: MergeRound | None = None
+        self._merge_counter = 0
+        self._merge_id_base = zlib.crc32(local.encode()) << 32
+        self._lock: tuple[int, str, float] | None = None  # (merge_id, leader, until) as a merge participant
+        self._delivered: dict[str, int] = {}  # former members -> highest of their multicasts we delivered
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    def attach(
+        self, *, unicast: Any = None, multicast: Any = None, stable: Any = None, fd: Any = None, merge: Any = None
+    ) -> None:
+        """Wires the protocols GMS installs views in (any may be None)."""
+        self.unicast, self.multicast, self.stable, self.fd, self.merge = unicast, multicast, stable, fd, merge
+        if fd is not None:
+            fd.gms = self
+        if merge is not None:
+            merge.gms = self
+            merge.fd = fd
+
+    # --- queries --------------------------------------------------------------------------------------------------
+
+    @property
+    def is_coord(self) -> bool:
+        return self.state is State.MEMBER and self.view is not None and self.view.coordinator == self.local
+
+    @property
+    def coordinator(self) -> str | None:
+        return self.view.coordinator if self.view is not None else None
+
+    @property
+    def has_left(self) -> bool:
+        return self.state is State.LEFT
+
+    @property
+    def holds_multicasts(self) -> bool:
+        """True during a merge handshake we lead or answered: new multicasts wait (in the stack) until the merge
+        view is installed or the merge is over. Others restart our window at the seqno our answer gave; a message
+        sent after it and purged before the merge view (our old view's members acked it) would be waited for
+        forever (a light form of JGroups' FLUSH)."""
+        return self._merge is not None or self._lock is not None
+
+    @property
+    def is_member(self) -> bool:
+        return self.state in (State.MEMBER, State.LEAVING)
+
+    def _new_view_id(self, creator: str, *counters: int) -> ViewId:
+        self.max_counter = max((self.max_counter, *counters)) + 1
+        return ViewId(creator, self.max_counter)
+
+    def note_view_id(self, view_id: ViewId) -> None:
+        """A view id heard anywhere (INFO, FIND_RSP): later views get higher counters."""
+        self.max_counter = max(self.max_counter, view_id.id)
+
+    # --- installing views -----------------------------------------------------------------------------------------
+
+    def _install(
+        self, view: View, now: float, out: Outbox, digest: Digest | None = None, subgroups: Ranges = ()
+    ) -> None:
+        """Installs a view in GMS and in every attached protocol, and writes the history event.
+
+        `digest` (from a VIEW) restarts windows in the multicast protocol (`_senders_to_reset`).
+        """
+        reset = self._senders_to_reset(view, digest, subgroups) if digest else []
+        mc = self.multicast
+        if mc is not None and self.view is not None:
+            self._remember_delivered(mc, [m for m in self.view.members if m not in view.members])
+        self.view = view
+        self.note_view_id(view.view_id)
+        members = set(view.members)
+        self.suspected &= members
+        if self._pending is not None and self._pending.view.view_id != view.view_id:
+            self._pending = None  # another coordinator's view overrides ours
+        if self.unicast is not None and hasattr(self.unicast, "set_members"):
+            self.unicast.set_members(view.members)
+        if mc is not None:
+            mc.install_view(view, now, out)
+            if reset:
+                assert digest is not None
+                mc.reset_windows(self._above_delivered(digest, reset), reset, now, out)
+                self.c["windows_reset"] += len(reset)
+        for proto in (self.stable, self.fd, self.merge):
+            if proto is not None:
+                proto.install_view(view, now, out)
+        self.c["views_installed"] += 1
+        if view.is_merge:
+            self.c["merge_views_installed"] += 1
+        out.events.append(
+            {
+                "event": "view",
+                "view_id": str(view.view_id),
+                "members": [name_of(m) for m in view.members],
+                "merge": view.is_merge,
+                "addresses": list(view.members),
+                "merged_from": [str(v) for v in view.merged_from],
+            }
+        )
+
+    def _remember_delivered(self, mc: Any, gone: list[str]) -> None:
+        """Before the windows of members leaving our view are dropped: how far we delivered their messages. Should
+        they come back (partitions that overlap or flap), their new window starts above it: never twice."""
+        if not gone:
+            return
+        d = mc.digest()
+        for m in gone:
+            if m in d:
+                self._delivered[m] = max(self._delivered.get(m, 0), d[m][0])
+        while len(self._delivered) > MAX_REMEMBERED:
+            del self._delivered[next(iter(self._delivered))]
+
+    def _above_delivered(self, digest: Digest, reset: list[str]) -> Digest:
+        out = dict(digest)
+        for m in reset:
+            floor = self._delivered.get(m)
+            if floor is not None and floor > out[m][1]:
+                out[m] = (out[m][0], floor)
+        return out
+
+    def _senders_to_reset(self, view: View, digest: Digest, subgroups: Ranges) -> list[str]:
+        """The senders whose multicast windows restart at the digest's offsets when `view` replaces ours.
+
+        Those not in our previous view: we dropped their windows or never had one (a fresh window at 0 would wait
+        for messages long purged, or deliver again what we delivered before). In a merge view also those that came
+        from another subgroup than we did (each told the merge leader which view it had): they purged what only
+        their subgroup had (the asymmetric case: they were in our view, we were not in theirs)."""
+        previous = self.view
+        members = set(view.members)
+        candidates = [m for m in digest if m != self.local and m in members]
+        if previous is None:
+            return candidates
+        before = set(previous.members)
+        if not view.is_merge:
+            return [m for m in candidates if m not in before]
+        group = _subgroup_of(view, subgroups)
+        ours = group.get(self.local)
+        return [m for m in candidates if m not in before or group.get(m) != ours]
+
+    def _become_member(self, view: View, digest: Digest, now: float, out: Outbox) -> None:
+        """Joined (or became a singleton): install the view, take the digest, start accepting multicasts."""
+        self.state = State.MEMBER
+        self._deadline = NEVER
+        self._install(view, now, out)
+        mc = self.multicast
+        if mc is not None:
+            if digest:
+                mc.set_digest(digest, now, out)
+            mc.become_server(now, out)
+        self._process_requests(now, out)
+
+    def _send_view(
+        self, view: View, recipients: list[str], merge: tuple[Digest, Ranges] | None, out: Outbox
+    ) -> dict[str, Any]:
+        """VIEW to each recipient: with the merged digest and subgroups in a merge, else the coordinator's digest."""
+        msg = VIEW(view, *merge) if merge is not None else VIEW(view, self._digest(), ())
+        for r in recipients:
+            out.sends.append((r, msg))
+        self.c["views_sent"] += len(recipients)
+        return dict.fromkeys(recipients, msg)
+
+    def _start_view_change(
+        self,
+        view: View,
+        now: float,
+        out: Outbox,
+        *,
+        joiners: list[str] | None = None,
+        leavers: list[str] | None = None,
+        merge: tuple[Digest, Ranges] | None = None,
+        leaving_self: bool = False,
+    ) -> None:
+        """Coordinator: sends the view to the other members of it (joiners get JOIN_RSP later) and collects acks."""
+        joiners = joiners or []
+        recipients = [m for m in view.members if m != self.local and m not in joiners]
+        unacked = self._send_view(view, recipients, merge, out)
+        p = self.props
+        self._pending = PendingView(
+            view,
+            unacked,
+            now + p.view_ack_collection_timeout,
+            now + p.view_xmit_interval,
+            joiners,
+            leavers or [],
+            leaving_self,
+        )
+        if not unacked:
+            self._finish_view_change(now, out)
+
+    def _finish_view_change(self, now: float, out: Outbox) -> None:
+        pending = self._pending
+        if pending is None:
+            return
+        self._pending = None
+        if pending.unacked:
+            self.c["view_ack_timeouts"] += 1
+        if pending.leaving_self:
+            self._left(out)
+            return
+        view = self.view
+        if view is not None and view.view_id == pending.view.view_id:
+            digest = self.multicast.digest() if self.multicast is not None else {}
+            for j in pending.joiners:
+                out.sends.append((j, JOIN_RSP(view, digest)))
+                self.c["join_rsps_sent"] += 1
+        for leaver in pending.leavers:
+            out.sends.append((leaver, LEAVE_RSP()))
+            self.c["leave_rsps_sent"] += 1
+        self._process_requests(now, out)
+
+    # --- coordinator: bundled view changes ------------------------------------------------------------------------
+
+    def _busy(self) -> bool:
+        return self._pending is not None or self._merge is not None or self._lock is not None
+
+    def _process_requests(self, now: float, out: Outbox) -> None:
+        """Coordinator: one new view for every queued join, leave and suspicion (JGroups' view bundling)."""
+        if not self.is_coord or self._busy():
+            return
+        view = self.view
+        assert view is not None
+        members = list(view.members)
+        digest: Digest | None = None
+        joiners: list[str] = []
+        for j in self._joins:
+            if j in members:  # a retry after a lost JOIN_RSP: answer again at once
+                digest = digest if digest is not None else (self.multicast.digest() if self.multicast else {})
+                out.sends.append((j, JOIN_RSP(view, digest)))
+                self.c["join_rsps_sent"] += 1
+            elif j not in joiners:
+                joiners.append(j)
+        self._joins.clear()
+        leavers = [m for m in self._leaves if m in members and m != self.local]
+        for m in self._leaves:
+            if m not in members:
+                out.sends.append((m, LEAVE_RSP()))
+                self.c["leave_rsps_sent"] += 1
+        self._leaves.clear()
+        joining_names = {name_of(j) for j in joiners}
+        replaced = [m for m in members if m != self.local and name_of(m) in joining_names]  # older incarnations
+        excluded = [m for m in members if m in self.suspected and m != self.local]
+        gone = set(leavers) | set(excluded) | set(replaced)
+        if not joiners and not gone:
+            return
+        self.c["exclusions"] += len(set(excluded) | set(replaced))
+        new_members = [m for m in members if m not in gone] + joiners
+        new_view = View(self._new_view_id(self.local), tuple(new_members))
+        self._install(new_view, now, out)
+        self._start_view_change(new_view, now, out, joiners=joiners, leavers=leavers)
+
+    # --- application side -----------------------------------------------------------------------------------------
+
+    def leave(self, now: float, out: Outbox) -> None:
+        """Graceful leave: LEAVE_REQ to the coordinator (resent until LEAVE_RSP or leave_timeout); a coordinator
+        hands over by installing the view without itself at the others."""
+        if self.state in (State.LEAVING, State.LEFT):
+            return
+        if self.state is not State.MEMBER or self.view is None:
+            self._left(out)
+            return
+        others = [m for m in self.view.members if m != self.local]
+        if not others:
+            self._left(out)
+            return
+        if self.is_coord:
+            self._cancel_merge(out)
+            self._lock = None
+            self._pending = None
+            new_view = View(self._new_view_id(others[0]), tuple(others))
+            self.state = State.LEAVING
+            self._deadline = NEVER
+            self._start_view_change(new_view, now, out, leaving_self=True)
+            return
+        self.state = State.LEAVING
+        self._deadline = now + self.props.leave_timeout
+        self._send_leave_req(now, out)
+
+    def _send_leave_req(self, now: float, out: Outbox) -> None:
+        coord = self.coordinator
+        if coord is not None and coord != self.local:
+            out.sends.append((coord, LEAVE_REQ()))
+            self.c["leave_reqs_sent"] += 1
+        self._leave_xmit = now + self.props.view_xmit_interval
+
+    def _left(self, out: Outbox) -> None:
+        self.state = State.LEFT
+        self._deadline = NEVER
+        self._leave_xmit = NEVER
+        self._pending = None
+        self._cancel_merge(out)
+        self._lock = None
+        for proto in (self.fd, self.merge):
+            if proto is not None:
+                proto.stop()
+        if self.multicast is not None and hasattr(self.multicast, "close"):
+            self.multicast.close()
+        out.events.append({"event": "left"})
+
+    # --- suspicions (from FD) -------------------------------------------------------------------------------------
+
+    def suspect(self, member: str, now: float, out: Outbox) -> None:
+        view = self.view
+        if view is None or member == self.local or member not in view.members or self.state is not State.MEMBER:
+            return
+        self.suspected.add(member)
+        self.c["suspicions"] += 1
+        if self.is_coord:
+            self._process_requests(now, out)
+        else:
+            self._maybe_take_over(now, out)
+
+    def unsuspect(self, member: str, now: float, out: Outbox) -> None:
+        self.suspected.discard(member)
+
+    def _maybe_take_over(self, now: float, out: Outbox) -> None:
+        """If every member before this one is suspected, this member coordinates: a new view without them."""
+        view = self.view
+        assert view is not None
+        before = view.members[: view.members.index(self.local)]
+        if not before or any(m not in self.suspected for m in before):
+            return
+        self.c["takeovers"] += 1
+        self._lock = None
+        self._cancel_merge(out)
+        new_members = [m for m in view.members if m not in self.suspected]
+        self.c["exclusions"] += len(view.members) - len(new_members)
+        new_view = View(self._new_view_id(self.local), tuple(new_members))
+        self._install(new_view, now, out)
+        self._start_view_change(new_view, now, out)
+
+    # --- network side ---------------------------------------------------------------------------------------------
+
+    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+        if src == self.local or self.state is State.LEFT:
+            return
+        for m in msgs:
+            t = type(m)
+            if t is FIND:
+                self._handle_find(src, out)
+            elif t is FIND_RSP:
+                self._handle_find_rsp(src, m.view_id, now, out)
+            elif t is JOIN_REQ:
+                self.c["join_reqs_received"] += 1
+                if self.is_coord:  # anyone else: the joiner finds the coordinator again and retries
+                    self._joins.append(src)
+                    self._process_requests(now, out)
+            elif t is JOIN_RSP:
+                self._handle_join_rsp(m.view, m.digest, now, out)
+            elif t is VIEW:
+                self._handle_view(src, m.view, m.digest, m.subgroups, now, out)
+            elif t is VIEW_ACK:
+                self._handle_view_ack(src, m.view_id, now, out)
+            elif t is LEAVE_REQ:
+                self.c["leave_reqs_received"] += 1
+                if self.is_coord:  # anyone else: the leaver resends to the coordinator of its view
+                    self._leaves.append(src)
+                    self._process_requests(now, out)
+            elif t is LEAVE_RSP:
+                self.c["leave_rsps_received"] += 1
+                if self.state is State.LEAVING:
+                    self._left(out)
+            elif t is MERGE_REQ:
+                self._handle_merge_req(src, m.merge_id, now, out)
+            elif t is MERGE_RSP:
+                self._handle_merge_rsp(src, m.merge_id, m.view, m.digest, now, out)
+            elif t is CANCEL_MERGE:
+                self._handle_cancel_merge(src, m.merge_id, now, out)
+
+    def _handle_find(self, src: str, out: Outbox) -> None:
+        self.c["finds_received"] += 1
+        if self.state is State.INIT:
+            return
+        view_id = self.view.view_id if self.is_member and self.view is not None else ViewId(self.local, 0)
+        out.sends.append((src, FIND_RSP(view_id)))
+        self.c["find_rsps_sent"] += 1
+
+    def _handle_view(self, src: str, view: View, digest: Digest, subgroups: Ranges, now: float, out: Outbox) -> None:
+        if self.state not in (State.MEMBER, State.LEAVING):
+            self.c["views_ignored_not_joined"] += 1  # a joiner waits for its JOIN_RSP (it carries the digest)
+            return
+        out.sends.append((src, VIEW_ACK(view.view_id)))
+        self.c["view_acks_sent"] += 1
+        if self.local not in view.members:
+            self.c["views_not_member"] += 1
+            return
+        current = self.view
+        if current is not None and view.view_id.key() <= current.view_id.key():
+            self.c["stale_views_dropped"] += current.view_id != view.view_id
+            return
+        if current is not None and not view.is_merge and view.view_id.creator not in current.members:
+            # not a successor of our view: made by a coordinator of another partition (a takeover that listed us
+            # while we could not hear it). Installing it would pair us with members whose messages we missed; the
+            # next merge joins the two views properly.
+            self.c["foreign_views_dropped"] += 1
+            return
+        self._lock = None  # a merge we took part in is over (its view) or moot (another view)
+        self._cancel_merge(out)
+        self._install(view, now, out, digest, subgroups)
+        self._process_requests(now, out)
+
+    def _handle_view_ack(self, src: str, view_id: ViewId, now: float, out: Outbox) -> None:
+        self.c["view_acks_received"] += 1
+        pending = self._pending
+        if pending is None or pending.view.view_id != view_id:
+            return
+        pending.unacked.pop(src, None)
+        if not pending.unacked:
+            self._finish_view_change(now, out)
+
+    # --- joining --------------------------------------------------------------------------------------------------
+
+    def _start_discovery(self, now: float, out: Outbox) -> None:
+        self.state = State.DISCOVERY
+        self._responses = {}
+        self._deadline = now + self.props.discovery_timeout
+        self._attempts += 1
+        self.c["join_attempts"] += 1
+        out.sends.append((None, FIND()))
+        self.c["finds_sent"] += 1
+
+    def _handle_find_rsp(self, src: str, view_id: ViewId, now: float, out: Outbox) -> None:
+        self.c["find_rsps_received"] += 1
+        self.note_view_id(view_id)
+        if self.state is not State.DISCOVERY:
+            return
+        self._responses[src] = view_id
+        if self.props.break_on_coord_rsp and view_id.id > 0 and view_id.creator == src:
+            self._discovery_done(now, out)
+
+    def _discovery_done(self, now: float, out: Outbox) -> None:
+        found = [vid for vid in self._responses.values() if vid.id > 0]
+        if found:
+            target = max(found, key=ViewId.key).creator
+            self.state = State.JOINING
+            self._join_target = target
+            self._deadline = now + self.props.join_timeout
+            out.sends.append((target, JOIN_REQ()))
+            self.c["join_reqs_sent"] += 1
+            return
+        candidates = sorted([m for m, vid in self._responses.items() if vid.id == 0] + [self.local])
+        if candidates[0] == self.local or self._gave_up():
+            self._become_singleton(now, out)
+        else:
+            self._start_discovery(now, out)  # the smallest joiner becomes coordinator: ask again
+
+    def _gave_up(self) -> bool:
+        limit = self.props.max_join_attempts
+        return limit > 0 and self._attempts >= limit
+
+    def _become_singleton(self, now: float, out: Outbox) -> None:
+        self.c["singletons"] += 1
+        self._become_member(View(self._new_view_id(self.local), (self.local,)), {}, now, out)
+
+    def _handle_join_rsp(self, view: View, digest: Digest, now: float, out: Outbox) -> None:
+        self.c["join_rsps_received"] += 1
+        if self.state not in (State.DISCOVERY, State.JOINING) or self.local not in view.members:
+            return
+        self._become_member(view, digest, now, out)
+
+    # --- merging --------------------------------------------------------------------------------------------------
+
+    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Outbox) -> None:
+        """MERGE found subgroups and this member leads: MERGE_REQ to every member of them it can hear (the
+        representatives, the members that reported a view id, our own view), so that it learns exactly which view
+        each member had installed and its own highest seqno."""
+        if self.state is not State.MEMBER or self.view is None:
+            return
+        if self._busy():
+            self.c["merges_busy"] += 1
+            return
+        if not any(rep != self.local for rep in reps.values()):
+            return
+        for vid in reps:
+            self.note_view_id(vid)
+        candidates = set(reps.values()) | set(reported) | set(self.view.members)
+        asked = sorted(
+            m for m in candidates if m != self.local and (m in reps.values() or m in reported or self._alive(m, now))
+        )
+        self._merge_counter += 1
+        merge_id = self._merge_id_base | (self._merge_counter & 0xFFFFFFFF)
+        rnd = MergeRound(merge_id, asked, now + self.props.merge_timeout)
+        rnd.answers[self.local] = (self.view, self._digest())
+        self._merge = rnd
+        self.c["merges_started"] += 1
+        for m in asked:
+            out.sends.append((m, MERGE_REQ(merge_id)))
+        self.c["merge_reqs_sent"] += len(asked)
+        reps_named = sorted({name_of(r) for r in reps.values() if r != self.local})
+        out.events.append({"event": "merge_start", "merge_id": merge_id, "reps": reps_named})
+
+    def _digest(self) -> Digest:
+        return self.multicast.digest() if self.multicast is not None else {}
+
+    def _handle_merge_req(self, src: str, merge_id: int, now: float, out: Outbox) -> None:
+        """Answers with our view and digest, and takes part in no other merge until the merge view arrives or
+        merge_timeout passes (a coordinator installs no view of its own meanwhile; a busy member rejects). Until
+        then the stack holds back our multicasts (`holds_multicasts`), so the digest we answered stays true."""
+        self.c["merge_reqs_received"] += 1
+        lock = self._lock
+        same = lock is not None and lock[1] == src  # the leader we answered (a retry replaces its abandoned merge)
+        if self.state is not State.MEMBER or self.view is None or (not same and self._busy()):
+            reject = View(ViewId(self.local, REJECT_VIEW_ID_COUNTER), (self.local,))
+            out.sends.append((src, MERGE_RSP(merge_id, reject, {})))
+            self.c["merge_rejects_sent"] += 1
+            return
+        self._lock = (merge_id, src, now + self.props.merge_timeout)
+        out.sends.append((src, MERGE_RSP(merge_id, self.view, self._digest())))
+        self.c["merge_rsps_sent"] += 1
+
+    def _handle_merge_rsp(self, src: str, merge_id: int, view: View, digest: Digest, now: float, out: Outbox) -> None:
+        self.c["merge_rsps_received"] += 1
+        rnd = self._merge
+        if rnd is None or rnd.merge_id != merge_id or src not in rnd.asked:
+            return
+        if view.view_id.id == REJECT_VIEW_ID_COUNTER:
+            self.c["merge_rejects_received"] += 1
+            rnd.rejected.add(src)
+        else:
+            self.note_view_id(view.view_id)
+            rnd.answers[src] = (view, digest)
+            # members of its view we did not know of (no INFO from them yet): ask them too if they are alive
+            more = [m for m in view.members if m != self.local and m not in rnd.asked and self._alive(m, now)]
+            for m in more:
+                rnd.asked.append(m)
+                out.sends.append((m, MERGE_REQ(merge_id)))
+            self.c["merge_reqs_sent"] += len(more)
+        if rnd.complete():
+            self._finish_merge(now, out)
+
+    def _finish_merge(self, now: float, out: Outbox) -> None:
+        """Every member asked answered: install the merge view of all that did not reject, grouped by the view each
+        had installed, unless that is just our own view."""
+        rnd = self._merge
+        self._merge = None
+        if rnd is None or self.view is None:
+            return
+        answers = rnd.answers  # members that rejected (busy in another merge) are left out: a later merge takes them
+        own_id = self.view.view_id
+        groups: dict[ViewId, list[str]] = {own_id: []}
+        for m in [self.local, *sorted(m for m in answers if m != self.local)]:
+            groups.setdefault(answers[m][0].view_id, []).append(m)
+        if len(groups) < 2:  # everyone has our view by now
+            self._merge = rnd
+            self._abandon_merge(now, out)
+            return
+        members: list[str] = []
+        subgroups: list[tuple[int, int]] = []
+        for group in groups.values():  # our subgroup first, the others in the order we heard of them
+            order = answers[group[0]][0].members
+            first = len(members)
+            members.extend(sorted(group, key=lambda m, order=order: order.index(m)))  # type: ignore[misc]
+            subgroups.append((first, len(members) - 1))
+        members.remove(self.local)  # the leader coordinates; it stays inside its own subgroup's range
+        members.insert(0, self.local)
+        merged_from = tuple(groups)
+        new_view = View(self._new_view_id(self.local, *(v.id for v in merged_from)), tuple(members), merged_from)
+        # each member's own highest seqno: receivers from other subgroups start after it
+        merged: Digest = {m: answers[m][1].get(m, (0, 0)) for m in members}
+        self.c["merges_completed"] += 1
+        self._install(new_view, now, out, merged, tuple(subgroups))
+        self._start_view_change(new_view, now, out, merge=(merged, tuple(subgroups)))
+
+    def _abandon_merge(self, now: float, out: Outbox) -> None:
+        rnd = self._merge
+        if rnd is not None:
+            self.c["merges_abandoned"] += 1
+            out.events.append({"event": "merge_abandoned", "merge_id": rnd.merge_id})
+        self._cancel_merge(out)
+        self._process_requests(now, out)
+
+    def _cancel_merge(self, out: Outbox) -> None:
+        """Drops the merge we lead, if any, and frees the members that answered it (JGroups' CANCEL_MERGE): they
+        would otherwise hold back their multicasts and refuse other merges until merge_timeout."""
+        rnd = self._merge
+        self._merge = None
+        if rnd is None:
+            return
+        answered = [m for m in rnd.answers if m != self.local]
+        for m in answered:
+            out.sends.append((m, CANCEL_MERGE(rnd.merge_id)))
+        self.c["merge_cancels_sent"] += len(answered)
+
+    def _handle_cancel_merge(self, src: str, merge_id: int, now: float, out: Outbox) -> None:
+        self.c["merge_cancels_received"] += 1
+        lock = self._lock
+        if lock is not None and lock[0] == merge_id and lock[1] == src:
+            self._lock = None
+            self._process_requests(now, out)
+
+    def _alive(self, member: str, now: float) -> bool:
+        fd = self.fd
+        return fd is None or fd.heard_within(member, now, fd.props.timeout)
+
+    # --- timers ---------------------------------------------------------------------------------------------------
+
+    def next_wakeup(self) -> float:
+        if self.state is State.INIT:
+            return -NEVER
+        t = self._deadline
+        if self.state is State.LEAVING:
+            t = min(t, self._leave_xmit)
+        if self._pending is not None:
+            t = min(t, self._pending.next_xmit, self._pending.deadline)
+        if self._merge is not None:
+            t = min(t, self._merge.deadline)
+        if self._lock is not None:
+            t = min(t, self._lock[2])
+        return t
+
+    def tick(self, now: float, out: Outbox) -> None:
+        state = self.state
+        if state is State.INIT:
+            self._attempts = 0
+            self._start_discovery(now, out)
+            return
+        if state is State.DISCOVERY and now >= self._deadline:
+            self._discovery_done(now, out)
+        elif state is State.JOINING and now >= self._deadline:
+            self.c["join_timeouts"] += 1
+            if self._gave_up():
+                self._become_singleton(now, out)
+            else:
+                self._start_discovery(now, out)
+        elif state is State.LEAVING and self._deadline != NEVER:
+            if now >= self._deadline:
+                self.c["leave_timeouts"] += 1
+                self._left(out)
+                return
+            if now >= self._leave_xmit:
+                self._send_leave_req(now, out)
+        self._tick_pending(now, out)
+        if self._merge is not None and now >= self._merge.deadline:
+            self._abandon_merge(now, out)  # digests collected this long ago are stale: try again later
+        if self._lock is not None and now >= self._lock[2]:
+            self._lock = None
+            self.c["merge_lock_timeouts"] += 1
+            self._process_requests(now, out)
+
+    def _tick_pending(self, now: float, out: Outbox) -> None:
+        pending = self._pending
+        if pending is None:
+            return
+        if now >= pending.deadline:
+            self._finish_view_change(now, out)
+        elif now >= pending.next_xmit:
+            pending.next_xmit = now + self.props.view_xmit_interval
+            for member, msg in pending.unacked.items():
+                out.sends.append((member, msg))
+            self.c["view_xmits"] += len(pending.unacked)
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def set_property(self, name: str, value: Any) -> None:
+        self.props.set(name, value)
+
+    def counters(self) -> dict[str, int]:
+        stats = dict(self.c)
+        stats["members"] = len(self.view.members) if self.view is not None else 0
+        stats["view_counter"] = self.view.view_id.id if self.view is not None else 0
+        stats["is_coord"] = int(self.is_coord)
+        stats["suspected"] = len(self.suspected)
+        return stats
+
+    def is_idle(self) -> bool:
+        """No discovery, join, leave, view change or merge under way."""
+        return self.state in (State.MEMBER, State.LEFT) and not self._busy()

@@ -1,0 +1,212 @@
+"""MERGE: finds subgroups that can hear each other again after a partition (like JGroups' MERGE3).
+
+Every member of a view multicasts INFO(view_id) at intervals drawn between `min_interval` and `max_interval` (from a
+seeded generator: runs replay exactly). Every `check_interval` a member looks at the view ids it heard in the last
+`check_interval`, its own included. More than one view id means the group is split (other coordinators, or members
+of our own view that installed another view: the asymmetric case). Each view id gets a representative: its
+coordinator if that member reports it (for our own view: our coordinator if FD still hears it), otherwise the
+smallest member reporting it. The smallest representative is the merge leader; if that is this member, it asks its
+GMS to run the merge handshake with the other representatives. Members computing different leaders (they heard
+different things) at worst start competing merges; GMS lets only one win (merge ids, rejections, timeouts).
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from node.protocols.base import NEVER, Outbox, Properties
+from node.wire import View, ViewId, header_class
+
+INFO = header_class("MERGE", "INFO")
+
+
+class MergeStarter(Protocol):
+    """What MERGE needs from GMS."""
+
+    def note_view_id(self, view_id: ViewId) -> None: ...
+
+    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Outbox) -> None: ...
+
+
+class Liveness(Protocol):
+    """What MERGE needs from FD."""
+
+    def heard_within(self, member: str, now: float, period: float) -> bool: ...
+
+
+@dataclass
+class Merge3Props(Properties):
+    """Properties with JGroups' MERGE3 names and defaults; durations in seconds."""
+
+    DURATIONS: ClassVar[frozenset[str]] = frozenset({"min_interval", "max_interval", "check_interval"})
+
+    min_interval: float = 1.0  # INFO is sent at intervals drawn from [min_interval, max_interval]
+    max_interval: float = 10.0
+    check_interval: float = 0.0  # how often view ids are compared; 0 = max_interval * 1.6 (as MERGE3 computes it)
+    max_participants_in_merge: int = 100  # representatives (subgroups) in one merge, the leader's included
+
+    def validate(self) -> None:
+        if self.min_interval <= 0 or self.max_interval < self.min_interval:
+            raise ValueError("merge: need 0 < min_interval <= max_interval")
+        if self.check_interval < 0:
+            raise ValueError("merge.check_interval must be >= 0 (0: max_interval * 1.6)")
+        if self.max_participants_in_merge < 2:
+            raise ValueError("merge.max_participants_in_merge must be >= 2")
+
+    def effective_check_interval(self) -> float:
+        return self.check_interval or self.max_interval * 1.6
+
+
+COUNTERS = (
+    "infos_sent",
+    "infos_received",
+    "infos_other_view",
+    "checks",
+    "inconsistencies",
+    "merges_triggered",
+)
+
+
+class Merge:
+    """The MERGE state machine of one member."""
+
+    NAME = "merge"
+    PROTOCOL = "MERGE"
+
+    def __init__(self, local: str, props: Merge3Props | None = None, *, seed: int | None = None) -> None:
+        self.local = local
+        self.props = props or Merge3Props()
+        self.props.validate()
+        # deterministic jitter: the same seed and address give the same INFO schedule
+        self.rng = random.Random(
+            zlib.crc32(local.encode()) if seed is None else (seed << 32) ^ zlib.crc32(local.encode())
+        )
+        self.gms: MergeStarter | None = None
+        self.fd: Liveness | None = None
+        self.view: View | None = None
+        self.infos: dict[str, tuple[ViewId, float]] = {}  # sender -> (its view id, when heard)
+        self.active = False
+        self._next_info = NEVER
+        self._next_check = NEVER
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    # --- membership -----------------------------------------------------------------------------------------------
+
+    def install_view(self, view: View, now: float, out: Outbox) -> None:
+        """Forgets reports made stale by this view: members of it that reported our previous view id or one of the
+        views it merged are with us now. Reports of other view ids stay (a member listed in our view may not have
+        installed it: an overlapping partition). Our next INFO goes out soon, so that others learn the new id."""
+        stale = set(view.merged_from)
+        if self.view is not None:
+            stale.add(self.view.view_id)
+        for m in view.members:
+            entry = self.infos.get(m)
+            if entry is not None and entry[0] in stale:
+                del self.infos[m]
+        self.view = view
+        if not self.active:
+            self.active = True
+            self._next_check = now + self.props.effective_check_interval()
+        self._next_info = min(self._next_info, now + self.rng.uniform(0, self.props.min_interval))
+
+    def reported(self) -> dict[str, ViewId]:
+        """The view id each member last reported (within check_interval)."""
+        return {m: vid for m, (vid, _) in self.infos.items()}
+
+    def stop(self) -> None:
+        self.active = False
+        self._next_info = self._next_check = NEVER
+
+    def _info_delay(self) -> float:
+        p = self.props
+        return self.rng.uniform(p.min_interval, p.max_interval)
+
+    # --- network side ---------------------------------------------------------------------------------------------
+
+    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+        if src == self.local:
+            return
+        for m in msgs:
+            if type(m) is not INFO:
+                continue
+            self.c["infos_received"] += 1
+            self.infos[src] = (m.view_id, now)
+            if self.view is not None and m.view_id != self.view.view_id:
+                self.c["infos_other_view"] += 1
+            if self.gms is not None:
+                self.gms.note_view_id(m.view_id)
+
+    # --- timers ---------------------------------------------------------------------------------------------------
+
+    def next_wakeup(self) -> float:
+        return min(self._next_info, self._next_check) if self.active else NEVER
+
+    def tick(self, now: float, out: Outbox) -> None:
+        if not self.active or self.view is None:
+            return
+        if now >= self._next_info:
+            self._next_info = now + self._info_delay()
+            out.sends.append((None, INFO(self.view.view_id)))
+            self.c["infos_sent"] += 1
+        if now >= self._next_check:
+            self._next_check = now + self.props.effective_check_interval()
+            self._check(now, out)
+
+    def _check(self, now: float, out: Outbox) -> None:
+        """Compares the view ids heard recently; starts a merge if this member is the merge leader."""
+        self.c["checks"] += 1
+        view = self.view
+        assert view is not None
+        window = self.props.effective_check_interval()
+        for m in [m for m, (_, t) in self.infos.items() if now - t > window]:
+            del self.infos[m]
+        reported = {m: vid for m, (vid, _) in self.infos.items()}
+        reported[self.local] = view.view_id
+        senders: dict[ViewId, list[str]] = {}
+        for m in sorted(reported):
+            senders.setdefault(reported[m], []).append(m)
+        if len(senders) < 2:
+            return
+        self.c["inconsistencies"] += 1
+        reps = {vid: self._representative(vid, members, reported, now) for vid, members in senders.items()}
+        chosen = sorted(reps.items(), key=lambda item: item[1])[: self.props.max_participants_in_merge]
+        if chosen[0][1] != self.local or self.gms is None:
+            return
+        self.c["merges_triggered"] += 1
+        self.gms.start_merge(dict(chosen), reported, now, out)
+
+    def _representative(self, vid: ViewId, members: list[str], reported: dict[str, ViewId], now: float) -> str:
+        """The coordinator of the view with this id if it still has that view (for our own view: if it has not
+        reported another one and FD hears it), else the smallest member reporting the view id."""
+        view = self.view
+        assert view is not None
+        if vid == view.view_id:
+            coord = view.coordinator
+            if coord == self.local or reported.get(coord) == vid:
+                return coord
+            fd = self.fd
+            if coord not in reported and fd is not None and fd.heard_within(coord, now, self._liveness_window()):
+                return coord
+            return members[0]
+        return vid.creator if vid.creator in members else members[0]
+
+    def _liveness_window(self) -> float:
+        return self.props.effective_check_interval()
+
+    # --- introspection --------------------------------------------------------------------------------------------
+
+    def set_property(self, name: str, value: Any) -> None:
+        self.props.set(name, value)
+        if self.active:
+            self._next_info = self._next_check = -NEVER  # apply at the next tick
+
+    def counters(self) -> dict[str, int]:
+        stats = dict(self.c)
+        stats["infos_known"] = len(self.infos)
+        return stats
+
+    def is_idle(self) -> bool:
+        return True
