@@ -161,11 +161,10 @@ class ControlServer:
         return {"events_written": self.member.history.events_written}
 
     async def cmd_leave(self, req: dict[str, Any]) -> dict[str, Any]:
-        gms = self.member.stack.gms
-        if gms is None:
-            raise ValueError(f"stack {self.member.cfg.stack} has no membership")
         m = self.member
-        gms.leave(m.loop.time(), m.stack.out)  # type: ignore[union-attr]
+        if m.stack.gms is None:
+            raise ValueError(f"stack {m.cfg.stack} has no membership")
+        m.stack.leave(m.loop.time())  # type: ignore[union-attr]
         m.after_io()
         return {}
 

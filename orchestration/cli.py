@@ -410,3 +410,7 @@ def run(
 def check(folder: Path, master: str | None) -> None:
     """Check a finished run folder (or a folder of run folders): exit 0 clean, 1 violations, 2 unreadable."""
     sys.exit(_run_checks(folder, master))
+
+
+if __name__ == "__main__":
+    main()

@@ -341,7 +341,8 @@ def list_clusters() -> list[str]:
 
 
 def reap_all() -> list[str]:
-    """Removes every cluster's leftovers: state-file clusters first, then stray labelled namespaces."""
+    """Takes down every cluster of this state root (STATE_ROOT) and removes orphaned labelled namespaces (no state
+    file, no process). Clusters of other state roots are not touched."""
     removed = []
     for label in list_clusters():
         try:
@@ -351,5 +352,5 @@ def reap_all() -> list[str]:
         removed.append(label)
     from orchestration.backends.netns import reap_namespaces
 
-    removed.extend(reap_namespaces())
+    removed.extend(reap_namespaces(keep=set(list_clusters())))
     return removed

@@ -44,15 +44,20 @@ def list_namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def reap_namespaces(label: str | None = None) -> list[str]:
-    """Deletes this project's namespaces (all labelled ones, or one cluster's). Returns what it deleted."""
-    prefix = f"{label}-" if label else LABEL_PREFIX
+def reap_namespaces(label: str | None = None, *, keep: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Deletes one cluster's namespaces, or (label None) every ORPHANED labelled namespace: one whose label is not
+    in `keep` (clusters with a state file) and that has no process in it. A namespace with live processes but no
+    state file here belongs to a cluster of another state root (another user's run, a test run): left alone."""
     gone = []
     for ns in list_namespaces():
-        if ns.startswith(prefix) and (label or _is_label(ns.split("-", 1)[0])):
-            _ip("netns", "pids", ns, check=False)
-            _ip("netns", "del", ns, check=False)
-            gone.append(ns)
+        ns_label = ns.split("-", 1)[0]
+        if label is not None:
+            if not ns.startswith(f"{label}-"):
+                continue
+        elif not _is_label(ns_label) or ns_label in keep or _ip("netns", "pids", ns, check=False).stdout.strip():
+            continue
+        _ip("netns", "del", ns, check=False)
+        gone.append(ns)
     return gone
 
 

@@ -35,11 +35,14 @@ def _orchestrator_script(backend: str, tmp: str) -> str:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_down_all_reaps_the_leftovers_of_a_killed_orchestrator(backend: str, tmp_path) -> None:
+    # A state root of its own, so this test never touches clusters of anyone else on the machine.
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
     proc = subprocess.Popen(
         [sys.executable, "-c", _orchestrator_script(backend, str(tmp_path))],
         stdout=subprocess.PIPE,
         text=True,
         cwd=os.getcwd(),
+        env=env,
     )
     try:
         info = json.loads(proc.stdout.readline())
@@ -48,14 +51,20 @@ def test_down_all_reaps_the_leftovers_of_a_killed_orchestrator(backend: str, tmp
         proc.wait(10)
     label, pids = info["label"], info["pids"]
     assert all(_alive(p, label) for p in pids)  # its members outlive it...
-    result = CliRunner().invoke(main, ["down", "--all"], catch_exceptions=False)
-    assert result.exit_code == 0 and label in result.output
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "down", "--all"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and label in result.stdout, result.stdout + result.stderr
     deadline = time.monotonic() + 10
     while any(_alive(p, label) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p, label) for p in pids)  # ...until down --all
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
-    assert not (STATE_ROOT / label).exists()
+    assert not (tmp_path / "state" / label).exists()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
