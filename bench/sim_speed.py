@@ -7,6 +7,7 @@ goes through the real stack and real wire encoding. Run: python -m bench.sim_spe
 from __future__ import annotations
 
 import argparse
+import time
 
 from bench.common import median_time, report
 from orchestration.backends.sim import LinkFaults, Simulation
@@ -25,6 +26,31 @@ def one_run(count: int, link: LinkFaults, stack: str = "unicast3") -> Simulation
     return sim
 
 
+MEMBERSHIP = {
+    "fd": {"interval": "0.2s", "timeout": "1s", "timeout_check_interval": "0.2s"},
+    "merge": {"min_interval": "0.2s", "max_interval": "0.5s"},
+    "nakack2": {"xmit_interval": "100ms"},
+    "mcast": {"xmit_interval": "100ms"},
+}
+
+
+def multicast_run(stack: str, count: int, link: LinkFaults) -> tuple[float, int, int]:
+    """4 members form a view, then each multicasts `count` 100-byte messages; returns (real s, multicasts,
+    deliveries) for the streaming part only."""
+    props = {k: v for k, v in MEMBERSHIP.items() if k in ("fd", "merge") or k in stack}
+    sim = Simulation(4, seed=1, stack=stack, properties=props, link=link, record=False)
+    if not sim.run_until(lambda: sim.views_agree() and len(sim.view("A").members) == 4, 60):
+        raise RuntimeError("no view of 4")
+    for m in sim.members:
+        sim.multicast_stream(m, count, rate=5000, size=100)
+    start = time.perf_counter()
+    if not sim.run_until(sim.quiet, 300, check_every=0.5):
+        raise RuntimeError("the multicast benchmark run did not settle")
+    elapsed = time.perf_counter() - start
+    deliveries = sum(len(m.deliveries) for m in sim.members.values())
+    return elapsed, 4 * count, deliveries
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--count", type=int, default=5000, help="messages per sender and destination")
@@ -36,6 +62,15 @@ def main(argv: list[str] | None = None) -> None:
     ):
         t = median_time(lambda link=link: one_run(args.count, link), repeats=3)
         report(f"simulator, unicast3, 3 members, {label}", total / t, "msgs/s real", f"({total} msgs, median of 3)")
+    for stack in ("unicast3+nakack2", "unicast3+mcast"):
+        runs = [multicast_run(stack, args.count // 2, LinkFaults(delay=0.001)) for _ in range(3)]
+        elapsed, sent, delivered = sorted(runs)[1]
+        report(
+            f"simulator, {stack}, 4 members multicasting",
+            sent / elapsed,
+            "multicasts/s real",
+            f"({delivered / elapsed:,.0f} deliveries/s; median of 3)",
+        )
 
 
 if __name__ == "__main__":
