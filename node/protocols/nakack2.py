@@ -412,5 +412,18 @@ class Nakack2:
         return stats
 
     def is_idle(self) -> bool:
-        """True when no receiver window has a gap or undelivered messages and the become-server queue is empty."""
-        return not self._queue and all(w.num_missing() == 0 and len(w.table) == 0 for w in self.windows.values())
+        """True when no receiver window has a gap or undelivered messages, the become-server queue is empty, and no
+        HIGHEST_SEQNO announcement of the last multicast is still due (until then a receiver that lost it does
+        not know it is missing anything)."""
+        return (
+            not self._queue
+            and not self._announcement_due()
+            and all(w.num_missing() == 0 and len(w.table) == 0 for w in self.windows.values())
+        )
+
+    def _announcement_due(self) -> bool:
+        if not self.props.resend_last_seqno or self.props.xmit_interval <= 0 or self.sent.hr == 0:
+            return False
+        if self.sent.hr != self._last_announced:
+            return True
+        return self._announce_count < self.props.resend_last_seqno_max_times
