@@ -219,7 +219,7 @@ def _attach(label: str | None):
 
 @main.command()
 @click.option("--members", "-n", type=click.IntRange(1, 26), default=3, show_default=True)
-@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
+@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3+nakack2", show_default=True)
 @click.option(
     "--backend",
     type=click.Choice(["netns", "process"]),
@@ -246,6 +246,14 @@ def up(members: int, stack: str, backend: str | None, transport: str, sets: tupl
         cluster = backend_class(backend)(spec, label=label, workdir=out or Path("runs") / label)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
             cluster.start()
+        if "+" in stack:
+            with console.status(f"waiting for the {members} members to form one view"):
+                try:
+                    view = cluster.wait_for_view(timeout=60)
+                except ClusterError:
+                    cluster.down()
+                    raise
+            console.print(f"view {view['view_id']}: {', '.join(view['members'])}")
     except (ClusterError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
@@ -266,36 +274,48 @@ def status(label: str | None) -> None:
     table = Table(
         title=f"cluster {cluster.label} ({cluster.backend_name}, {cluster.spec.stack}, {cluster.spec.transport})"
     )
-    for col in ("member", "pid", "state", "view", "sent", "delivered", "xmits", "malformed", "CPU s", "RSS MiB"):
+    mproto = cluster.spec.stack.split("+")[1] if "+" in cluster.spec.stack else None
+    cols = ["member", "pid", "state", "view", "ucast sent", "ucast deliv"]
+    if mproto:
+        cols += ["mcast sent", "mcast deliv"]
+    cols += ["xmits", "malformed", "CPU s", "RSS MiB"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("member", "state", "view") else "right")
+    blank = [""] * (len(cols) - 3)
     running = set(cluster.running())
     for name, m in cluster.members.items():
         if name not in running:
-            table.add_row(name, "-", "[red]not running[/red]", "", "", "", "", "", "", "")
+            table.add_row(name, "-", "[red]not running[/red]", *blank)
             continue
         try:
             stats = cluster.control(name, "stats", timeout=3.0)
             view = cluster.control(name, "view", timeout=3.0)["view"]
         except (ClusterError, OSError) as e:
             state = "paused" if m.paused else f"no answer: {e}"
-            table.add_row(name, str(m.pid), f"[yellow]{state}[/yellow]", "", "", "", "", "", "", "")
+            table.add_row(name, str(m.pid), f"[yellow]{state}[/yellow]", *blank)
             continue
         counters = stats["counters"]
         uni = counters[cluster.spec.stack.split("+")[0]]
         proc = psutil.Process(m.pid)
         cpu = proc.cpu_times()
-        table.add_row(
+        mc = counters.get(mproto, {}) if mproto else {}
+        row = [
             name,
             str(m.pid),
             "paused" if m.paused else "running",
             f"{view['view_id']} {view['members']}" if view else "(no membership)",
             str(uni.get("msgs_sent", 0)),
             str(uni.get("msgs_delivered", 0)),
-            str(uni.get("xmits", 0)),
+        ]
+        if mproto:
+            row += [str(mc.get("msgs_sent", 0)), str(mc.get("msgs_delivered", 0))]
+        row += [
+            str(uni.get("xmits", 0) + mc.get("xmit_rsps_sent", 0)),
             str(counters["stack"]["malformed_datagrams"]),
             f"{cpu.user + cpu.system:.2f}",
             f"{proc.memory_info().rss / 2**20:.1f}",
-        )
+        ]
+        table.add_row(*row)
     console.print(table)
 
 

@@ -277,6 +277,31 @@ class Cluster:
             time.sleep(0.05)
         raise ClusterError(f"timed out after {timeout:g}s waiting for {what}")
 
+    def views(self) -> dict[str, dict[str, Any] | None]:
+        """Each running (not paused) member's current view: {"view_id", "members", "merge"}, or None."""
+        return {n: self.control(n, "view")["view"] for n in self.running() if not self.members[n].paused}
+
+    def wait_for_view(self, members: list[str] | None = None, timeout: float = 30.0) -> dict[str, Any]:
+        """Waits until every running member has installed the same view, with exactly `members` (names; default:
+        the running members); returns it. Raises ClusterError at the deadline, naming what each member has."""
+        want = set(members) if members is not None else set(self.running())
+        seen: dict[str, Any] = {}
+
+        def agreed() -> bool:
+            seen.clear()
+            seen.update(self.views())
+            ids = {(v or {}).get("view_id") for v in seen.values()}
+            return len(ids) == 1 and all(
+                v is not None and {m.split("/")[0] for m in v["members"]} == want for v in seen.values()
+            )
+
+        try:
+            self.wait_until(agreed, timeout, f"one view of {sorted(want)}")
+        except ClusterError:
+            have = ", ".join(f"{n}: {v['view_id'] if v else None} {v['members'] if v else ''}" for n, v in seen.items())
+            raise ClusterError(f"no common view of {sorted(want)} within {timeout:g}s; views: {have}") from None
+        return next(iter(seen.values()))
+
     def running(self) -> list[str]:
         return [n for n, m in self.members.items() if m.pid is not None and _alive(m.pid, self.label)]
 

@@ -83,3 +83,47 @@ def test_cli_up_status_down(backend: str, tmp_path) -> None:
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
     assert not (STATE_ROOT / label).exists()
     assert sorted(p.name for p in (tmp_path / "history").iterdir()) == ["A.jsonl", "B.jsonl", "C.jsonl"]
+
+
+def test_ctrl_c_during_a_run_leaves_nothing_behind(tmp_path) -> None:
+    """SIGINT to `chaosbed run` on a real backend in the middle of its workload: the runner's teardown removes every
+    member process, namespace and state file of the run."""
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(
+        'name = "long"\ntimeout = "300s"\n[cluster]\nmembers = 3\nstack = "unicast3"\n'
+        '[[workload]]\nkind = "unicast"\nfrom = "A"\nto = "B"\ncount = 1000000\nrate = 1000\n'
+    )
+    backend = "netns" if os.geteuid() == 0 else "process"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "run",
+            str(scenario),
+            "--backend",
+            backend,
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    history = tmp_path / "out" / "history" / "B.jsonl"
+    while time.monotonic() < deadline and not (history.exists() and history.stat().st_size > 10_000):
+        time.sleep(0.05)  # polling for the workload to be under way, with a deadline
+    assert history.exists(), "the run did not start"
+    state = tmp_path / "state"
+    labels = [p.name for p in state.iterdir()]
+    assert len(labels) == 1
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    label = labels[0]
+    assert not (state / label).exists()
+    assert not [ns for ns in list_namespaces() if ns.startswith(label)]
+    leftovers = subprocess.run(["pgrep", "-f", label], capture_output=True, text=True).stdout.split()
+    assert leftovers == [], f"processes of {label} left: {leftovers}"

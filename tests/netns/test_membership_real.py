@@ -18,18 +18,8 @@ FAST = {
 }
 
 
-def views(cluster) -> dict[str, dict | None]:
-    return {n: cluster.control(n, "view")["view"] for n in cluster.running()}
-
-
 def wait_one_view(cluster, members: set[str], timeout: float = 30) -> dict:
-    def agreed() -> bool:
-        vs = views(cluster)
-        ids = {(v or {}).get("view_id") for v in vs.values()}
-        return len(ids) == 1 and all(v and {m.split("/")[0] for m in v["members"]} == members for v in vs.values())
-
-    cluster.wait_until(agreed, timeout, f"one view of {sorted(members)}")
-    return next(iter(views(cluster).values()))
+    return cluster.wait_for_view(sorted(members), timeout)
 
 
 def delivered(cluster, name: str, protocol: str) -> int:
