@@ -118,19 +118,14 @@ def run_sim(sc: Scenario, out: Path) -> RunOutcome:
                 else [(x, y) for g in a["groups"] for x in g for h in a["groups"] if h is not g for y in h]
             )
             for x, y in links:
-                sim.set_link(x, y, cut=True)
-            if f.duration is not None:
-                sim.at(sim.now + f.duration, lambda: [sim.links.pop(link, None) for link in links])
+                sim.set_link(x, y, cut=True, duration=f.duration)
         elif k == "heal":
             sim.heal()
         elif k in ("loss", "reorder", "duplicate", "delay"):
             key = "loss" if k == "loss" else k
             values = {"delay": a["delay"], "jitter": a.get("jitter", 0.0)} if k == "delay" else {key: a["probability"]}
-            links = pairs(f)
-            for x, y in links:
-                sim.set_link(x, y, **values)
-            if f.duration is not None:
-                sim.at(sim.now + f.duration, lambda: [sim.links.pop(link, None) for link in links])
+            for x, y in pairs(f):
+                sim.set_link(x, y, duration=f.duration, **values)
         elif k == "discard":
             m = parse_match(a["match"])
             srcs, dsts = f.members("from") or [None], f.members("to") or [None]

@@ -246,13 +246,22 @@ class Simulation:
     def link(self, src: str, dst: str) -> LinkFaults:
         return self.links.get((src, dst), self.default_link)
 
-    def set_link(self, src: str, dst: str, **faults: Any) -> None:
-        """Changes one directed link, e.g. set_link("A", "B", loss=0.2)."""
+    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Any) -> None:
+        """Changes one directed link, e.g. set_link("A", "B", loss=0.2); with `duration` (seconds) the link goes
+        back to the default link after that long, and the fault record says so (`for`, as in scenario files)."""
         current = self.link(src, dst)
         new = LinkFaults(**{**current.__dict__, **faults})
         new.validate()
         self.links[(src, dst)] = new
-        self._fault({"kind": "link", "from": src, "to": dst, **faults})
+        record: dict[str, Any] = {"kind": "link", "from": src, "to": dst, **faults}
+        if duration is not None:
+            record["for"] = f"{duration:g}s"
+            self.at(self.now + duration, self.reset_link, src, dst)
+        self._fault(record)
+
+    def reset_link(self, src: str, dst: str) -> None:
+        """The directed link goes back to the default link (its faults end)."""
+        self.links.pop((src, dst), None)
 
     def split(self, groups: list[list[str]]) -> None:
         """Partitions the members into groups: two members hear each other iff some group has both (groups may

@@ -52,8 +52,7 @@ def run(sc: dict) -> Simulation:
                 lambda m=member, p=dst: m.stack.unicast.close_connection(sim.member(p).address, sim.now, m.stack.out),
             )
         else:
-            sim.at(start, lambda k=kind, s=src, d=dst, v=value: sim.set_link(s, d, **{k: v}))
-            sim.at(start + duration, lambda s=src, d=dst: sim.links.pop((s, d), None))
+            sim.at(start, lambda k=kind, s=src, d=dst, v=value, t=duration: sim.set_link(s, d, duration=t, **{k: v}))
         last = max(last, start + duration)
     sim.at(last, sim.heal)
     return sim
