@@ -8,6 +8,7 @@ namespaces removes every veth and the bridge with them.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -15,6 +16,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 from orchestration.cluster import LABEL_PREFIX, Cluster, ClusterError, MemberInfo
@@ -123,9 +125,10 @@ class NetnsCluster(Cluster):
         self._prefix = network.get("prefix")
 
 
-def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> socket.socket:
-    """A TCP connection made from inside namespace ns: enter it on this thread, connect, and return to our own
-    namespace. A socket keeps the namespace it was created in, so it works after we switch back."""
+@contextlib.contextmanager
+def in_namespace(ns: str) -> Iterator[None]:
+    """Runs the block with this thread in network namespace ns, then returns it to its own namespace. Sockets
+    created inside keep ns, so they work after the switch back."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
@@ -135,12 +138,18 @@ def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> sock
     try:
         _setns(target)
         try:
-            return socket.create_connection(addr, timeout=timeout)
+            yield
         finally:
             _setns(own)
     finally:
         os.close(own)
         os.close(target)
+
+
+def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection made from inside namespace ns."""
+    with in_namespace(ns):
+        return socket.create_connection(addr, timeout=timeout)
 
 
 _CLONE_NEWNET = 0x40000000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import socket
@@ -10,6 +11,7 @@ from collections import defaultdict
 import pytest
 
 from node import wire
+from orchestration.backends.netns import in_namespace
 from orchestration.cluster import ClusterError
 from tests.netns.conftest import BACKENDS, read_history
 
@@ -104,23 +106,7 @@ def test_bad_datagrams_and_bad_commands_do_not_disturb_a_member(make_cluster, ba
 def send_raw_datagrams(cluster, from_member: str, target: tuple[str, int], datagrams: list[bytes]) -> None:
     """Sends raw bytes to a member's data port from inside the sender's network (its namespace for netns)."""
     m = cluster.members[from_member]
-    if m.netns:
-        import os
-
-        from orchestration.backends.netns import _setns
-
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        target_ns = os.open(f"/run/netns/{m.netns}", os.O_RDONLY)
-        try:
-            _setns(target_ns)
-            try:
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            finally:
-                _setns(own)
-        finally:
-            os.close(own)
-            os.close(target_ns)
-    else:
+    with in_namespace(m.netns) if m.netns else contextlib.nullcontext():
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     with s:
         for d in datagrams:
