@@ -26,7 +26,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[analysis,bench,dev]'
+	$(BIN)/python -m pip install -q -e '.[analysis,bench,chaos,dev]'
 	@touch $(STAMP)
 
 demo: setup
