@@ -130,14 +130,15 @@ def read_faults(path: Path) -> tuple[list[dict], int]:
 def fault_intervals(records: list[dict]) -> list[Fault]:
     """Each fault with its end: t + `for`; else the next `heal` (network faults) or `resume` (pause); else its t."""
     faults: list[Fault] = []
-    heals = sorted(r["t"] for r in records if r.get("kind") == "heal")
+    heals = sorted(((r["t"], r.get("faults")) for r in records if r.get("kind") == "heal"), key=lambda h: h[0])
     for r in records:
         kind = str(r.get("kind"))
         t = int(r["t"])
         if r.get("for") not in (None, "", 0):
             end = t + int(parse_duration(r["for"], f"fault at t={t}: for") * 1e9)
         elif kind in LASTING:
-            later = [h for h in heals if h >= t]
+            # a heal without `faults` ends every fault; one with `faults` (ids) ends just those
+            later = [h for h, ids in heals if h >= t and (ids is None or r.get("id") in ids)]
             end = later[0] if later else (NEVER if kind in BLOCKS_VIEWS else t)
         elif kind == "pause":
             later = [x["t"] for x in records if x.get("kind") == "resume" and x.get("member") == r.get("member")]

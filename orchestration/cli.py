@@ -432,5 +432,8 @@ def check(folder: Path, master: str | None) -> None:
     sys.exit(_run_checks(folder, master))
 
 
+# `chaosbed fault ...` lives in its own module; importing it registers the group on `main`.
+from orchestration import cli_fault  # noqa: E402, F401
+
 if __name__ == "__main__":
     main()

@@ -246,6 +246,17 @@ class Cluster:
             if other != name and not self.members[other].paused:
                 self.control(other, "incarnation", peer=name, incarnation=m.incarnation)
 
+    # --- faults on the network (backends with a network of their own: netns) ---------------------------------------
+
+    @property
+    def chaos(self) -> Any:
+        """The cluster's network faults (chaos.engine.Chaos). Raises ClusterError on backends without them."""
+        raise ClusterError(
+            f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
+            "--backend netns (as root) for partitions, loss, delay and discard rules, or run the scenario with "
+            "--backend sim"
+        )
+
     # --- control --------------------------------------------------------------------------------------------------
 
     def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:

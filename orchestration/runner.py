@@ -7,6 +7,7 @@ quiet (nothing unacked, no gaps), or at the scenario's timeout, which is then re
 
 from __future__ import annotations
 
+import heapq
 import json
 import time
 from dataclasses import dataclass, field
@@ -185,53 +186,76 @@ def _timeout_violation(sc: Scenario) -> dict[str, Any]:
 
 
 def run_real(sc: Scenario, backend: str, out: Path) -> RunOutcome:
+    from chaos.engine import ChaosError
     from orchestration.backends import backend_class
     from orchestration.cluster import ClusterSpec
 
-    unsupported = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
-    if unsupported:
+    network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
+    if network and backend != "netns":
         raise ScenarioError(
-            f"faults: {', '.join(unsupported)} need the chaos engine on the {backend} backend, which is not built "
-            f"yet; run this scenario with --backend sim"
+            f"faults: {', '.join(network)} need a network of the cluster's own: run with --backend netns (as root), "
+            f"or --backend sim; the {backend} backend's members share the host's loopback"
         )
     prepare(sc, out)
     spec = ClusterSpec(sc.members, sc.stack, sc.transport, sc.properties, backend)
     cluster = backend_class(backend)(spec, workdir=out)
-    faults_log = open(out / "faults.jsonl", "w")  # noqa: SIM115 - closed in finally
     try:
         cluster.start()
         t0 = time.monotonic()
-        actions: list[tuple[float, int, Any]] = []
-        for i, w in enumerate(sc.workloads):
-            actions.append((w.start, i, ("workload", w)))
-        for i, f in enumerate(sc.faults):
-            actions.append((f.at, 1000 + i, ("fault", f)))
-        actions.sort(key=lambda a: (a[0], a[1]))
-        for at, _, (what, item) in actions:
-            while (wait := at - (time.monotonic() - t0)) > 0:
-                time.sleep(min(wait, 0.05))
-            if what == "workload":
-                for s in item.senders:
-                    if item.kind == "multicast":
-                        cluster.control(s, "multicast", count=item.count, size=item.size, rate=item.rate)
-                    for d in item.dests:
-                        if d != s:
-                            cluster.control(s, "send", to=d, count=item.count, size=item.size, rate=item.rate)
-            else:
-                _apply_process_fault(cluster, item)
-                faults_log.write(
-                    json.dumps(
-                        {"t": time.monotonic_ns(), "event": "fault", "seed": sc.seed, "kind": item.kind, **item.args}
-                    )
-                    + "\n"
-                )
-                faults_log.flush()
+        _run_schedule(cluster, sc, t0, out / "faults.jsonl")
         settled = _wait_quiet(cluster, sc, t0)
         cluster.stop_members()
         return RunOutcome(out, not settled, [] if settled else [_timeout_violation(sc)])
+    except ChaosError as e:
+        raise ScenarioError(f"faults: {e}") from None
     finally:
-        faults_log.close()
         cluster.down()
+
+
+def _run_schedule(cluster: Any, sc: Scenario, t0: float, log_path: Path) -> None:
+    """Starts the workloads and applies the faults at their times (after t0); a fault with `for` is removed again
+    after that long. Every fault and removal goes to faults.jsonl as it happens."""
+    from chaos.engine import append_log, fault_event, heal_event
+
+    actions: list[tuple[float, int, str, Any]] = []
+    for i, w in enumerate(sc.workloads):
+        heapq.heappush(actions, (w.start, i, "workload", w))
+    for i, f in enumerate(sc.faults):
+        heapq.heappush(actions, (f.at, 1000 + i, "fault", (i, f)))
+    log_path.touch()
+    while actions:
+        at, order, what, item = heapq.heappop(actions)
+        while (wait := at - (time.monotonic() - t0)) > 0:
+            time.sleep(min(wait, 0.05))  # the schedule's own clock
+        if what == "workload":
+            _start_workload(cluster, item)
+        elif what == "remove":
+            if item in {r["id"] for r in cluster.chaos.faults(stats=False)}:  # not already gone in a heal
+                cluster.chaos.remove([item])
+                append_log(log_path, heal_event([item], sc.seed))
+        else:
+            i, f = item
+            if f.kind == "heal":
+                cluster.chaos.heal()
+                append_log(log_path, heal_event(None, sc.seed))
+            elif f.kind in NETWORK_FAULTS:
+                record = cluster.chaos.add(f.kind, f.args, seed=sc.seed * 1000 + i)
+                append_log(log_path, fault_event(record, f.duration))
+                if f.duration is not None:
+                    heapq.heappush(actions, (f.at + f.duration, order, "remove", record["id"]))
+            else:
+                _apply_process_fault(cluster, f)
+                event = {"t": time.monotonic_ns(), "event": "fault", "seed": sc.seed, "kind": f.kind, **f.args}
+                append_log(log_path, event)
+
+
+def _start_workload(cluster: Any, w: Any) -> None:
+    for s in w.senders:
+        if w.kind == "multicast":
+            cluster.control(s, "multicast", count=w.count, size=w.size, rate=w.rate)
+        for d in w.dests:
+            if d != s:
+                cluster.control(s, "send", to=d, count=w.count, size=w.size, rate=w.rate)
 
 
 def _apply_process_fault(cluster: Any, f: Fault) -> None:

@@ -1,6 +1,7 @@
 """Scenario files (../shared/SCENARIO.md): parsed, validated, with `--set` overrides.
 
 A bad file raises ScenarioError naming the field (as a dotted path, e.g. `faults[2].kind`) and the reason.
+`[[nemesis]]` entries (seeded fault schedules, chaos/nemesis.py) expand into faults, merged into `Scenario.faults`.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def load(path: str | Path, overrides: list[str] | None = None, seed: int | None 
 def parse(raw: dict[str, Any]) -> Scenario:
     from node.stack import STACKS
 
-    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "checks"}
+    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
     name = raw.get("name", "scenario")
@@ -193,6 +194,11 @@ def parse(raw: dict[str, Any]) -> Scenario:
 
     workloads = [_workload(w, f"workload[{i}]", members, stack) for i, w in enumerate(_list(raw, "workload"))]
     faults = [_fault(f, f"faults[{i}]", members) for i, f in enumerate(_list(raw, "faults"))]
+    nemeses = _list(raw, "nemesis")
+    for i, n in enumerate(nemeses):
+        faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
+    if nemeses:
+        faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     checks = raw.get("checks", {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True})
     _need(isinstance(checks, dict), "checks", "must be a table")
     for key, value in checks.items():
@@ -302,7 +308,9 @@ def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
         if "count" in args:
             _int(args["count"], f"{path}.count", 1)
         action = args.get("action", "drop")
-        _need(action in ("drop", "delay", "duplicate"), f"{path}.action", "drop | delay | duplicate")
+        _need(
+            action in ("drop", "delay", "duplicate", "reorder"), f"{path}.action", "drop | delay | duplicate | reorder"
+        )
     if kind == "set":
         prop = args["property"]
         _need(
@@ -313,3 +321,38 @@ def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
     if "one_way" in args:
         _need(isinstance(args["one_way"], bool), f"{path}.one_way", "must be true or false")
     return Fault(at, kind, args, duration)
+
+
+NEMESIS_KEYS = {"kind", "start", "interval", "for", "rounds", "seed"}
+
+
+def _nemesis(n: dict[str, Any], path: str, index: int, scenario_seed: int, members: list[str]) -> list[Fault]:
+    """A `[[nemesis]]` entry expanded by chaos.nemesis into faults, each validated like a hand-written one. Without a
+    `seed` the entry's seed is derived from the scenario seed and the index (so `--seed N` changes every nemesis);
+    `raw` keeps the entry as written, so the scenario as run replays the same schedule."""
+    from chaos import nemesis
+
+    for key in n:
+        _need(key in NEMESIS_KEYS, f"{path}.{key}", f"unknown key; a nemesis has: {', '.join(sorted(NEMESIS_KEYS))}")
+    kinds = ", ".join(nemesis.KINDS)
+    _need("kind" in n, f"{path}.kind", f"a nemesis needs it; kinds: {kinds}")
+    kind = n["kind"]
+    _need(
+        isinstance(kind, str) and kind in nemesis.KINDS,
+        f"{path}.kind",
+        f"unknown nemesis kind {kind!r}; kinds: {kinds}",
+    )
+    for key in ("interval", "for"):
+        _need(key in n, f"{path}.{key}", "a nemesis needs it (rounds start every `interval`; each lasts `for`)")
+    start = _duration(n.get("start", "0s"), f"{path}.start")
+    interval = _duration(n["interval"], f"{path}.interval")
+    duration = _duration(n["for"], f"{path}.for")
+    rounds = _int(n.get("rounds", 1), f"{path}.rounds", 1)
+    seed = _int(n["seed"], f"{path}.seed") if "seed" in n else nemesis.derive_seed(scenario_seed, index)
+    try:
+        raws = nemesis.schedule(
+            kind, members, seed=seed, start=start, interval=interval, duration=duration, rounds=rounds
+        )
+    except nemesis.NemesisError as e:
+        raise ScenarioError(f"{path}.{e.key}: {e.reason}") from None
+    return [_fault(f, path, members) for f in raws]

@@ -14,11 +14,15 @@ import ctypes.util
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from chaos.engine import Chaos, Endpoint
 from orchestration.cluster import LABEL_PREFIX, Cluster, ClusterError, MemberInfo
 
 DATA_PORT = 7800
@@ -56,11 +60,36 @@ def reap_namespaces(label: str | None = None, *, keep: set[str] | frozenset[str]
         if label is not None:
             if not ns.startswith(f"{label}-"):
                 continue
-        elif not _is_label(ns_label) or ns_label in keep or _ip("netns", "pids", ns, check=False).stdout.strip():
+            _stop_handlers(ns, ns_label)
+        elif not _is_label(ns_label) or ns_label in keep or not _stop_handlers(ns, ns_label):
             continue
         _ip("netns", "del", ns, check=False)
         gone.append(ns)
     return gone
+
+
+def _stop_handlers(ns: str, label: str) -> bool:
+    """Kills the chaos handlers (chaos/nfqueue.py, tagged with the label) left in namespace ns; True if no other
+    process remains in it. Only pids whose command line names both the handler module and the label are touched."""
+    others = 0
+    for pid in map(int, _ip("netns", "pids", ns, check=False).stdout.split()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"chaos.nfqueue" in cmdline and label.encode() in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid)
+        else:
+            others += 1
+    return others == 0
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling the pid's exit with a deadline
 
 
 def _is_label(s: str) -> bool:
@@ -70,6 +99,7 @@ def _is_label(s: str) -> bool:
 
 class NetnsCluster(Cluster):
     backend_name = "netns"
+    _chaos: Chaos | None = None
 
     def _place(self, names: list[str]) -> None:
         check_netns_available()
@@ -114,7 +144,17 @@ class NetnsCluster(Cluster):
         """The control port lives inside the member's namespace: connect from a socket created in it."""
         return _socket_in_namespace(m.netns or self.member_ns(m.name), (m.ip, m.control_port), timeout)
 
+    @property
+    def chaos(self) -> Chaos:
+        """The network faults of this cluster (partition, split, loss, delay, reorder, duplicate, discard)."""
+        if self._chaos is None:
+            members = {n: Endpoint(n, m.ip, m.netns or self.member_ns(n)) for n, m in self.members.items()}
+            self._chaos = Chaos(self.state_dir, self.label, members, transport=self.spec.transport)
+        return self._chaos
+
     def _teardown_network(self) -> None:
+        if self.members:
+            self.chaos.shutdown()  # handlers hold the namespaces open: stop them first
         reap_namespaces(self.label)
 
     def _network_state(self) -> dict[str, Any]:

@@ -61,12 +61,12 @@ def test_a_run_that_does_not_finish_is_a_timeout_violation(tmp_path: Path) -> No
     assert [v["check"] for v in outcome.extra_violations] == ["timeout"]
 
 
-def test_pause_is_refused_by_the_sim_and_network_faults_by_real_backends(tmp_path: Path) -> None:
+def test_pause_is_refused_by_the_sim_and_network_faults_by_the_process_backend(tmp_path: Path) -> None:
     raw = json.loads(json.dumps(SCENARIO))
     raw["faults"] = [{"at": "1s", "kind": "pause", "member": "A"}]
     with pytest.raises(ScenarioError, match="pause is not supported by the sim backend"):
         run_sim(parse(raw), tmp_path / "x")
-    with pytest.raises(ScenarioError, match=r"discard, loss, partition need the chaos engine"):
+    with pytest.raises(ScenarioError, match=r"discard, loss, partition need a network of the cluster's own"):
         run_real(parse(json.loads(json.dumps(SCENARIO))), "process", tmp_path / "y")
 
 

@@ -139,3 +139,106 @@ def test_unreadable_files(tmp_path: Path) -> None:
     bad.write_text("name = ")
     with pytest.raises(ScenarioError, match="not valid TOML"):
         load(bad)
+
+
+# --- [[nemesis]]: seeded fault schedules (chaos/nemesis.py) expanded into faults --------------------------------
+
+
+def _nemesis(*entries: dict, seed: int = 7) -> dict:
+    raw = _with()
+    raw["seed"] = seed
+    raw["nemesis"] = list(entries)
+    return raw
+
+
+def test_nemesis_entries_expand_into_sorted_faults() -> None:
+    from chaos.nemesis import derive_seed, schedule
+
+    entry = {"kind": "kill-restart", "start": "0.5s", "interval": "1s", "for": "300ms", "rounds": 3}
+    raw = _nemesis(entry, {"kind": "random-halves", "interval": "4s", "for": "1s"})
+    sc = parse(raw)
+    assert [f.at for f in sc.faults] == sorted(f.at for f in sc.faults)
+    hand = [f for f in sc.faults if f.kind in ("partition", "discard")]
+    assert [(f.kind, f.at) for f in hand] == [("discard", 1.0), ("partition", 2.0)]
+    kills = [(f.kind, f.at) for f in sc.faults if f.kind in ("kill", "restart")]
+    assert kills == [("kill", 0.5), ("restart", 0.8), ("kill", 1.5), ("restart", 1.8), ("kill", 2.5), ("restart", 2.8)]
+    (split,) = [f for f in sc.faults if f.kind == "split"]
+    assert (split.at, split.duration) == (0.0, 1.0)  # start defaults to 0s, rounds to 1
+    expected = schedule(
+        "kill-restart", sc.members, seed=derive_seed(7, 0), start=0.5, interval=1, duration=0.3, rounds=3
+    )
+    assert [f.args["member"] for f in sc.faults if f.kind in ("kill", "restart")] == [f["member"] for f in expected]
+    assert raw["nemesis"][0] == entry and sc.raw["nemesis"] == raw["nemesis"]  # kept as written, no seed filled in
+    assert "seed" not in sc.raw["nemesis"][0]
+
+
+def test_nemesis_at_equal_times_hand_written_faults_come_first() -> None:
+    sc = parse(_nemesis({"kind": "isolate-one", "start": "2s", "interval": "3s", "for": "1s"}))
+    at_two = [f for f in sc.faults if f.at == 2.0]
+    assert [f.args.get("one_way") for f in at_two] == [True, False]  # the file's partition, then the nemesis
+
+
+def test_nemesis_seed_scenario_seed_and_replay() -> None:
+    def members(raw: dict) -> list:
+        return [(f.kind, f.at, f.args.get("member")) for f in parse(raw).faults if f.kind in ("kill", "restart")]
+
+    entry = {"kind": "kill-restart", "interval": "1s", "for": "0.5s", "rounds": 8}
+    assert members(_nemesis(entry)) == members(_nemesis(entry))  # replayable
+    by_scenario_seed = {repr(members(_nemesis(entry, seed=s))) for s in range(4)}
+    assert len(by_scenario_seed) == 4  # --seed N changes the nemesis
+    pinned = [members(_nemesis({**entry, "seed": 42}, seed=s)) for s in range(3)]
+    assert pinned[0] == pinned[1] == pinned[2]  # an explicit seed pins it
+    assert members(_nemesis({**entry, "seed": 43})) != pinned[0]
+    two = parse(_nemesis(entry, dict(entry))).faults  # two equal entries get different derived seeds
+    kills = [f.args["member"] for f in two if f.kind == "kill"]
+    assert kills[0::2] != kills[1::2]
+
+
+def test_nemesis_through_load_with_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text(EXAMPLE + '\n[[nemesis]]\nkind = "majority-ring"\ninterval = "2s"\nfor = "1s"\nrounds = 2\n')
+    sc = load(f, ["cluster.members=5"], seed=3)
+    ring = [x for x in sc.faults if x.kind == "partition" and x.args["to"] and len(x.args["to"]) == 1]
+    assert len(ring) >= 10 and sc.raw["nemesis"][0]["kind"] == "majority-ring"
+    assert load(f, seed=3).faults == load(f, seed=3).faults != load(f, seed=4).faults
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"interval": "1s", "for": "0.5s"}, r"nemesis\[0\]\.kind: a nemesis needs it; kinds: isolate-one, "),
+        ({"kind": "monkey", "interval": "1s", "for": "0.5s"}, r"nemesis\[0\]\.kind: unknown nemesis kind 'monkey'"),
+        ({"kind": "bridge", "for": "0.5s"}, r"nemesis\[0\]\.interval: a nemesis needs it"),
+        ({"kind": "bridge", "interval": "1s"}, r"nemesis\[0\]\.for: a nemesis needs it"),
+        ({"kind": "bridge", "interval": "1s", "for": "2s"}, r"nemesis\[0\]\.for: must be shorter than interval"),
+        ({"kind": "bridge", "interval": "1s", "for": "0s"}, r"nemesis\[0\]\.for: must be > 0"),
+        ({"kind": "bridge", "interval": "often", "for": "1s"}, r"nemesis\[0\]\.interval: not a duration"),
+        ({"kind": "bridge", "interval": "2s", "for": "1s", "start": "-1s"}, r"nemesis\[0\]\.start: must not be neg"),
+        ({"kind": "bridge", "interval": "2s", "for": "1s", "rounds": 0}, r"nemesis\[0\]\.rounds: must be >= 1"),
+        ({"kind": "bridge", "interval": "2s", "for": "1s", "seed": "x"}, r"nemesis\[0\]\.seed: must be an integer"),
+        ({"kind": "bridge", "interval": "2s", "for": "1s", "at": "1s"}, r"nemesis\[0\]\.at: unknown key; a nemesis"),
+    ],
+)
+def test_nemesis_mistakes_name_the_field(entry: dict, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        parse(_nemesis(entry))
+
+
+def test_nemesis_member_count_and_shape() -> None:
+    raw = _nemesis({"kind": "majority-ring", "interval": "2s", "for": "1s"})
+    raw["cluster"]["members"] = 2
+    with pytest.raises(ScenarioError, match=r"nemesis\[0\]\.kind: majority-ring needs at least 3 members, there are 2"):
+        parse(raw)
+    raw = _with()
+    raw["nemesis"] = {"kind": "bridge"}
+    with pytest.raises(ScenarioError, match=r"nemesis: must be an array of tables \(\[\[nemesis\]\]\)"):
+        parse(raw)
+    with pytest.raises(ScenarioError, match=r"nemesis\[1\]\.kind"):
+        parse(_nemesis({"kind": "bridge", "interval": "2s", "for": "1s"}, {"kind": "?", "interval": 2, "for": 1}))
+
+
+def test_discard_actions_include_reorder() -> None:
+    for action in ("drop", "delay", "duplicate", "reorder"):
+        assert parse(_with(faults__1__action=action)).faults[1].args["action"] == action
+    with pytest.raises(ScenarioError, match=r"faults\[1\]\.action: drop \| delay \| duplicate \| reorder"):
+        parse(_with(faults__1__action="shuffle"))

@@ -1,0 +1,491 @@
+"""The network faults in force on one running netns cluster, and their application to the members' namespaces.
+
+A fault (partition, split, loss, delay, reorder, duplicate, discard) is a set of links (source, receiver). The
+engine keeps the faults of a cluster in its state directory (`chaos.json`, under a file lock, so `chaosbed fault`
+commands from separate processes and a running scenario see the same table) and, after every change, renders what
+each receiving namespace must have and installs it:
+
+- kernel rules (chaos/kernel.py): partitions and loss as nft sets and numgen drops, stateless DISCARD rules as u32
+  drops, and NFQUEUE targets for the rest, all replaced in one transaction per namespace;
+- netem shaping (chaos/netem.py) for delay, jitter, reorder and duplicate where the kernel has netem;
+- otherwise, and for stateful DISCARD rules, the rules of that namespace's NFQUEUE handler (chaos/nfqueue.py),
+  a process started on demand and stopped when no rule needs it. The handler gets new rules before the kernel sends
+  it packets, and is stopped (releasing what it holds) only after the kernel stopped sending.
+
+Counts (`count = 1`: the first matching message) are per link, as in the simulator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chaos import kernel, netem
+from chaos.rules import RuleError, parse_match
+
+LINK_FAULTS = ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard")
+SHAPING = ("delay", "reorder", "duplicate")
+DISCARD_ACTIONS = ("drop", "delay", "duplicate", "reorder")
+PEAK_PACKETS_PER_S = 150_000  # raw UDP datagrams/s one receiver takes on this machine kind (bench_network)
+HANDLER_START_TIMEOUT = 15.0
+
+
+class ChaosError(RuntimeError):
+    """A fault could not be applied; the message says what and what to do."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    ip: str
+    ns: str
+
+
+class Chaos:
+    """The fault table of one cluster. Cheap to construct: all state is in `state_dir/chaos.json`."""
+
+    def __init__(self, state_dir: Path, tag: str, members: dict[str, Endpoint], *, transport: str = "udp") -> None:
+        self.state_dir = Path(state_dir)
+        self.tag = tag  # appears in every handler's command line: the cluster label
+        self.members = members
+        self.transport = transport
+        self._state_path = self.state_dir / "chaos.json"
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # --- public API -----------------------------------------------------------------------------------------------
+
+    def add(self, kind: str, args: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
+        """Applies one fault; returns its record (with its id). Raises ChaosError for a bad fault."""
+        record = self.normalize(kind, args)
+        with self._locked() as state:
+            state["next"] += 1
+            record = {"id": f"f{state['next']}", **record, "seed": seed, "since": time.time()}
+            state["faults"].append(record)
+            try:
+                self._apply(state)
+            except Exception:
+                state["faults"].remove(record)
+                self._apply(state)
+                raise
+        return record
+
+    def remove(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Removes the faults with these ids (unknown ids are an error); returns their records."""
+        with self._locked() as state:
+            known = {f["id"] for f in state["faults"]}
+            unknown = [i for i in ids if i not in known]
+            if unknown:
+                in_force = ", ".join(sorted(known)) or "none"
+                raise ChaosError(f"no fault {', '.join(unknown)} in force; in force: {in_force}")
+            gone = [f for f in state["faults"] if f["id"] in ids]
+            state["faults"] = [f for f in state["faults"] if f["id"] not in ids]
+            self._apply(state)
+            self._stop_timers(state, ids)
+        return gone
+
+    def heal(self) -> list[dict[str, Any]]:
+        """Removes every fault; returns their records."""
+        with self._locked() as state:
+            gone, state["faults"] = state["faults"], []
+            self._apply(state)
+            self._stop_timers(state, [f["id"] for f in gone])
+        return gone
+
+    def add_timer(self, fault_id: str, pid: int) -> None:
+        """Records the process that will remove fault_id when its time is up (stopped with the fault or cluster)."""
+        with self._locked() as state:
+            state.setdefault("timers", {})[fault_id] = pid
+
+    def _stop_timers(self, state: dict[str, Any], ids: list[str]) -> None:
+        timers = state.setdefault("timers", {})
+        for fid in ids:
+            pid = timers.pop(fid, None)
+            if pid is not None and pid != os.getpid() and _alive(pid, self.tag, b"orchestration"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+
+    def faults(self, *, stats: bool = True) -> list[dict[str, Any]]:
+        """The faults in force, each with the handler's counters for its rules (matched, dropped, ...)."""
+        state = self._load()
+        records = [dict(f) for f in state["faults"]]
+        if stats:
+            per_rule: dict[str, dict[str, int]] = {}
+            for member, h in state["handlers"].items():
+                with contextlib.suppress(OSError, ChaosError, ValueError):
+                    for rule_id, counters in self._request(member, h, {"cmd": "stats"})["stats"]["rules"].items():
+                        fid = rule_id.split(":", 1)[0]
+                        total = per_rule.setdefault(fid, {})
+                        for k, v in counters.items():
+                            total[k] = total.get(k, 0) + v
+            for f in records:
+                if f["id"] in per_rule:
+                    f["handled"] = per_rule[f["id"]]
+        return records
+
+    def handler_stats(self) -> dict[str, dict[str, Any]]:
+        """Each running handler's full counters, by receiving member."""
+        state = self._load()
+        return {m: self._request(m, h, {"cmd": "stats"})["stats"] for m, h in state["handlers"].items()}
+
+    def shutdown(self) -> None:
+        """Stops every handler without touching rules (the namespaces are about to be deleted). Idempotent."""
+        if not self._state_path.exists():
+            return
+        with self._locked() as state:
+            self._stop_timers(state, list(state.get("timers", {})))
+            for member in list(state["handlers"]):
+                self._stop_handler(state, member)
+
+    # --- validation -----------------------------------------------------------------------------------------------
+
+    def normalize(self, kind: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Checks a fault's arguments against the members; returns the stored form (member lists, seconds)."""
+        if kind not in LINK_FAULTS:
+            raise ChaosError(f"unknown network fault {kind!r}; network faults: {', '.join(LINK_FAULTS)}")
+        names = list(self.members)
+        out: dict[str, Any] = {"kind": kind}
+
+        def member_list(key: str) -> list[str]:
+            value = args.get(key)
+            if value in (None, "*", ["*"]):
+                return names
+            items = [value] if isinstance(value, str) else list(value)
+            bad = [m for m in items if m not in self.members]
+            if bad or not items:
+                raise ChaosError(f"{kind}: {key} names unknown members {bad or '(none)'}; members: {', '.join(names)}")
+            return items
+
+        if kind == "split":
+            groups = [member_list_of(g, names, "split: groups") for g in args.get("groups") or []]
+            if len(groups) < 2:
+                raise ChaosError("split: give at least two groups, e.g. A,B C,D")
+            seen: set[str] = set()
+            for g in groups:
+                if seen & set(g):
+                    raise ChaosError(f"split: {sorted(seen & set(g))} in more than one group")
+                seen |= set(g)
+            out["groups"] = groups
+            return out
+        out["from"], out["to"] = member_list("from"), member_list("to")
+        if kind == "partition":
+            out["one_way"] = bool(args.get("one_way", False))
+        if kind in ("loss", "reorder", "duplicate") or "probability" in args:
+            p = float(args.get("probability", 1.0 if kind == "discard" else -1))
+            if not 0.0 <= p <= 1.0:
+                raise ChaosError(f"{kind}: probability must be within 0..1 (20% = 0.2), not {args.get('probability')}")
+            out["probability"] = p
+        if kind == "delay":
+            out["delay"] = _seconds(args.get("delay"), "delay: delay")
+            out["jitter"] = _seconds(args.get("jitter", 0.0), "delay: jitter")
+        if kind == "discard":
+            if self.transport != "udp":
+                raise ChaosError(
+                    "discard rules act on datagrams; this cluster uses transport tcp, where the kernel retransmits a "
+                    "dropped segment. Use partition, loss or delay, or transport udp"
+                )
+            try:
+                out["match"] = str(parse_match(str(args.get("match", ""))))
+            except RuleError as e:
+                raise ChaosError(f"discard: {e}") from None
+            action = args.get("action", "drop")
+            if action not in DISCARD_ACTIONS:
+                raise ChaosError(f"discard: action must be one of {', '.join(DISCARD_ACTIONS)}, not {action!r}")
+            out["action"] = action
+            count = args.get("count")
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+                raise ChaosError(f"discard: count must be a whole number >= 1, not {count!r}")
+            out["count"] = count
+            out["delay"] = _seconds(args.get("delay", 0.0), "discard: delay")
+            if action == "delay" and out["delay"] <= 0:
+                raise ChaosError("discard: action delay needs a delay, e.g. 50ms")
+        return out
+
+    # --- links and rendering ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def links(fault: dict[str, Any]) -> list[tuple[str, str]]:
+        """(source, receiver) pairs the fault acts on."""
+        if fault["kind"] == "split":
+            groups = fault["groups"]
+            return [(a, b) for g in groups for h in groups if h is not g for a in g for b in h]
+        pairs = [(a, b) for a in fault["from"] for b in fault["to"] if a != b]
+        if fault["kind"] == "partition" and not fault.get("one_way"):
+            pairs += [(b, a) for a, b in pairs if (b, a) not in pairs]
+        return pairs
+
+    def render(self, faults: list[dict[str, Any]], use_netem: bool) -> dict[str, tuple[Any, ...]]:
+        """member -> (kernel.NamespaceRules, [netem.Shaping], [handler rule dicts], max held delay in ms)."""
+        out: dict[str, tuple[Any, ...]] = {}
+        for name in self.members:
+            rules, handler_rules = kernel.NamespaceRules(), []
+            shaping: dict[str, netem.Shaping] = {}
+            max_delay_ms = 0.0
+            for f in faults:
+                for src, dst in self.links(f):
+                    if dst != name:
+                        continue
+                    ip, kind, rule_id = self.members[src].ip, f["kind"], f"{f['id']}:{src}"
+                    if kind in ("partition", "split"):
+                        rules.blocked.add(ip)
+                    elif kind == "loss":
+                        rules.losses.append((ip, f["probability"]))
+                    elif kind in SHAPING and use_netem:
+                        shaping[ip] = _merge_shaping(shaping.get(ip, netem.Shaping(ip)), f)
+                    elif kind in SHAPING:
+                        rules.queue_all.add(ip)
+                        handler_rules.append(_handler_rule(rule_id, ip, f, None, kind))
+                        max_delay_ms = max(max_delay_ms, 1000 * (f.get("delay", 0.0) + f.get("jitter", 0.0)))
+                    else:  # discard
+                        match = parse_match(f["match"])
+                        p = f.get("probability", 1.0)
+                        stateless = f["action"] == "drop" and f["count"] is None
+                        if stateless and kernel.compiles_to_kernel(match):
+                            rules.header_drops.append(kernel.HeaderDrop(ip, match, p))
+                            rules.queue_batches.add(ip)
+                        else:
+                            rules.queue_ours.add(ip)
+                        handler_rules.append(_handler_rule(rule_id, ip, f, f["match"], f["action"]))
+                        max_delay_ms = max(max_delay_ms, 1000 * f.get("delay", 0.0))
+            out[name] = (rules, list(shaping.values()), handler_rules, max_delay_ms)
+        return out
+
+    # --- applying -------------------------------------------------------------------------------------------------
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        use_netem = netem.available()
+        rendered = self.render(state["faults"], use_netem)
+        for name, (rules, shapings, handler_rules, max_delay_ms) in rendered.items():
+            ep = self.members[name]
+            if handler_rules:
+                self._ensure_handler(state, name, max_delay_ms, handler_rules)
+            try:
+                kernel.apply(ep.ns, rules)
+            except kernel.KernelError as e:
+                raise ChaosError(str(e)) from None
+            if use_netem or netem.installed(ep.ns):
+                try:
+                    netem.apply(ep.ns, shapings)
+                except netem.NetemError as e:
+                    raise ChaosError(str(e)) from None
+            if not handler_rules and name in state["handlers"]:
+                self._stop_handler(state, name)
+
+    def _ensure_handler(self, state: dict[str, Any], name: str, max_delay_ms: float, rules: list[dict]) -> None:
+        from chaos.nfqueue import default_max_len
+
+        need = default_max_len(PEAK_PACKETS_PER_S, max_delay_ms, 0.0)
+        h = state["handlers"].get(name)
+        if h is not None and (h["max_len"] < need or not _alive(h["pid"], self.tag)):
+            rules = self._carry_counts(name, h, rules)
+            self._stop_handler(state, name)
+            h = None
+        if h is None:
+            h = self._start_handler(name, need)
+            state["handlers"][name] = h
+        self._request(name, h, {"cmd": "rules", "rules": rules})
+
+    def _carry_counts(self, name: str, h: dict[str, Any], rules: list[dict]) -> list[dict]:
+        """A handler restarted for a bigger queue keeps what its count rules have left."""
+        try:
+            counters = self._request(name, h, {"cmd": "stats"})["stats"]["rules"]
+        except (OSError, ChaosError, ValueError):
+            return rules
+        out = []
+        for r in rules:
+            acted = counters.get(r["id"], {})
+            done = sum(acted.get(k, 0) for k in ("dropped", "delayed", "duplicated", "reordered"))
+            if not r.get("count"):
+                out.append(r)
+            elif r["count"] > done:
+                out.append({**r, "count": r["count"] - done})
+        return out
+
+    def _start_handler(self, name: str, max_len: int) -> dict[str, Any]:
+        ep = self.members[name]
+        sock = self.state_dir / f"nfq-{name}.sock"
+        log = open(self.state_dir / f"nfq-{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        argv = ["ip", "netns", "exec", ep.ns, sys.executable, "-m", "chaos.nfqueue", "--queue", str(kernel.QUEUE_NUM)]
+        argv += ["--control", str(sock), "--max-len", str(max_len), "--local-ip", ep.ip, "--tag", self.tag]
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=_root()
+        )
+        log.close()
+        assert proc.stdout is not None
+        line = b""
+        deadline = time.monotonic() + HANDLER_START_TIMEOUT
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            line += chunk
+        proc.stdout.close()
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            hello = {}
+        if not hello.get("ready"):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(5)
+            err = hello.get("error") or (self.state_dir / f"nfq-{name}.log").read_text(errors="replace")[-1500:]
+            raise ChaosError(f"the NFQUEUE handler for {name} did not start: {err.strip() or 'no output'}")
+        self._procs[name] = proc
+        return {"pid": proc.pid, "socket": str(sock), "max_len": max_len}
+
+    def _stop_handler(self, state: dict[str, Any], name: str) -> None:
+        h = state["handlers"].pop(name, None)
+        if h is None:
+            return
+        with contextlib.suppress(OSError, ChaosError, ValueError):
+            self._request(name, h, {"cmd": "stop"}, timeout=5.0)
+        deadline = time.monotonic() + 5.0
+        while _alive(h["pid"], self.tag) and time.monotonic() < deadline:
+            proc = self._procs.get(name)
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.05)
+            else:
+                time.sleep(0.02)  # not our child (another CLI started it): poll its /proc entry with a deadline
+        if _alive(h["pid"], self.tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(h["pid"], signal.SIGKILL)
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.wait(5)
+
+    def _request(self, name: str, h: dict[str, Any], req: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(h["socket"])
+            s.sendall(json.dumps(req).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+        reply = json.loads(buf) if buf else {"ok": False, "error": "no reply"}
+        if not reply.get("ok"):
+            raise ChaosError(f"the NFQUEUE handler of {name} refused {req.get('cmd')}: {reply.get('error')}")
+        return reply
+
+    # --- state ----------------------------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            return json.loads(self._state_path.read_text())
+        except FileNotFoundError:
+            return {"next": 0, "faults": [], "handlers": {}}
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / "chaos.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self._load()
+            try:
+                yield state
+            finally:
+                tmp = self._state_path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(state, indent=1))
+                tmp.replace(self._state_path)
+
+
+def fault_event(record: dict[str, Any], duration: float | None = None) -> dict[str, Any]:
+    """The faults.jsonl line (SCENARIO.md history format) of an applied fault: its keys, id, seed and `for`."""
+    keys = {k: v for k, v in record.items() if k not in ("since", "kind", "seed", "id") and v is not None}
+    event = {"t": time.monotonic_ns(), "event": "fault", "seed": record.get("seed", 0), "kind": record["kind"]}
+    event.update(id=record["id"], **keys)
+    if duration is not None:
+        event["for"] = f"{duration:g}s"
+    return event
+
+
+def heal_event(ids: list[str] | None, seed: int = 0) -> dict[str, Any]:
+    """A heal: of every fault (ids None), or of just the faults `ids` (a partial heal, e.g. a `for` running out)."""
+    event: dict[str, Any] = {"t": time.monotonic_ns(), "event": "fault", "seed": seed, "kind": "heal"}
+    if ids is not None:
+        event["faults"] = ids
+    return event
+
+
+def append_log(path: Path, event: dict[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+
+def member_list_of(value: Any, names: list[str], what: str) -> list[str]:
+    items = [value] if isinstance(value, str) else list(value or [])
+    bad = [m for m in items if m not in names]
+    if bad or not items:
+        raise ChaosError(f"{what}: unknown members {bad or '(none)'}; members: {', '.join(names)}")
+    return items
+
+
+def _seconds(value: Any, what: str) -> float:
+    from node.protocols.base import parse_duration
+
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        try:
+            seconds = parse_duration(str(value), what)
+        except ValueError as e:
+            raise ChaosError(f"{what}: {e}") from None
+    if seconds < 0:
+        raise ChaosError(f"{what}: must not be negative")
+    return seconds
+
+
+def _merge_shaping(s: netem.Shaping, f: dict[str, Any]) -> netem.Shaping:
+    kind = f["kind"]
+    return netem.Shaping(
+        s.source,
+        s.delay_ms + (1000 * f["delay"] if kind == "delay" else 0.0),
+        max(s.jitter_ms, 1000 * f.get("jitter", 0.0)),
+        max(s.reorder, f["probability"] if kind == "reorder" else 0.0),
+        max(s.duplicate, f["probability"] if kind == "duplicate" else 0.0),
+    )
+
+
+def _handler_rule(rule_id: str, ip: str, f: dict[str, Any], match: str | None, action: str) -> dict[str, Any]:
+    return {
+        "id": rule_id,
+        "sources": [ip],
+        "match": match,
+        "action": action,
+        "probability": f.get("probability", 1.0),
+        "count": f.get("count"),
+        "delay_ms": 1000 * f.get("delay", 0.0),
+        "jitter_ms": 1000 * f.get("jitter", 0.0),
+        "seed": f.get("seed", 0),
+    }
+
+
+def _alive(pid: int, tag: str, module: bytes = b"chaos.nfqueue") -> bool:
+    """True if pid runs `module` for this cluster (its command line names both), so a recycled pid is never hit."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return tag.encode() in cmdline and module in cmdline
+
+
+def _root() -> str:
+    """The directory holding the chaos package, so the handler imports this checkout's code."""
+    return str(Path(__file__).resolve().parent.parent)

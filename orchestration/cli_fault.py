@@ -1,0 +1,245 @@
+"""`chaosbed fault ...`: network faults on a running cluster (`chaosbed up --backend netns`).
+
+Every applied fault and every heal is appended to the cluster's faults.jsonl (next to its histories), so
+`chaosbed check` judges a hand-driven session like a scenario run. `--for` starts a small detached timer process
+that removes the fault when the time is up (its pid is kept with the faults, and `chaosbed down` stops it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from orchestration.cli import _attach, _duration, _fraction, console, main
+
+_CLUSTER = click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
+_FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
+
+
+def _members(value: str | None) -> list[str] | None:
+    return [m.strip() for m in value.split(",") if m.strip()] if value else None
+
+
+def _from_to(required: bool) -> Any:
+    def wrap(f: Any) -> Any:
+        what = "" if required else " (default: every member)"
+        f = click.option("--to", "to", required=required, help=f"receiving members, e.g. B or B,C{what}")(f)
+        return click.option("--from", "from_", required=required, help=f"sending members, e.g. A or A,C{what}")(f)
+
+    return wrap
+
+
+def _chaos(label: str | None) -> tuple[Any, Any]:
+    from orchestration.cluster import ClusterError
+
+    cluster = _attach(label)
+    try:
+        return cluster, cluster.chaos
+    except ClusterError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None) -> None:
+    from chaos.engine import ChaosError, append_log, fault_event
+
+    cluster, chaos = _chaos(label)
+    duration = _duration(for_) if for_ else None
+    try:
+        record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
+    except ChaosError as e:
+        raise click.ClickException(str(e)) from None
+    append_log(_log_path(cluster), fault_event(record, duration))
+    console.print(f"{record['id']}: {describe(record)}")
+    if duration is not None:
+        timer = subprocess.Popen(
+            _timer_argv(record["id"], cluster.label, duration),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        chaos.add_timer(record["id"], timer.pid)
+        console.print(f"{record['id']} heals in {for_} (timer pid {timer.pid})")
+
+
+def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
+    """`chaosbed fault heal ID --after DURATION`, run detached (the label in its command line marks it as ours)."""
+    heal = ["fault", "heal", fault_id, "--cluster", label, "--after", f"{duration}", "--quiet"]
+    return [sys.executable, "-m", "orchestration", *heal]
+
+
+def _log_path(cluster: Any) -> Path:
+    Path(cluster.workdir).mkdir(parents=True, exist_ok=True)
+    return Path(cluster.workdir) / "faults.jsonl"
+
+
+def describe(f: dict[str, Any]) -> str:
+    """One line saying what a fault does, e.g. `partition A -> B (one way)`."""
+    kind = f["kind"]
+    if kind == "split":
+        return "split " + " | ".join(",".join(g) for g in f["groups"])
+    arrow = "<->" if kind == "partition" and not f.get("one_way") else "->"
+    links = f"{','.join(f['from'])} {arrow} {','.join(f['to'])}"
+    if kind == "partition":
+        return f"partition {links}" + (" (one way)" if f.get("one_way") else "")
+    if kind == "loss":
+        return f"loss {f['probability']:.0%} {links}"
+    if kind == "delay":
+        jitter = f" ± {f['jitter'] * 1000:g}ms" if f.get("jitter") else ""
+        return f"delay {f['delay'] * 1000:g}ms{jitter} {links}"
+    if kind in ("reorder", "duplicate"):
+        return f"{kind} {f['probability']:.0%} {links}"
+    extra = [f"action {f['action']}"] if f["action"] != "drop" else []
+    if f.get("count"):
+        extra.append(f"first {f['count']}")
+    if f.get("probability", 1.0) < 1.0:
+        extra.append(f"p={f['probability']:g}")
+    if f["action"] == "delay":
+        extra.append(f"{f['delay'] * 1000:g}ms")
+    return f"discard {f['match']} {links}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+@main.group()
+def fault() -> None:
+    """Network faults on a running netns cluster: partition, split, loss, delay, discard, heal, list."""
+
+
+@fault.command()
+@_from_to(required=True)
+@click.option("--one-way", is_flag=True, help="only --to stops hearing --from (default: both ways)")
+@_FOR
+@_CLUSTER
+def partition(from_: str, to: str, one_way: bool, for_: str | None, label: str | None) -> None:
+    """Members in --to stop hearing members in --from (and the reverse unless --one-way)."""
+    _apply(label, "partition", {"from": _members(from_), "to": _members(to), "one_way": one_way}, for_)
+
+
+@fault.command()
+@click.argument("groups", nargs=-1, required=True)
+@_FOR
+@_CLUSTER
+def split(groups: tuple[str, ...], for_: str | None, label: str | None) -> None:
+    """Partition the cluster into GROUPS: `split A,B C,D`."""
+    _apply(label, "split", {"groups": [_members(g) for g in groups]}, for_)
+
+
+@fault.command()
+@click.argument("probability")
+@_from_to(required=False)
+@_FOR
+@_CLUSTER
+def loss(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
+    """Drop PROBABILITY (20% or 0.2) of the packets on each link."""
+    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    _apply(label, "loss", args, for_)
+
+
+@fault.command()
+@click.argument("delay")
+@click.option("--jitter", default=None, help="uniform extra delay, e.g. 10ms")
+@_from_to(required=False)
+@_FOR
+@_CLUSTER
+def delay(
+    delay: str, jitter: str | None, from_: str | None, to: str | None, for_: str | None, label: str | None
+) -> None:
+    """Add DELAY (like 50ms) to each packet on each link (netem, or NFQUEUE held verdicts without netem)."""
+    args = {"from": _members(from_), "to": _members(to), "delay": _duration(delay)}
+    if jitter:
+        args["jitter"] = _duration(jitter)
+    _apply(label, "delay", args, for_)
+
+
+@fault.command()
+@click.argument("probability")
+@_from_to(required=False)
+@_FOR
+@_CLUSTER
+def reorder(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
+    """Hold back PROBABILITY of the packets on each link so later ones overtake them."""
+    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    _apply(label, "reorder", args, for_)
+
+
+@fault.command()
+@click.argument("probability")
+@_from_to(required=False)
+@_FOR
+@_CLUSTER
+def duplicate(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
+    """Deliver PROBABILITY of the packets on each link twice."""
+    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    _apply(label, "duplicate", args, for_)
+
+
+@fault.command()
+@click.argument("match")
+@_from_to(required=False)
+@click.option("--count", type=click.IntRange(1), default=None, help="act on the first N matching messages per link")
+@click.option("--probability", default=None, help="act on this share of the matching messages, e.g. 50%")
+@click.option("--action", type=click.Choice(["drop", "delay", "duplicate", "reorder"]), default="drop")
+@click.option("--delay", "delay_", default=None, help="for --action delay, e.g. 50ms")
+@_FOR
+@_CLUSTER
+def discard(
+    match: str,
+    from_: str | None,
+    to: str | None,
+    count: int | None,
+    probability: str | None,
+    action: str,
+    delay_: str | None,
+    for_: str | None,
+    label: str | None,
+) -> None:
+    """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`."""
+    args: dict[str, Any] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
+    args["count"] = count
+    if probability is not None:
+        args["probability"] = _fraction(probability)
+    if delay_ is not None:
+        args["delay"] = _duration(delay_)
+    _apply(label, "discard", args, for_)
+
+
+@fault.command()
+@click.argument("ids", nargs=-1)
+@click.option("--after", type=float, default=0.0, hidden=True, help="wait this many seconds first (for --for)")
+@click.option("--quiet", is_flag=True, hidden=True)
+@_CLUSTER
+def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> None:
+    """Remove the faults IDS (see `fault list`), or every network fault."""
+    from chaos.engine import ChaosError, append_log, heal_event
+
+    if after > 0:
+        time.sleep(after)  # the timer of a `--for`: this process exists to wait
+    cluster, chaos = _chaos(label)
+    try:
+        gone = chaos.remove(list(ids)) if ids else chaos.heal()
+    except ChaosError as e:
+        raise click.ClickException(str(e)) from None
+    append_log(_log_path(cluster), heal_event(list(ids) if ids else None))
+    if not quiet:
+        console.print(f"healed: {', '.join(f['id'] + ' ' + describe(f) for f in gone) if gone else 'nothing to heal'}")
+
+
+@fault.command(name="list")
+@_CLUSTER
+def list_(label: str | None) -> None:
+    """The network faults in force, with what the NFQUEUE handler did for each."""
+    _, chaos = _chaos(label)
+    faults = chaos.faults()
+    if not faults:
+        console.print("no network faults in force")
+        return
+    table = Table("id", "fault", "since", "handled")
+    for f in faults:
+        handled = ", ".join(f"{k} {v}" for k, v in f.get("handled", {}).items() if v) or "-"
+        table.add_row(f["id"], describe(f), f"{time.time() - f['since']:.1f}s ago", handled)
+    console.print(table)
