@@ -35,7 +35,7 @@ from node.stack import Stack, build_stack, has_membership
 from node.wire import View
 
 LOOPBACK_DELAY = 1e-6
-ACTIONS = ("drop", "delay", "duplicate", "hold", "pass")
+ACTIONS = ("drop", "delay", "duplicate", "reorder", "hold", "pass")
 
 
 @dataclass
@@ -64,8 +64,9 @@ class MessageRule:
 
     `src`/`dst` are member names (None = any). `fields` must all be equal on the message (values may also be
     callables taking the field value and returning bool). `count` limits how many matches are acted on (None =
-    all); `probability` applies per match. Actions: drop, delay (by `delay` s), duplicate, hold (kept until
-    `Simulation.release(rule)`), and pass (let through; matches are recorded in `seen`, for observing traffic).
+    all); `probability` applies per match. Actions: drop, delay (by `delay` s), duplicate, reorder (sent late enough
+    that the link's next datagrams overtake it, as a link's `reorder`), hold (kept until `Simulation.release(rule)`),
+    and pass (let through; matches are recorded in `seen`, for observing traffic).
     """
 
     protocol: str
@@ -361,6 +362,11 @@ class Simulation:
                 elif rule.action == "delay":
                     one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
                     self._push(self.now + self.link(src.name, dst_name).delay + rule.delay, _DATAGRAM, (dst_addr, one))
+                    keep = False
+                elif rule.action == "reorder":
+                    link = self.link(src.name, dst_name)
+                    one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
+                    self._push(self.now + 3 * link.delay + link.jitter, _DATAGRAM, (dst_addr, one))
                     keep = False
                 elif rule.action == "duplicate":
                     kept.append(msg)
