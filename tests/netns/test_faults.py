@@ -132,9 +132,9 @@ def test_bad_faults_are_refused_with_the_reason(cluster: NetnsCluster, chaos) ->
 
     with pytest.raises(ChaosError, match="unknown members \\['Z'\\]; members: A, B, C"):
         chaos.add("partition", {"from": ["Z"], "to": ["B"]})
-    with pytest.raises(ChaosError, match="probability must be within 0..1"):
+    with pytest.raises(ChaosError, match=r"probability must be within 0\.\.1"):
         chaos.add("loss", {"from": ["A"], "to": ["B"], "probability": 20})
-    with pytest.raises(ChaosError, match="unknown header UNICAST3.NOPE; valid headers: .*UNICAST3.ACK"):
+    with pytest.raises(ChaosError, match=r"unknown header UNICAST3\.NOPE; valid headers: .*UNICAST3\.ACK"):
         chaos.add("discard", {"match": "UNICAST3.NOPE()"})
     with pytest.raises(ChaosError, match="in more than one group"):
         chaos.add("split", {"groups": [["A", "B"], ["B", "C"]]})
@@ -173,5 +173,5 @@ def test_process_backend_says_it_has_no_network_faults(tmp_path) -> None:
     from orchestration.cluster import ClusterError
 
     c = ProcessCluster(ClusterSpec(["A", "B"]), workdir=tmp_path)
-    with pytest.raises(ClusterError, match="no network faults .* use --backend netns"):
+    with pytest.raises(ClusterError, match=r"no network faults .* use --backend netns"):
         c.chaos.add("partition", {"from": ["A"], "to": ["B"]})
