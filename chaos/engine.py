@@ -134,6 +134,10 @@ class Chaos:
                     f["handled"] = per_rule[f["id"]]
         return records
 
+    def kernel_counters(self) -> dict[str, dict[str, int]]:
+        """Per receiving member, the packets its kernel rules blocked, lost, dropped and queued so far."""
+        return {name: kernel.counters(ep.ns) for name, ep in self.members.items()}
+
     def handler_stats(self) -> dict[str, dict[str, Any]]:
         """Each running handler's full counters, by receiving member."""
         state = self._load()

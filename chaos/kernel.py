@@ -236,6 +236,23 @@ def installed(ns: str) -> dict[str, str]:
     return out
 
 
+def counters(ns: str) -> dict[str, int]:
+    """Packets the kernel rules of namespace ns acted on: blocked (partitions), lost (loss), dropped (u32 header
+    drops), queued (handed to the NFQUEUE handler). Zero when there are no rules."""
+    out = {"blocked": 0, "lost": 0, "dropped": 0, "queued": 0}
+    nft = _run(ns, ["nft", "list", "table", "inet", NFT_TABLE], check=False)
+    for line in nft.stdout.splitlines():
+        if "counter packets" in line:
+            n = int(line.split("counter packets")[1].split()[0])
+            out["blocked" if "@blocked" in line else "lost"] += n
+    ipt = _run(ns, ["iptables", "-L", IPT_CHAIN, "-v", "-x", "-n"], check=False)
+    for line in ipt.stdout.splitlines()[2:]:
+        cols = line.split()
+        if len(cols) > 2 and cols[0].isdigit():
+            out["dropped" if cols[2] == "DROP" else "queued"] += int(cols[0])
+    return out
+
+
 @functools.cache
 def check_tools() -> None:
     """Raises KernelError naming the missing tool (nft, iptables with u32/NFQUEUE) and how to get it."""

@@ -243,3 +243,7 @@ def list_(label: str | None) -> None:
         handled = ", ".join(f"{k} {v}" for k, v in f.get("handled", {}).items() if v) or "-"
         table.add_row(f["id"], describe(f), f"{time.time() - f['since']:.1f}s ago", handled)
     console.print(table)
+    for member, counts in chaos.kernel_counters().items():
+        acted = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        if acted:
+            console.print(f"kernel rules at {member}: {acted} packets")
