@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import select
@@ -477,8 +478,13 @@ def _handler_rule(rule_id: str, ip: str, f: dict[str, Any], match: str | None, a
         "count": f.get("count"),
         "delay_ms": 1000 * f.get("delay", 0.0),
         "jitter_ms": 1000 * f.get("jitter", 0.0),
-        "seed": f.get("seed", 0),
+        "seed": _rule_seed(f.get("seed", 0), rule_id),
     }
+
+
+def _rule_seed(seed: int, rule_id: str) -> int:
+    """Each rule's own random stream, fixed by the run's seed and the rule (fault id and source)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{rule_id}".encode()).digest()[:8], "big")
 
 
 def _alive(pid: int, tag: str, module: bytes = b"chaos.nfqueue") -> bool:

@@ -24,9 +24,11 @@ duplicated; (2) it has no way to set the queue flags, so no fail-open. The NFQUE
 packets arrive truncated, are detected and accepted untouched), a socket receive buffer sized from max_len, and
 NFQA_CFG_F_FAIL_OPEN: when the queue is full (or our socket buffer is), the kernel ACCEPTS the packet instead of
 dropping it -- those packets escape the rules, but nothing is lost that no rule dropped. Kernel counters from
-/proc/net/netfilter/nfnetlink_queue are in the stats (queue_dropped / queue_user_dropped stay 0 with fail-open;
-`missed_ids` counts packets the kernel numbered but could not hand to us). On kernels without fail-open (before
-3.6) the handler still runs, reports ``"fail_open": false`` and relies on --max-len sizing (`default_max_len`).
+/proc/net/netfilter/nfnetlink_queue are in the stats (queue_dropped / queue_user_dropped stay 0 with fail-open).
+The kernel counts no packet that bypassed a full queue; one that overflowed our socket buffer shows in
+`missed_ids`. Compare `packets` with what the receiver got to see the bypass share (bench/bench_nfqueue.py does).
+On kernels without fail-open (before 3.6) the handler still runs, reports ``"fail_open": false`` and relies on
+--max-len sizing (`default_max_len`); a full queue then drops (queue_dropped).
 
 Stopping never loses a packet the rules did not drop: the handler first sets the queue length to 0 (with fail-open
 every new packet then bypasses the queue), accepts every held packet and every packet still queued, and only then
@@ -588,9 +590,9 @@ def _attr(kind: int, data: bytes) -> bytes:
 
 
 def _bind_hint(err: int, queue: int) -> str:
-    if err in (errno.EPERM, errno.EACCES):
+    if err in (errno.EPERM, errno.EACCES) and os.geteuid() != 0:
         return "binding an NFQUEUE needs root (CAP_NET_ADMIN in the namespace): run the handler as root"
-    if err == errno.EBUSY:
+    if err in (errno.EPERM, errno.EBUSY):  # the kernel says EPERM when another socket owns the queue
         return (
             f"queue {queue} is already bound by another process in this namespace: stop it "
             "(see /proc/net/netfilter/nfnetlink_queue, column 2 is its netlink port id) or use another --queue"
@@ -763,7 +765,17 @@ class _Conn:
 
 class Handler:
     """The single-threaded loop: epoll on the queue socket, the control socket and its connections, a signal pipe;
-    a timer heap for held packets (delayed ones, and reordered ones waiting for their source's next packet)."""
+    a timer heap for held packets (delayed ones, and reordered ones waiting for their source's next packet).
+
+    Control requests (JSON lines, one reply line each):
+    - ``{"cmd": "rules", "rules": [RULE, ...]}`` replaces the rules atomically (all valid, or none changed);
+      a rule whose id existed keeps its counters (see Rule.inherit) -> ``{"ok": true}``.
+    - ``{"cmd": "stats"}`` -> ``{"ok": true, "stats": {...}}`` (see `stats`).
+    - ``{"cmd": "stop"}`` accepts every held and queued packet, replies ``{"ok": true, "stats": ...}``, exits 0.
+    - anything else -> ``{"ok": false, "error": "..."}``.
+    Verdicts: packets accepted unchanged in one read burst go out as one batch verdict when nothing is held (a
+    batch verdict would also accept held packets), else one verdict each; a rewritten packet first flushes the
+    accepts before it, so stripping never reorders."""
 
     BURST = 512  # packets read per pass before timers and control get a turn
 
@@ -965,6 +977,10 @@ class Handler:
     # --- control ---
 
     def stats(self) -> dict[str, Any]:
+        """packets judged, accepted / dropped (verdicts), rewritten (stripped), held now and at most, unparsed (a
+        message rule could not parse it), duplicates_sent, marked_copies (our own copies, passed untouched),
+        missed_ids (numbered by the kernel but not received: socket overflow with fail-open, or still in flight),
+        the kernel's queue counters and per-rule counters."""
         kq = kernel_queue_stats(self.queue_num)
         return {
             "packets": self.packets,
@@ -1059,8 +1075,11 @@ class Handler:
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_r, False)
         os.set_blocking(sig_w, False)
-        old_wakeup = signal.set_wakeup_fd(sig_w)
-        install_signal_handlers()
+        try:
+            old_wakeup = signal.set_wakeup_fd(sig_w)
+            install_signal_handlers()
+        except ValueError:  # not the main thread: the caller stops us with the stop command
+            old_wakeup = None
         poller = select.epoll()
         qfd = self.q.fileno()
         assert self.listener is not None
@@ -1100,7 +1119,8 @@ class Handler:
             if not self.stopping:
                 with contextlib.suppress(Exception):
                     self.drain_for_stop()
-            signal.set_wakeup_fd(old_wakeup)
+            if old_wakeup is not None:
+                signal.set_wakeup_fd(old_wakeup)
             poller.close()
             os.close(sig_r)
             os.close(sig_w)

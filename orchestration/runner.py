@@ -239,7 +239,7 @@ def _run_schedule(cluster: Any, sc: Scenario, t0: float, log_path: Path) -> None
                 cluster.chaos.heal()
                 append_log(log_path, heal_event(None, sc.seed))
             elif f.kind in NETWORK_FAULTS:
-                record = cluster.chaos.add(f.kind, f.args, seed=sc.seed * 1000 + i)
+                record = cluster.chaos.add(f.kind, f.args, seed=sc.seed)
                 append_log(log_path, fault_event(record, f.duration))
                 if f.duration is not None:
                     heapq.heappush(actions, (f.at + f.duration, order, "remove", record["id"]))

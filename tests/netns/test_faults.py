@@ -7,14 +7,17 @@ Tolerances: loss is binomial; with p = 0.2 over n = 5,000 datagrams the standard
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+import statistics
 from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
 
 from chaos import kernel
+from node import wire
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cli import main
 from orchestration.cluster import ClusterSpec
@@ -175,3 +178,71 @@ def test_process_backend_says_it_has_no_network_faults(tmp_path) -> None:
     c = ProcessCluster(ClusterSpec(["A", "B"]), workdir=tmp_path)
     with pytest.raises(ClusterError, match=r"no network faults .* use --backend netns"):
         c.chaos.add("partition", {"from": ["A"], "to": ["B"]})
+
+
+# --- faults that go through the NFQUEUE handler (this kernel has no netem) -------------------------------------------
+
+ACK = wire.header_class("UNICAST3", "ACK")
+DATA = wire.header_class("UNICAST3", "DATA")
+
+
+def acks_and_data(cluster: NetnsCluster, src: str, dst: str) -> list[bytes]:
+    """Single-message datagrams (ACKs 0..99 three times, DATA 1..100) and batches of 5 mixed messages."""
+    out = []
+    for round_ in range(3):
+        for seqno in range(100):
+            out.append(wire.encode_datagram("probe", src, dst, [ACK(seqno, 1, round_ * 100 + seqno)]))
+    out += [wire.encode_datagram("probe", src, dst, [DATA(i, 1, i == 1, b"x" * 50)]) for i in range(1, 101)]
+    for i in range(40):
+        out.append(wire.encode_datagram("probe", src, dst, [ACK(40 + i, 2, i), *(DATA(j, 2, False) for j in range(4))]))
+    return out
+
+
+def test_delay_adds_the_requested_latency_and_loses_nothing(cluster: NetnsCluster, chaos) -> None:
+    chaos.add("delay", {"from": ["A"], "to": ["B"], "delay": 0.05})
+    delayed = probe(cluster, "A", "B", 400, rate=400, quiet=0.5)
+    direct = probe(cluster, "C", "B", 400, rate=400, quiet=0.5)  # same receiver, a link without the fault
+    assert len(delayed.unique) == 400 and len(direct.unique) == 400
+    added = statistics.median(delayed.latencies_ms()) - statistics.median(direct.latencies_ms())
+    assert 40 <= added <= 65, f"median added latency {added:.1f} ms for a 50 ms delay"
+
+
+def test_count_1_discard_drops_exactly_the_one_matching_message(cluster: NetnsCluster, chaos) -> None:
+    messages = acks_and_data(cluster, "B", "A")
+    fault = chaos.add("discard", {"match": "UNICAST3.ACK(seqno=50)", "from": "B", "to": "A", "count": 1})
+    got = probe(cluster, "B", "A", 0, messages=messages, rate=4000, quiet=0.5)
+    first_ack_50 = next(i for i, m in enumerate(messages) if wire.decode_datagram(m).messages[0] == ACK(50, 1, 50))
+    assert sorted(got.seqnos) == [i for i in range(len(messages)) if i != first_ack_50]
+    assert chaos.faults()[0]["handled"]["dropped"] == 1, chaos.faults()
+    assert fault["id"] == chaos.faults()[0]["id"]
+
+
+def test_stateless_discard_drops_single_messages_in_the_kernel_and_strips_batches(cluster: NetnsCluster, chaos) -> None:
+    messages = acks_and_data(cluster, "B", "A")
+    chaos.add("discard", {"match": "UNICAST3.ACK(seqno=45..50)", "from": "B", "to": "A"})
+    got = probe(cluster, "B", "A", 0, messages=messages, rate=4000, quiet=0.5)
+    hit = [i for i, m in enumerate(messages) if _is_ack_in(m, 45, 50)]
+    singles = [i for i in hit if len(wire.decode_datagram(messages[i]).messages) == 1]
+    batches = [i for i in hit if i not in singles]
+    assert len(singles) == 18 and len(batches) == 6
+    untouched = [i for i in range(len(messages)) if i not in singles and i not in batches]
+    assert sorted(s for s in got.seqnos if s >= 0) == untouched
+    assert got.seqnos.count(-1) == len(batches)  # the batches arrive, changed: without their ACK
+    assert kernel.counters(cluster.member_ns("A"))["dropped"] == len(singles)
+
+
+def _is_ack_in(datagram: bytes, lo: int, hi: int) -> bool:
+    return any(isinstance(m, ACK) and lo <= m.seqno <= hi for m in wire.decode_datagram(datagram).messages)
+
+
+def test_duplicate_and_reorder_per_link(cluster: NetnsCluster, chaos) -> None:
+    chaos.add("duplicate", {"from": ["A"], "to": ["B"], "probability": 0.3})
+    dup = probe(cluster, "A", "B", 2000, rate=4000, quiet=0.5)
+    share = (len(dup.seqnos) - len(dup.unique)) / 2000
+    assert len(dup.unique) == 2000 and abs(share - 0.3) <= 0.05, f"duplicated share {share:.3f} for p=0.3"
+    chaos.heal()
+    chaos.add("reorder", {"from": ["A"], "to": ["B"], "probability": 0.2})
+    reordered = probe(cluster, "A", "B", 2000, rate=4000, quiet=0.5)
+    overtaken = sum(1 for a, b in itertools.pairwise(reordered.seqnos) if b < a)
+    assert len(reordered.unique) == 2000 and len(reordered.seqnos) == 2000, "reorder must not lose or add"
+    assert 200 <= overtaken <= 600, f"{overtaken} of 2000 datagrams arrived after a later one (p=0.2)"
