@@ -13,5 +13,9 @@ if os.geteuid() == 0:
 
     print("== real network: two members in network namespaces ==")
     bench_network.main(["--messages", "100000"])
+    from bench import bench_nfqueue
+
+    print("== the NFQUEUE handler: throughput and added latency of a stateful rule ==")
+    bench_nfqueue.main(["--seconds", "2", "--repeats", "3"])
 else:
     print("(real-network benchmark skipped: it needs root for network namespaces)")

@@ -250,7 +250,7 @@ class Chaos:
                         shaping[ip] = _merge_shaping(shaping.get(ip, netem.Shaping(ip)), f)
                     elif kind in SHAPING:
                         rules.queue_all.add(ip)
-                        handler_rules.append(_handler_rule(rule_id, ip, f, None, kind))
+                        handler_rules.append(_handler_rule(rule_id, ip, f, None, kind, name))
                         max_delay_ms = max(max_delay_ms, 1000 * (f.get("delay", 0.0) + f.get("jitter", 0.0)))
                     else:  # discard
                         match = parse_match(f["match"])
@@ -261,7 +261,7 @@ class Chaos:
                             rules.queue_batches.add(ip)
                         else:
                             rules.queue_ours.add(ip)
-                        handler_rules.append(_handler_rule(rule_id, ip, f, f["match"], f["action"]))
+                        handler_rules.append(_handler_rule(rule_id, ip, f, f["match"], f["action"], name))
                         max_delay_ms = max(max_delay_ms, 1000 * f.get("delay", 0.0))
             out[name] = (rules, list(shaping.values()), handler_rules, max_delay_ms)
         return out
@@ -449,7 +449,7 @@ def _seconds(value: Any, what: str) -> float:
         seconds = float(value)
     else:
         try:
-            seconds = parse_duration(str(value), what)
+            seconds = parse_duration(str(value))
         except ValueError as e:
             raise ChaosError(f"{what}: {e}") from None
     if seconds < 0:
@@ -468,7 +468,9 @@ def _merge_shaping(s: netem.Shaping, f: dict[str, Any]) -> netem.Shaping:
     )
 
 
-def _handler_rule(rule_id: str, ip: str, f: dict[str, Any], match: str | None, action: str) -> dict[str, Any]:
+def _handler_rule(
+    rule_id: str, ip: str, f: dict[str, Any], match: str | None, action: str, receiver: str
+) -> dict[str, Any]:
     return {
         "id": rule_id,
         "sources": [ip],
@@ -478,7 +480,7 @@ def _handler_rule(rule_id: str, ip: str, f: dict[str, Any], match: str | None, a
         "count": f.get("count"),
         "delay_ms": 1000 * f.get("delay", 0.0),
         "jitter_ms": 1000 * f.get("jitter", 0.0),
-        "seed": _rule_seed(f.get("seed", 0), rule_id),
+        "seed": _rule_seed(f.get("seed", 0), f"{rule_id}>{receiver}"),
     }
 
 

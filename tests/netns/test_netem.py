@@ -1,0 +1,67 @@
+"""netem shaping (chaos/netem.py). This kernel has no sch_netem: the delay test is skipped with the probe's reason
+and the chaos engine uses NFQUEUE held verdicts instead (tests/netns/test_faults.py). The ifb redirect plumbing that
+netem hangs off is still checked here, with a pfifo leaf in netem's place."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+
+import pytest
+
+from chaos import netem
+from orchestration.backends.netns import NetnsCluster
+from orchestration.cluster import ClusterSpec
+from tests.netns.conftest import assert_nothing_left
+from tests.netns.linkprobe import probe
+from tests.netns.test_faults import _skip_reason
+
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsCluster]:
+    c = NetnsCluster(ClusterSpec(["A", "B"], backend="netns"), workdir=tmp_path_factory.mktemp("netem"))
+    c.start()
+    try:
+        yield c
+    finally:
+        c.down()
+        assert_nothing_left(c)
+
+
+def test_probe_gives_an_answer_and_a_reason() -> None:
+    available, why = netem.probe()
+    assert available or "netem" in why.lower()
+
+
+def test_the_ifb_redirect_passes_traffic_and_is_removed(cluster: NetnsCluster) -> None:
+    ns = cluster.member_ns("B")
+    a_ip = cluster.members["A"].ip
+    netem.apply(ns, [netem.Shaping(a_ip, delay_ms=50)], leaf=["pfifo", "limit", "10000"])
+    try:
+        assert netem.installed(ns)
+        got = probe(cluster, "A", "B", 300, quiet=0.3)
+        assert len(got.unique) == 300, "packets redirected through the ifb must all arrive"
+    finally:
+        netem.clear(ns)
+    assert not netem.installed(ns)
+
+
+@pytest.mark.skipif(not netem.available(), reason=f"no netem here: {netem.probe()[1]}")
+def test_netem_delay_per_source(cluster: NetnsCluster) -> None:
+    ns = cluster.member_ns("B")
+    base = statistics.median(probe(cluster, "A", "B", 300, rate=300, quiet=0.3).latencies_ms())
+    netem.apply(ns, [netem.Shaping(cluster.members["A"].ip, delay_ms=50)])
+    try:
+        delayed = probe(cluster, "A", "B", 300, rate=300, quiet=0.5)
+    finally:
+        netem.clear(ns)
+    assert len(delayed.unique) == 300
+    assert 40 <= statistics.median(delayed.latencies_ms()) - base <= 65
+
+
+def test_netem_args() -> None:
+    assert netem.Shaping("1.2.3.4", delay_ms=50, jitter_ms=5).netem_args() == ["delay", "50ms", "5ms"]
+    assert netem.Shaping("1.2.3.4", reorder=0.25).netem_args() == ["delay", "10ms", "reorder", "25%"]
+    assert netem.Shaping("1.2.3.4", duplicate=0.1).netem_args() == ["duplicate", "10%"]
