@@ -212,9 +212,12 @@ class Chaos:
             if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
                 raise ChaosError(f"discard: count must be a whole number >= 1, not {count!r}")
             out["count"] = count
-            out["delay"] = _seconds(args.get("delay", 0.0), "discard: delay")
-            if action == "delay" and out["delay"] <= 0:
-                raise ChaosError("discard: action delay needs a delay, e.g. 50ms")
+            if action == "delay":
+                out["delay"] = _seconds(args.get("delay", 0.0), "discard: delay")
+                if out["delay"] <= 0:
+                    raise ChaosError("discard: action delay needs a delay, e.g. 50ms")
+            elif args.get("delay"):
+                raise ChaosError(f"discard: a delay goes with action delay, not {action}")
         return out
 
     # --- links and rendering ----------------------------------------------------------------------------------------
@@ -414,6 +417,9 @@ class Chaos:
 def fault_event(record: dict[str, Any], duration: float | None = None) -> dict[str, Any]:
     """The faults.jsonl line (SCENARIO.md history format) of an applied fault: its keys, id, seed and `for`."""
     keys = {k: v for k, v in record.items() if k not in ("since", "kind", "seed", "id") and v is not None}
+    for k in ("delay", "jitter"):  # durations as the scenario files write them
+        if k in keys:
+            keys[k] = f"{keys[k] * 1000:g}ms"
     event = {"t": time.monotonic_ns(), "event": "fault", "seed": record.get("seed", 0), "kind": record["kind"]}
     event.update(id=record["id"], **keys)
     if duration is not None:

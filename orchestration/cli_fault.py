@@ -16,6 +16,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from chaos.nemesis import KINDS as NEMESES
 from orchestration.cli import _attach, _duration, _fraction, console, main
 
 _CLUSTER = click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
@@ -82,6 +83,10 @@ def _log_path(cluster: Any) -> Path:
 def describe(f: dict[str, Any]) -> str:
     """One line saying what a fault does, e.g. `partition A -> B (one way)`."""
     kind = f["kind"]
+    if kind == "heal":
+        return f"heal {', '.join(f['faults'])}" if f.get("faults") else "heal every fault"
+    if kind not in ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard"):
+        return f"{kind} " + ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("t", "event", "seed", "kind"))
     if kind == "split":
         return "split " + " | ".join(",".join(g) for g in f["groups"])
     arrow = "<->" if kind == "partition" and not f.get("one_way") else "->"
@@ -247,3 +252,33 @@ def list_(label: str | None) -> None:
         acted = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         if acted:
             console.print(f"kernel rules at {member}: {acted} packets")
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(["list", *NEMESES]))
+@click.option("--members", "-n", default="3", show_default=True, help="a number, or names like A,B,C")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--start", default="1s", show_default=True)
+@click.option("--interval", default="4s", show_default=True)
+@click.option("--for", "for_", default="2s", show_default=True, help="how long each round's faults last")
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+def nemesis(kind: str, members: str, seed: int, start: str, interval: str, for_: str, rounds: int) -> None:
+    """Print a seeded fault schedule (KIND, or `list` for the kinds) and the [[nemesis]] table that runs it."""
+    from chaos.nemesis import NemesisError, describe, schedule
+
+    if kind == "list":
+        for name, what in NEMESES.items():
+            console.print(f"{name:16} {what}")
+        return
+    names = [chr(ord("A") + i) for i in range(int(members))] if members.isdigit() else _members(members) or []
+    try:
+        faults = schedule(kind, names, seed=seed, start=start, interval=interval, duration=for_, rounds=rounds)
+    except NemesisError as e:
+        raise click.ClickException(str(e)) from None
+    for line in describe(faults):
+        console.print(line)
+    console.print(
+        f'\nin a scenario file:\n[[nemesis]]\nkind = "{kind}"\nstart = "{start}"\ninterval = "{interval}"\n'
+        f'for = "{for_}"\nrounds = {rounds}\nseed = {seed}',
+        markup=False,
+    )

@@ -187,6 +187,7 @@ def _timeout_violation(sc: Scenario) -> dict[str, Any]:
 
 def run_real(sc: Scenario, backend: str, out: Path) -> RunOutcome:
     from chaos.engine import ChaosError
+    from node.stack import has_membership
     from orchestration.backends import backend_class
     from orchestration.cluster import ClusterSpec
 
@@ -201,6 +202,8 @@ def run_real(sc: Scenario, backend: str, out: Path) -> RunOutcome:
     cluster = backend_class(backend)(spec, workdir=out)
     try:
         cluster.start()
+        if has_membership(sc.stack):  # the schedule starts once the group has formed
+            cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         t0 = time.monotonic()
         _run_schedule(cluster, sc, t0, out / "faults.jsonl")
         settled = _wait_quiet(cluster, sc, t0)

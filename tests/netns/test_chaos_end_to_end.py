@@ -140,6 +140,7 @@ SCENARIO_ALL_KINDS = {
             "for": "0.5s",
         },
     ],
+    "nemesis": [{"kind": "flapping", "start": "4.2s", "interval": "1s", "for": "0.8s", "rounds": 1}],
     "checks": {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True},
 }
 
@@ -156,6 +157,29 @@ def test_every_network_fault_kind_from_a_scenario_file_on_netns(tmp_path: Path) 
     partial = [i for r in records if r["kind"] == "heal" for i in r.get("faults", [])]
     assert set(timed) <= set(partial), "every fault with `for` is removed again, and the removal is logged"
     assert all(r["seed"] == 11 for r in records)
+    flaps = [r for r in records if r["kind"] == "partition" and r.get("for") == "0.1s"]
+    assert len(flaps) == 4, "the flapping nemesis cuts its link four times"
     results = check_path(tmp_path / "run")
     violations = [v for r in results.values() for v in r.violations]
     assert not violations, [f"{v.check} {v.sender}->{v.receiver} #{v.seqno}: {v.detail}" for v in violations[:5]]
+
+
+def test_the_demo_scenario_runs_clean_on_netns(tmp_path: Path) -> None:
+    """`make demo` runs scenarios/partition-heal.toml: the one-way partition changes the views, the heal merges them."""
+    from orchestration.cli import DEMO_SCENARIO
+    from orchestration.scenario import load
+
+    outcome = run_real(load(DEMO_SCENARIO), "netns", tmp_path / "demo")
+    assert not outcome.timed_out
+    views = [
+        e
+        for m in "ABCD"
+        for e in read_history(str(tmp_path / "demo" / "history" / f"{m}.jsonl"))
+        if e["event"] == "view"
+    ]
+    assert any(set(v["members"]) == {"C", "D"} for v in views), "the one-way partition left C and D on their own"
+    assert any(v["merge"] for v in views), "the heal was followed by a merge"
+    last = {v["member"]: v for v in views}  # history order: each member's last view
+    assert all(len(v["members"]) == 4 for v in last.values()) and len({v["view_id"] for v in last.values()}) == 1
+    results = check_path(tmp_path / "demo")
+    assert not [v for r in results.values() for v in r.violations]

@@ -323,3 +323,17 @@ def test_times_parse_back_to_the_rounds() -> None:
     raw = make("isolate-one", 4, 9, rounds=3, start="250ms", interval="1.5s", duration="1s")
     assert [parse_duration(f["at"]) for f in raw] == [0.25, 1.75, 3.25]
     assert {f["for"] for f in raw} == {"1s"}
+
+
+def test_cli_prints_the_schedule_and_its_scenario_table() -> None:
+    from click.testing import CliRunner
+
+    from orchestration.cli import main
+
+    result = CliRunner().invoke(main, ["nemesis", "isolate-one", "-n", "4", "--seed", "9", "--rounds", "2"])
+    assert result.exit_code == 0, result.output
+    lines = describe(schedule("isolate-one", list("ABCD"), seed=9, start="1s", interval="4s", duration="2s", rounds=2))
+    assert all(line.strip() in result.output for line in lines)
+    assert '[[nemesis]]\nkind = "isolate-one"' in result.output
+    bad = CliRunner().invoke(main, ["nemesis", "bridge", "-n", "2"])
+    assert bad.exit_code != 0 and "needs at least 3 members" in bad.output
