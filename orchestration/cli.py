@@ -210,17 +210,43 @@ def _demo_real(seed: int, out: Path | None) -> None:
     console.print(f"ran {sc.name} (seed {seed}) on the netns backend in {time.perf_counter() - started:.1f} s")
     from orchestration.cli_fault import describe
 
-    t0 = None
-    for line in (out / "faults.jsonl").read_text().splitlines():
-        f = json.loads(line)
-        t0 = t0 or f["t"]
+    faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
+    t0 = faults[0]["t"] if faults else 0
+    console.print("faults and views, in seconds after the first fault:")
+    timeline: list[tuple[int, str]] = []
+    for f in faults:
         what = describe({**f, "delay": _seconds(f.get("delay")), "jitter": _seconds(f.get("jitter"))})
-        console.print(f"  {(f['t'] - t0) / 1e9:6.2f}s  {f.get('id', ''):3} {what}", markup=False)
+        timeline.append((f["t"], f"fault {f.get('id', ''):3} {what}"))
+    views = sorted(_views_installed(out / "history"))
+    before = [v for v in views if v[0] < t0]
+    timeline += before[-1:] + [v for v in views if v[0] >= t0]  # the view the faults began in, and every later one
+    for t, what in sorted(timeline):
+        console.print(f"  {(t - t0) / 1e9:6.2f}s  {what}", markup=False)
     code = _run_checks(out, None, outcome.extra_violations)
     verdict = {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}.get(code, str(code))
     click.echo(f"report: {out / 'report.html'}")
     click.echo(f"verdict: {verdict}; replay: chaosbed run scenarios/{DEMO_SCENARIO.name} --backend netns --seed {seed}")
     sys.exit(code)
+
+
+def _views_installed(history: Path) -> list[tuple[int, str]]:
+    """Each view of a run, when its first member installed it: (t, "view A|7 [A, B, C, D] (merge) at A, B, ...")."""
+    import json
+
+    first: dict[str, tuple[int, list[str], bool, list[str]]] = {}
+    for path in sorted(history.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                e = json.loads(line) if '"view"' in line else None
+            except ValueError:  # the cut-off last line of a killed member
+                continue
+            if e and e.get("event") == "view":
+                t, members, merge, at = first.get(e["view_id"], (e["t"], e["members"], e.get("merge"), []))
+                first[e["view_id"]] = (min(t, e["t"]), members, merge, [*at, e["member"]])
+    return [
+        (t, f"view  {vid} [{', '.join(members)}]{' (merge)' if merge else ''} installed by {', '.join(sorted(at))}")
+        for vid, (t, members, merge, at) in first.items()
+    ]
 
 
 def _seconds(value: object) -> float:

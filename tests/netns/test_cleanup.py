@@ -127,3 +127,55 @@ def test_ctrl_c_during_a_run_leaves_nothing_behind(tmp_path) -> None:
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
     leftovers = subprocess.run(["pgrep", "-f", label], capture_output=True, text=True).stdout.split()
     assert leftovers == [], f"processes of {label} left: {leftovers}"
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and NFQUEUE")
+@pytest.mark.parametrize("lose_state", [False, True], ids=["state-kept", "state-lost"])
+def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_state: bool) -> None:
+    """An orchestrator killed with faults in force leaves NFQUEUE handlers in its members' namespaces (they keep the
+    namespaces alive). `down --all` stops them: through the cluster's state, or, when the state is gone too, by
+    finding the labelled handlers in the orphaned namespaces."""
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
+    script = textwrap.dedent(f"""
+        import json, time
+        from orchestration.backends import backend_class
+        from orchestration.cluster import ClusterSpec
+        c = backend_class("netns")(ClusterSpec(members=["A", "B"], backend="netns"), workdir={str(tmp_path)!r})
+        c.start()
+        c.chaos.add("delay", {{"from": ["A"], "to": ["B"], "delay": 0.01}})
+        c.chaos.add("partition", {{"from": ["B"], "to": ["A"], "one_way": True}})
+        handlers = [h["pid"] for h in c.chaos._load()["handlers"].values()]
+        print(json.dumps({{"label": c.label, "handlers": handlers}}), flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        info = json.loads(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    label, handlers = info["label"], info["handlers"]
+    assert handlers and all(_alive(p, label) for p in handlers)
+    if lose_state:
+        import shutil
+
+        shutil.rmtree(tmp_path / "state" / label)  # nothing says what the cluster had: only the labels remain
+        for ns in (f"{label}-A", f"{label}-B"):  # and its members are gone (a crashed machine's leftovers)
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            for pid in map(int, pids):
+                if _alive(pid, label) and pid not in handlers:
+                    os.kill(pid, signal.SIGKILL)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "down", "--all"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    deadline = time.monotonic() + 10
+    while any(_alive(p, label) for p in handlers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling the handlers' exit, with a deadline
+    assert not any(_alive(p, label) for p in handlers), "NFQUEUE handlers left running"
+    assert not [ns for ns in list_namespaces() if ns.startswith(label)]
