@@ -299,6 +299,15 @@ class Rule:
     def link(self) -> bool:
         return self.match is None
 
+    def fires(self) -> bool:
+        """Whether a match is acted on: count left, and the rule's own random draw says so."""
+        return self.remaining != 0 and (self.probability >= 1.0 or self.rng.random() < self.probability)
+
+    def spend(self) -> None:
+        """One action taken: one less of `count`."""
+        if self.remaining is not None:
+            self.remaining -= 1
+
     def inherit(self, old: Rule) -> None:
         """Keeps the counters of the rule this one replaces (same id), and its remaining count and random sequence
         unless `count` / `seed` changed."""
@@ -461,6 +470,13 @@ class Engine:
         self.drop_rules = [r for r in rules if r.kind == DROP]
         self.release_rules = [r for r in rules if r.kind != DROP]
 
+    def _parse(self, pkt: bytes) -> tuple[int, list[Span]] | None:
+        """The datagram's head length and message spans, or None (counted as unparsed: it passes untouched)."""
+        parsed = _parse_udp(pkt)
+        if parsed is None:
+            self.unparsed += 1
+        return parsed
+
     def judge(self, pkt: bytes) -> Judgement:
         if not self.rules:
             return _ACCEPTED
@@ -477,29 +493,23 @@ class Engine:
                 continue
             if r.type_key < 0:
                 r.matched += 1
-                if r.remaining != 0 and (r.probability >= 1.0 or r.rng.random() < r.probability):
+                if r.fires():
                     r.dropped += 1
-                    if r.remaining is not None:
-                        r.remaining -= 1
+                    r.spend()
                     return _DROPPED
                 continue
             if not tried:
-                tried = True
-                parsed = _parse_udp(pkt)
-                if parsed is None:
-                    self.unparsed += 1
-                else:
-                    kept = parsed[1]
+                tried, parsed = True, self._parse(pkt)
+                kept = parsed[1] if parsed is not None else None
             if kept is None:
                 continue
             new_kept = []
             for sp in kept:
                 if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
                     r.matched += 1
-                    if r.remaining != 0 and (r.probability >= 1.0 or r.rng.random() < r.probability):
+                    if r.fires():
                         r.dropped += 1
-                        if r.remaining is not None:
-                            r.remaining -= 1
+                        r.spend()
                         changed = True
                         continue
                 new_kept.append(sp)
@@ -517,26 +527,21 @@ class Engine:
             hit = False
             if r.type_key < 0:
                 r.matched += 1
-                hit = r.remaining != 0 and (r.probability >= 1.0 or r.rng.random() < r.probability)
+                hit = r.fires()
             else:
                 if not tried:
-                    tried = True
-                    parsed = _parse_udp(pkt)
-                    if parsed is None:
-                        self.unparsed += 1
-                    else:
-                        kept = parsed[1]
+                    tried, parsed = True, self._parse(pkt)
+                    kept = parsed[1] if parsed is not None else None
                 if kept is None:
                     continue
                 for sp in kept:
                     if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
                         r.matched += 1
-                        if not hit and r.remaining != 0 and (r.probability >= 1.0 or r.rng.random() < r.probability):
+                        if not hit and r.fires():
                             hit = True
             if not hit:
                 continue
-            if r.remaining is not None:
-                r.remaining -= 1
+            r.spend()
             kind = r.kind
             if kind == DELAY:
                 r.delayed += 1
