@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 from bench.common import median_time, report
 from chaos.nfqueue import Engine, HandlerProcess, compile_rules
 from node import wire
+from orchestration.backends.netns import veth_pair
 from orchestration.cluster import new_label
 
 PORT = 7800
@@ -115,23 +115,15 @@ def sh(*args: str, check: bool = True) -> None:
 class Pair:
     def __init__(self) -> None:
         self.label = new_label()
-        net = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
-        self.ns_a, self.ns_b = f"{self.label}-a", f"{self.label}-b"
-        self.ip_a, self.ip_b = f"{net}.1", f"{net}.2"
         self.sock_path = f"/tmp/{self.label}-b.nfq.sock"
+        self._link = contextlib.ExitStack()
 
     def up(self) -> None:
-        sh("ip", "netns", "add", self.ns_a)
-        sh("ip", "netns", "add", self.ns_b)
-        sh("ip", "-n", self.ns_a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", self.ns_b)
-        for ns, ip in ((self.ns_a, self.ip_a), (self.ns_b, self.ip_b)):
-            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        link = self._link.enter_context(veth_pair(self.label))
+        self.ns_a, self.ns_b, self.ip_a, self.ip_b = link.ns_a, link.ns_b, link.ip_a, link.ip_b
 
     def down(self) -> None:
-        sh("ip", "netns", "del", self.ns_a, check=False)
-        sh("ip", "netns", "del", self.ns_b, check=False)
+        self._link.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.sock_path)
 

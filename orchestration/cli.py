@@ -215,7 +215,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
     console.print("faults and views, in seconds after the first fault:")
     timeline: list[tuple[int, str]] = []
     for f in faults:
-        what = describe({**f, "delay": _seconds(f.get("delay")), "jitter": _seconds(f.get("jitter"))})
+        what = describe(f)
         timeline.append((f["t"], f"fault {f.get('id', ''):3} {what}"))
     views = sorted(_views_installed(out / "history"))
     before = [v for v in views if v[0] < t0]
@@ -247,10 +247,6 @@ def _views_installed(history: Path) -> list[tuple[int, str]]:
         (t, f"view  {vid} [{', '.join(members)}]{' (merge)' if merge else ''} installed by {', '.join(sorted(at))}")
         for vid, (t, members, merge, at) in first.items()
     ]
-
-
-def _seconds(value: object) -> float:
-    return parse_duration(value) if isinstance(value, str) else float(value or 0.0)
 
 
 def _demo_sim(seed: int, out: Path | None) -> None:

@@ -17,6 +17,7 @@ import click
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
+from node.protocols.base import parse_duration
 from orchestration.cli import _attach, _duration, _fraction, console, main
 
 _CLUSTER = click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
@@ -96,8 +97,8 @@ def describe(f: dict[str, Any]) -> str:
     if kind == "loss":
         return f"loss {f['probability']:.0%} {links}"
     if kind == "delay":
-        jitter = f" ± {f['jitter'] * 1000:g}ms" if f.get("jitter") else ""
-        return f"delay {f['delay'] * 1000:g}ms{jitter} {links}"
+        jitter = f" ± {_ms(f['jitter'])}" if f.get("jitter") else ""
+        return f"delay {_ms(f['delay'])}{jitter} {links}"
     if kind in ("reorder", "duplicate"):
         return f"{kind} {f['probability']:.0%} {links}"
     extra = [f"action {f['action']}"] if f["action"] != "drop" else []
@@ -106,8 +107,13 @@ def describe(f: dict[str, Any]) -> str:
     if f.get("probability", 1.0) < 1.0:
         extra.append(f"p={f['probability']:g}")
     if f["action"] == "delay":
-        extra.append(f"{f['delay'] * 1000:g}ms")
+        extra.append(_ms(f["delay"]))
     return f"discard {f['match']} {links}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _ms(value: float | str) -> str:
+    """A duration as milliseconds: seconds from the fault table, or the string faults.jsonl keeps ("30ms")."""
+    return f"{(parse_duration(value) if isinstance(value, str) else value) * 1000:g}ms"
 
 
 @main.group()

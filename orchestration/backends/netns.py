@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,35 @@ def in_namespace(ns: str) -> Iterator[None]:
     finally:
         os.close(own)
         os.close(target)
+
+
+@dataclass(frozen=True)
+class VethPair:
+    ns_a: str
+    ns_b: str
+    ip_a: str
+    ip_b: str
+
+
+@contextlib.contextmanager
+def veth_pair(label: str) -> Iterator[VethPair]:
+    """Two namespaces <label>-a and <label>-b joined by one veth (eth0 in each; 10.x.y.1 and .2/24, lo up, the
+    multicast route), for benchmarks and tests that need a link but no cluster. Both are deleted on exit."""
+    net = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
+    pair = VethPair(f"{label}-a", f"{label}-b", f"{net}.1", f"{net}.2")
+    try:
+        _ip("netns", "add", pair.ns_a)
+        _ip("netns", "add", pair.ns_b)
+        _ip("-n", pair.ns_a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", pair.ns_b)
+        for ns, ip in ((pair.ns_a, pair.ip_a), (pair.ns_b, pair.ip_b)):
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
+        yield pair
+    finally:
+        _ip("netns", "del", pair.ns_a, check=False)
+        _ip("netns", "del", pair.ns_b, check=False)
 
 
 def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> socket.socket:

@@ -23,7 +23,7 @@ import pytest
 
 from chaos.nfqueue import DUP_MARK, HandlerProcess
 from node import wire
-from orchestration.backends.netns import in_namespace, list_namespaces
+from orchestration.backends.netns import in_namespace, list_namespaces, veth_pair
 from orchestration.cluster import _alive, new_label
 
 
@@ -158,29 +158,20 @@ def stamp_payload(i: int) -> bytes:
 @pytest.fixture
 def pair() -> Iterator[Pair]:
     label = new_label()
-    net = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
-    p = Pair(label, f"{label}-a", f"{label}-b", f"{net}.1", f"{net}.2", f"/tmp/{label}-b.nfq.sock")
-    try:
-        run("ip", "netns", "add", p.ns_a)
-        run("ip", "netns", "add", p.ns_b)
-        run("ip", "-n", p.ns_a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", p.ns_b)
-        for ns, ip in ((p.ns_a, p.ip_a), (p.ns_b, p.ip_b)):
-            run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-            run("ip", "-n", ns, "link", "set", "eth0", "up")
-            run("ip", "-n", ns, "link", "set", "lo", "up")
-            run("ip", "-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
-        yield p
-    finally:
-        for r in p.receivers:
-            r.close()
-        pid = p.handler.pid if p.handler else None
-        if p.handler is not None:
-            p.handler.terminate()
-        run("ip", "netns", "exec", p.ns_b, "iptables", "-F", "INPUT", check=False)
-        run("ip", "netns", "del", p.ns_a, check=False)
-        run("ip", "netns", "del", p.ns_b, check=False)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(p.sock_path)
+    sock_path = f"/tmp/{label}-b.nfq.sock"
+    with veth_pair(label) as link:
+        p = Pair(label, link.ns_a, link.ns_b, link.ip_a, link.ip_b, sock_path)
+        try:
+            yield p
+        finally:
+            for r in p.receivers:
+                r.close()
+            pid = p.handler.pid if p.handler else None
+            if p.handler is not None:
+                p.handler.terminate()
+            run("ip", "netns", "exec", p.ns_b, "iptables", "-F", "INPUT", check=False)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p.sock_path)
     assert not [ns for ns in list_namespaces() if ns.startswith(label)], "namespaces left behind"
     if pid is not None:
         assert not _alive(pid, label), "handler process left behind"

@@ -97,3 +97,12 @@ def test_discard_is_refused_over_tcp(tmp_path: Path) -> None:
     tcp = Chaos(tmp_path, "cbtest00", {"A": Endpoint("A", IPS["A"], "x")}, transport="tcp")
     with pytest.raises(ChaosError, match="transport tcp"):
         tcp.normalize("discard", {"match": "UNICAST3.ACK()"})
+
+
+def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: Chaos) -> None:
+    from chaos.engine import fault_event
+    from orchestration.cli_fault import describe
+
+    record = fault(chaos, "delay", **{"from": ["C"], "to": ["A"], "delay": "30ms", "jitter": "5ms"})
+    assert describe(record) == describe(fault_event(record)) == "delay 30ms ± 5ms C -> A"
+    assert describe({"kind": "heal", "faults": ["f3"]}) == "heal f3"
