@@ -7,7 +7,10 @@ rendered from the full list of faults in force and replaced in one transaction, 
 a fault can never leave a piece of it behind:
 
 - nftables table `inet chaosbed` (hook input, priority -10, before anything else): a set `blocked` of source
-  addresses the member does not hear (partitions, splits) and `numgen random` drops per source (loss).
+  addresses the member does not hear (partitions, splits) and `numgen random` drops per source (loss). Timed
+  partitions and losses (`timed_blocks`, `timed_losses`) are the same drops gated by `meta time` bounds: installed
+  ahead of their window, the kernel switches them on and off at the planned instants with no operation then (see
+  `nft_time` for how a nanosecond bound is written, and `time_gates` for the probe that checks it on this system).
 - iptables chain `CHAOSBED` (filter INPUT, replaced with `iptables-restore --noflush`): u32 matches that drop
   single-message datagrams whose header matches a stateless DISCARD rule, and `NFQUEUE` targets for what the handler
   (chaos/nfqueue.py) must judge. iptables rather than nft here because `xt_u32` walks our variable-length strings
@@ -21,8 +24,13 @@ datagrams with several messages from the same sources go to the handler, which r
 from __future__ import annotations
 
 import functools
+import os
+import re
+import secrets
 import shutil
 import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 
 from chaos.rules import Match
@@ -41,9 +49,51 @@ _COUNT_AT = _UDP_PAYLOAD + 6
 _FIRST_MESSAGE_AT = _UDP_PAYLOAD + 8
 _MAX_U32_TESTS = 10  # xt_u32 limit (XT_U32_MAXSIZE + 1)
 
+_U64 = 1 << 64
+# nft reads a number given for `meta time` as seconds and multiplies it by 10**9 in u64 arithmetic (wrapping). As
+# 10**9 = 2**9 * 1953125 (odd), N * 10**9 mod 2**64 reaches exactly the multiples of 512: see nft_time.
+_NS_SHIFT = 9
+_M55 = 1 << (64 - _NS_SHIFT)
+_INV_1953125 = pow(10**9 >> _NS_SHIFT, -1, _M55)
+
 
 class KernelError(RuntimeError):
     """A kernel rule could not be installed; the message says what is missing and what to do."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """When a timed rule is in force: start <= now < end, both CLOCK_REALTIME nanoseconds (time.time_ns()), None =
+    unbounded on that side. In nft the bounds are rounded to a multiple of 512 ns (see `nft_time`). end == start is
+    an empty window (the rule is never in force and is not rendered)."""
+
+    start: int | None = None
+    end: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _U64):
+                raise ValueError(f"Window.{name} must be None or CLOCK_REALTIME nanoseconds (an int >= 0), not {v!r}")
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise ValueError(f"Window end {self.end} is before its start {self.start}")
+
+    def contains(self, now_ns: int) -> bool:
+        return (self.start is None or self.start <= now_ns) and (self.end is None or now_ns < self.end)
+
+    def nft_bounds(self) -> str | None:
+        """The nft expressions of the window (`meta time >= X meta time < Y`, "" when unbounded), or None when the
+        window is empty once rounded (nothing to render)."""
+        lo = None if self.start is None else _round512(self.start)
+        hi = None if self.end is None else _round512(self.end)
+        if lo is not None and hi is not None and hi <= lo:
+            return None
+        parts = []
+        if lo is not None:
+            parts.append(f"meta time >= {nft_time(lo)}")
+        if hi is not None:
+            parts.append(f"meta time < {nft_time(hi)}")
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -61,17 +111,22 @@ class NamespaceRules:
 
     blocked: set[str] = field(default_factory=set)  # source addresses not heard at all
     losses: list[tuple[str, float]] = field(default_factory=list)  # (source, drop probability)
+    timed_blocks: list[tuple[str, Window]] = field(default_factory=list)  # (source, when it is not heard)
+    timed_losses: list[tuple[str, float, Window]] = field(default_factory=list)  # (source, drop probability, when)
     header_drops: list[HeaderDrop] = field(default_factory=list)
     queue_all: set[str] = field(default_factory=set)  # every packet from these sources goes to the handler
     queue_ours: set[str] = field(default_factory=set)  # every datagram of our wire format from these sources
     queue_batches: set[str] = field(default_factory=set)  # our datagrams with more than one message
 
     def empty(self) -> bool:
-        return not (
-            self.blocked or self.losses or self.header_drops or self.queue_all or self.queue_ours or self.queue_batches
-        )
+        return not (self.needs_nft() or self.header_drops or self.needs_queue())
+
+    def needs_nft(self) -> bool:
+        """Whether the nft table is needed: partitions or losses, timed or not."""
+        return bool(self.blocked or self.losses or self.timed_blocks or self.timed_losses)
 
     def needs_queue(self) -> bool:
+        """Whether packets go to the NFQUEUE handler (timed partitions and losses are nft rules: they never do)."""
         return bool(self.queue_all or self.queue_ours or self.queue_batches)
 
 
@@ -153,21 +208,69 @@ def compiles_to_kernel(match: Match) -> bool:
 # --- rendering ----------------------------------------------------------------------------------------------------
 
 
+def _round512(ns: int) -> int:
+    """ns rounded to the nearest multiple of 512 (the resolution of an nft time bound), within the u64 range."""
+    return min(((ns + 256) >> _NS_SHIFT) << _NS_SHIFT, _U64 - 512)
+
+
+def nft_time(real_ns: int) -> str:
+    """The number to write after `meta time >=` / `meta time <` in an nft 1.0.x script so that the kernel compares
+    the packet's ktime_get_real_ns() with real_ns rounded to a multiple of 512 ns (an error below 0.26 us).
+
+    nft parses a plain number for `meta time` as seconds since the epoch and stores N * 10**9 as a u64, wrapping
+    around 2**64; a date string would lose the fraction of a second. Since 10**9 = 2**9 * 1953125 with 1953125 odd,
+    the N with N * 10**9 = v (mod 2**64) for v = 512 * k is N = k * inverse(1953125) mod 2**55 (< 2**55, which nft
+    accepts). `time_gates` checks on this system that nft stores exactly that value."""
+    if isinstance(real_ns, bool) or not isinstance(real_ns, int) or not 0 <= real_ns < _U64:
+        raise ValueError(f"a time bound is CLOCK_REALTIME nanoseconds in [0, 2**64), not {real_ns!r}")
+    return str(((_round512(real_ns) >> _NS_SHIFT) * _INV_1953125) % _M55)
+
+
+def nft_time_value(text: str) -> int:
+    """The nanoseconds nft stores for the number `text` after `meta time` (N * 10**9 mod 2**64): nft_time's inverse."""
+    return int(text) * 10**9 % _U64
+
+
+# nft rule comments: counters() classifies the rules' packet counters by them.
+BLOCKED, LOST = "blocked", "lost"
+
+
 def nft_script(rules: NamespaceRules) -> str:
-    """An `nft -f` script that replaces table inet chaosbed in one transaction (or removes it when empty)."""
+    """An `nft -f` script that replaces table inet chaosbed in one transaction (or removes it when empty).
+
+    Every rule carries a comment, "blocked" (partitions) or "lost" (loss), by which `counters` classifies it. A timed
+    rule matches the source first, then its `meta time` bounds, then (loss) the random draw."""
     lines = [f"table inet {NFT_TABLE} {{}}", f"delete table inet {NFT_TABLE}"]
-    if rules.blocked or rules.losses:
+    if rules.needs_nft():
         lines.append(f"table inet {NFT_TABLE} {{")
         lines.append("  set blocked { type ipv4_addr;" + _elements(rules.blocked) + " }")
         lines.append("  chain input {")
         lines.append("    type filter hook input priority -10; policy accept;")
-        lines.append("    ip saddr @blocked counter drop")
+        lines.append(_nft_rule(BLOCKED, "ip saddr @blocked"))
+        for source, window in rules.timed_blocks:
+            bounds = window.nft_bounds()
+            if bounds is not None:
+                lines.append(_nft_rule(BLOCKED, f"ip saddr {source}", bounds))
         for source, p in rules.losses:
-            threshold = round(p * 1_000_000)
-            lines.append(f"    ip saddr {source} numgen random mod 1000000 < {threshold} counter drop")
+            lines.append(_nft_rule(LOST, f"ip saddr {source}", _numgen(p)))
+        for source, p, window in rules.timed_losses:
+            bounds = window.nft_bounds()
+            if bounds is not None:
+                lines.append(_nft_rule(LOST, f"ip saddr {source}", bounds, _numgen(p)))
         lines.append("  }")
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _nft_rule(comment: str, *matches: str) -> str:
+    """One drop rule: the match expressions (empty ones skipped), a counter, and its class as the comment."""
+    return "    " + " ".join(m for m in matches if m) + f' counter drop comment "{comment}"'
+
+
+def _numgen(p: float) -> str:
+    """The random draw of a loss rule; none for a certain loss (nft refuses `numgen random mod 1000000 < 1000000`)."""
+    threshold = round(p * 1_000_000)
+    return "" if threshold >= 1_000_000 else f"numgen random mod 1000000 < {threshold}"
 
 
 def _elements(addresses: set[str]) -> str:
@@ -208,6 +311,13 @@ def apply(ns: str, rules: NamespaceRules) -> None:
     """Makes namespace ns have exactly `rules`. The queue rules must only be installed once the handler is ready
     (the caller's job); with --queue-bypass a packet is accepted if no handler listens, never lost."""
     check_tools()
+    if rules.timed_blocks or rules.timed_losses:
+        ok, why = time_gates()
+        if not ok:
+            raise KernelError(
+                f"timed partitions and losses need nft time gates, which are unavailable here: {why}. "
+                "Give them to the NFQUEUE handler instead (link drop rules with active_from_ns / active_until_ns)"
+            )
     _run(ns, ["nft", "-f", "-"], nft_script(rules))
     has_chain = _run(ns, ["iptables", "-S", IPT_CHAIN], check=False).returncode == 0
     needs_chain = bool(rules.header_drops or rules.needs_queue())
@@ -241,16 +351,162 @@ def counters(ns: str) -> dict[str, int]:
     drops), queued (handed to the NFQUEUE handler). Zero when there are no rules."""
     out = {"blocked": 0, "lost": 0, "dropped": 0, "queued": 0}
     nft = _run(ns, ["nft", "list", "table", "inet", NFT_TABLE], check=False)
-    for line in nft.stdout.splitlines():
-        if "counter packets" in line:
-            n = int(line.split("counter packets")[1].split()[0])
-            out["blocked" if "@blocked" in line else "lost"] += n
+    if nft.returncode == 0:
+        out.update(parse_nft_counters(nft.stdout))
     ipt = _run(ns, ["iptables", "-L", IPT_CHAIN, "-v", "-x", "-n"], check=False)
-    for line in ipt.stdout.splitlines()[2:]:
+    if ipt.returncode == 0:
+        out.update(parse_iptables_counters(ipt.stdout))
+    return out
+
+
+_COMMENT = re.compile(r'comment "([^"]*)"')
+
+
+def parse_nft_counters(listing: str) -> dict[str, int]:
+    """{"blocked": n, "lost": n} from `nft list table inet chaosbed`: each rule's packet counter, classified by its
+    comment ("blocked" or "lost", see nft_script); a rule without one (a table of an older version) by whether it
+    matches the @blocked set."""
+    out = {BLOCKED: 0, LOST: 0}
+    for line in listing.splitlines():
+        if "counter packets" not in line:
+            continue
+        n = int(line.split("counter packets")[1].split()[0])
+        m = _COMMENT.search(line)
+        kind = m.group(1) if m and m.group(1) in out else (BLOCKED if "@blocked" in line else LOST)
+        out[kind] += n
+    return out
+
+
+def parse_iptables_counters(listing: str) -> dict[str, int]:
+    """{"dropped": n, "queued": n} from `iptables -L CHAOSBED -v -x -n`: DROP rules (u32 header drops) and NFQUEUE
+    targets."""
+    out = {"dropped": 0, "queued": 0}
+    for line in listing.splitlines()[2:]:
         cols = line.split()
         if len(cols) > 2 and cols[0].isdigit():
             out["dropped" if cols[2] == "DROP" else "queued"] += int(cols[0])
     return out
+
+
+# --- the time-gate probe --------------------------------------------------------------------------------------------
+
+_NETLINK_TIME_CMP = re.compile(
+    r"\[ meta load time => reg (\d+) \]\s*"
+    r"\[ byteorder reg \1 = hton\(reg \1, 8, 8\) \]\s*"
+    r"\[ cmp (\w+) reg \1 0x([0-9a-f]{8}) 0x([0-9a-f]{8}) \]"
+)
+
+
+def netlink_time_bounds(debug_listing: str) -> list[tuple[str, int]]:
+    """(operator, nanoseconds) of every `meta time` comparison in `nft --debug=netlink list ...` output, in order.
+
+    The kernel compares the big-endian u64 (after the byteorder hton) held in the register; nft prints the register
+    as 32-bit words in host order, so the bytes are the words packed natively."""
+    out = []
+    for m in _NETLINK_TIME_CMP.finditer(debug_listing):
+        raw = int(m.group(3), 16).to_bytes(4, sys.byteorder) + int(m.group(4), 16).to_bytes(4, sys.byteorder)
+        out.append((m.group(2), int.from_bytes(raw, "big")))
+    return out
+
+
+_PROBE_PORT = 9  # discard
+_OPS = {"gte": ">=", "lt": "<"}
+
+
+def _probe_script(inside: Window, later: Window, earlier: Window) -> str:
+    def rule(name: str, w: Window) -> str:
+        return f'    udp dport {_PROBE_PORT} {w.nft_bounds()} counter comment "{name}"'
+
+    return "\n".join(
+        [
+            f"table inet {NFT_TABLE} {{",
+            "  chain output {",
+            "    type filter hook output priority 0; policy accept;",
+            rule("inside", inside),
+            rule("later", later),
+            rule("earlier", earlier),
+            "  }",
+            "}",
+            "",
+        ]
+    )
+
+
+@functools.cache
+def time_gates() -> tuple[bool, str]:
+    """(available, why not): whether timed partitions and losses can be nft rules with `meta time` bounds here.
+
+    Probed once per process in a scratch namespace (removed again): nft must accept `meta time` rules whose bounds
+    are written by nft_time, `nft --debug=netlink` must show that nft stored exactly the intended nanoseconds (an
+    nft that parses the number differently would shift every window), and the kernel must apply the bounds to a
+    datagram sent now against CLOCK_REALTIME: counted by the rule whose window holds now, not by the ones an hour
+    later or earlier. CHAOSBED_NFT_TIME=0 forces (False, ...). When unavailable, run timed partitions and losses in
+    the NFQUEUE handler (link drop rules with active_from_ns / active_until_ns)."""
+    if os.environ.get("CHAOSBED_NFT_TIME", "").strip().lower() in ("0", "no", "false", "off"):
+        return False, "CHAOSBED_NFT_TIME=0 forces timed partitions and losses into the NFQUEUE handler"
+    if os.geteuid() != 0:
+        return False, "probing nft time gates needs root"
+    if shutil.which("nft") is None:
+        return False, "nft is not installed (Debian: apt-get install nftables)"
+    ns = f"cb{secrets.token_hex(3)}-probe"  # a cluster-like label, so `chaosbed down --all` reaps it if orphaned
+    try:
+        made = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True, timeout=30)
+        if made.returncode != 0:
+            return False, f"cannot make a scratch namespace to probe nft time gates: {made.stderr.strip()}"
+        return _probe_time_gates(ns)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, f"probing nft time gates failed: {e}"
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def _probe_time_gates(ns: str) -> tuple[bool, str]:
+    hour = 3600 * 10**9
+    now = time.time_ns()
+    # Bounds that are not multiples of 512 (rounding is part of what is checked), 1 h around now.
+    past, future, far = now - hour + 12_345, now + hour + 777, now + 2 * hour + 1
+    inside, later, earlier = Window(past, future), Window(future, far), Window(None, past)
+    script = _probe_script(inside, later, earlier)
+    proc = _run(ns, ["nft", "-f", "-"], script, check=False)
+    if proc.returncode != 0:
+        return False, (
+            f"nft or the kernel refused a `meta time` rule ({(proc.stderr or proc.stdout).strip()[:300]}); "
+            "needs nft >= 0.9.3 and a kernel with NFT_META_TIME_NS (5.4+)"
+        )
+    listing = _run(ns, ["nft", "--debug=netlink", "list", "table", "inet", NFT_TABLE], check=False)
+    found = netlink_time_bounds(listing.stdout)
+    want = [(op, _round512(v)) for op, v in [("gte", past), ("lt", future), ("gte", future), ("lt", far), ("lt", past)]]
+    if not found:
+        return False, (
+            "`nft --debug=netlink list table` showed no `meta time` comparison (meta load time, byteorder, cmp), "
+            f"so how nft encodes a time bound cannot be verified: {(listing.stderr or listing.stdout).strip()[:300]}"
+        )
+    if found != want:
+        ours = ", ".join(f"meta time {_OPS[op]} {nft_time(v)}" for op, v in want)
+        return False, (
+            f"nft does not store the time bounds nft_time writes: for {ours} it stored {found} ns, not {want} ns "
+            "(this nft parses a `meta time` number differently)"
+        )
+    up = _run(ns, ["ip", "link", "set", "lo", "up"], check=False)
+    if up.returncode != 0:
+        return False, f"cannot bring lo up in the probe namespace: {up.stderr.strip()}"
+    send = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'probe', ('127.0.0.1', %d))"
+    sent = _run(ns, [sys.executable, "-c", send % _PROBE_PORT], check=False)
+    if sent.returncode != 0:
+        return False, f"cannot send the probe datagram: {sent.stderr.strip()[-300:]}"
+    listing = _run(ns, ["nft", "list", "table", "inet", NFT_TABLE], check=False)
+    counts = {}
+    for line in listing.stdout.splitlines():
+        m = _COMMENT.search(line)
+        if m and "counter packets" in line:
+            counts[m.group(1)] = int(line.split("counter packets")[1].split()[0])
+    if counts != {"inside": 1, "later": 0, "earlier": 0}:
+        return False, (
+            "the kernel did not gate a datagram by CLOCK_REALTIME nanoseconds: sent now, it was counted "
+            f"{counts} times by the rules for [now - 1 h, now + 1 h), [now + 1 h, now + 2 h) and [.., now - 1 h) "
+            "(wanted 1, 0, 0)"
+        )
+    return True, ""
 
 
 @functools.cache

@@ -12,7 +12,14 @@ SIGTERM/SIGINT behave like stop. A rule (see `compile_rule`)::
 
     {"id": "r1", "sources": ["10.1.2.11"], "match": "UNICAST3.ACK(seqno=50)" | null,
      "action": "drop" | "delay" | "duplicate" | "reorder", "probability": 1.0, "count": null,
-     "delay_ms": 0, "jitter_ms": 0, "seed": 0}
+     "delay_ms": 0, "jitter_ms": 0, "seed": 0, "active_from_ns": null, "active_until_ns": null}
+
+A rule with `active_from_ns` / `active_until_ns` (CLOCK_MONOTONIC nanoseconds, time.monotonic_ns(), one clock for
+every namespace; null = unbounded) acts only for active_from_ns <= now < active_until_ns, `now` being when the
+handler judges the packet: a scheduled fault is installed ahead of time and switches itself on and off at its
+planned instants, with no request then. Outside its window a rule neither matches nor counts. A link drop rule
+(match null) with a window is a timed partition of that source, for systems without nft time gates
+(chaos/kernel.py `time_gates`).
 
 Why this module talks netlink itself instead of using NetfilterQueue 1.1 (checked against its _impl.pyx and on this
 kernel): late verdicts work there (``retain()``, then ``accept()`` after the callback returned, also after
@@ -228,7 +235,19 @@ class RuleValidationError(ValueError):
     """A rule that cannot be compiled; the message names the rule id, the field and the reason."""
 
 
-_RULE_KEYS = {"id", "sources", "match", "action", "probability", "count", "delay_ms", "jitter_ms", "seed"}
+_RULE_KEYS = {
+    "id",
+    "sources",
+    "match",
+    "action",
+    "probability",
+    "count",
+    "delay_ms",
+    "jitter_ms",
+    "seed",
+    "active_from_ns",
+    "active_until_ns",
+}
 _STRUCT_OF_KIND = {k: struct.Struct("!" + c) for k, c in wire.FIXED_KINDS.items()}
 _FIELD_MAX = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFFFFFF, "u64": (1 << 64) - 1, "bool": 1}
 
@@ -238,6 +257,8 @@ class Rule:
 
     __slots__ = (
         "action",
+        "active_from",
+        "active_until",
         "count",
         "delay_ms",
         "delayed",
@@ -271,6 +292,9 @@ class Rule:
         self.delay_ms: float = spec["delay_ms"]
         self.jitter_ms: float = spec["jitter_ms"]
         self.seed: int = spec["seed"]
+        # The window, CLOCK_MONOTONIC ns: None = unbounded (kept as None so untimed rules cost nothing).
+        self.active_from: int | None = spec.get("active_from_ns")
+        self.active_until: int | None = spec.get("active_until_ns")
         self.type_key = -1  # link rule
         self.tests: tuple[tuple[int, Callable[..., tuple[Any, ...]], int, int], ...] = ()
         if match is not None:
@@ -298,6 +322,16 @@ class Rule:
     @property
     def link(self) -> bool:
         return self.match is None
+
+    @property
+    def timed(self) -> bool:
+        return self.active_from is not None or self.active_until is not None
+
+    def active(self, now_ns: int) -> bool:
+        """Whether the rule acts at now_ns (CLOCK_MONOTONIC ns): active_from_ns <= now < active_until_ns."""
+        return (self.active_from is None or self.active_from <= now_ns) and (
+            self.active_until is None or now_ns < self.active_until
+        )
 
     def fires(self) -> bool:
         """Whether a match is acted on: count left, and the rule's own random draw says so."""
@@ -397,6 +431,12 @@ def compile_rule(spec: Any) -> Rule:
     seed = spec.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise RuleValidationError(f"rule {rid!r}: seed must be an integer, not {seed!r}")
+    active_from = _instant(rid, "active_from_ns", spec.get("active_from_ns"))
+    active_until = _instant(rid, "active_until_ns", spec.get("active_until_ns"))
+    if active_from is not None and active_until is not None and active_until < active_from:
+        raise RuleValidationError(
+            f"rule {rid!r}: active_until_ns ({active_until}) must not be before active_from_ns ({active_from})"
+        )
     clean = {
         "id": rid,
         "sources": list(sources),
@@ -407,8 +447,21 @@ def compile_rule(spec: Any) -> Rule:
         "delay_ms": delay_ms,
         "jitter_ms": jitter_ms,
         "seed": seed,
+        "active_from_ns": active_from,
+        "active_until_ns": active_until,
     }
     return Rule(clean, match, frozenset(packed))
+
+
+def _instant(rid: str, name: str, value: Any) -> int | None:
+    """A window bound: null, or CLOCK_MONOTONIC nanoseconds (an integer >= 0)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RuleValidationError(
+            f"rule {rid!r}: {name} must be null or CLOCK_MONOTONIC nanoseconds (an integer >= 0), not {value!r}"
+        )
+    return value
 
 
 def compile_rules(specs: Any) -> list[Rule]:
@@ -451,12 +504,16 @@ class Engine:
     per packet; a message rule draws per matching message, in order, until one triggers (that message uses one unit
     of count, the datagram counts once in delayed/duplicated/reordered). `matched` counts every matching message
     (packet, for link rules) a rule saw, also after its count ran out. Message rules skip what they cannot parse
-    (counted once per packet in `unparsed`); link rules apply to every IPv4 packet."""
+    (counted once per packet in `unparsed`); link rules apply to every IPv4 packet. A rule with a window
+    (active_from_ns / active_until_ns) takes part only while judge's `now_ns` is inside it: before and after, it
+    neither matches nor counts nor draws, so its count starts when it becomes active."""
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         self.rules: list[Rule] = []
-        self.drop_rules: list[Rule] = []
-        self.release_rules: list[Rule] = []
+        self.drop_rules: list[Rule] = []  # the drop rules active in [_valid_from, _valid_until)
+        self.release_rules: list[Rule] = []  # the other rules active then
+        self.timed = False  # whether any rule has a window (else judge never reads the clock)
+        self._valid_from = self._valid_until = 0
         self.unparsed = 0
         self.rewritten = 0
         self.set_rules(list(rules))
@@ -467,8 +524,37 @@ class Engine:
             if r.id in old and old[r.id] is not r:
                 r.inherit(old[r.id])
         self.rules = rules
-        self.drop_rules = [r for r in rules if r.kind == DROP]
-        self.release_rules = [r for r in rules if r.kind != DROP]
+        self.timed = any(r.timed for r in rules)
+        if self.timed:
+            self._valid_from = self._valid_until = 0  # empty span: the next judge() selects the active rules
+            self.drop_rules, self.release_rules = [], []
+        else:
+            self._select(None)
+
+    def _select(self, now_ns: int | None) -> None:
+        """The rules active at now_ns (every rule if None), and the span of instants around now_ns in which that set
+        stays the same: [the last window boundary <= now_ns, the next one > now_ns)."""
+        active = self.rules if now_ns is None else [r for r in self.rules if r.active(now_ns)]
+        self.drop_rules = [r for r in active if r.kind == DROP]
+        self.release_rules = [r for r in active if r.kind != DROP]
+        if now_ns is None:
+            return
+        lo, hi = -(1 << 127), 1 << 127
+        for r in self.rules:
+            for edge in (r.active_from, r.active_until):
+                if edge is None:
+                    continue
+                if edge <= now_ns:
+                    lo = max(lo, edge)
+                else:
+                    hi = min(hi, edge)
+        self._valid_from, self._valid_until = lo, hi
+
+    def active_rules(self, now_ns: int | None = None) -> list[Rule]:
+        """The rules that act at now_ns (default: now), in list order."""
+        if now_ns is None:
+            now_ns = time.monotonic_ns()
+        return [r for r in self.rules if r.active(now_ns)]
 
     def _parse(self, pkt: bytes) -> tuple[int, list[Span]] | None:
         """The datagram's head length and message spans, or None (counted as unparsed: it passes untouched)."""
@@ -477,8 +563,15 @@ class Engine:
             self.unparsed += 1
         return parsed
 
-    def judge(self, pkt: bytes) -> Judgement:
-        if not self.rules:
+    def judge(self, pkt: bytes, now_ns: int | None = None) -> Judgement:
+        """The verdict on one IPv4 packet by the rules active at now_ns (CLOCK_MONOTONIC ns; None: now, read only if
+        some rule has a window). The active set is recomputed only when now_ns leaves the span it was computed for."""
+        if self.timed:
+            if now_ns is None:
+                now_ns = time.monotonic_ns()
+            if not self._valid_from <= now_ns < self._valid_until:
+                self._select(now_ns)
+        if not self.drop_rules and not self.release_rules:
             return _ACCEPTED
         if len(pkt) < 20 or pkt[0] >> 4 != 4:
             self.unparsed += 1
@@ -780,7 +873,9 @@ class Handler:
     - anything else -> ``{"ok": false, "error": "..."}``.
     Verdicts: packets accepted unchanged in one read burst go out as one batch verdict when nothing is held (a
     batch verdict would also accept held packets), else one verdict each; a rewritten packet first flushes the
-    accepts before it, so stripping never reorders."""
+    accepts before it, so stripping never reorders. Rules with windows are judged against the monotonic clock read
+    once per packet as it is judged (Engine.judge reads it only when some rule has a window; ~0.1-0.2 us here), so a
+    window switches within a packet of its instant, not a read burst later."""
 
     BURST = 512  # packets read per pass before timers and control get a turn
 

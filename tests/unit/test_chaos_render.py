@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,178 @@ def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: Chaos) -> 
     record = fault(chaos, "delay", **{"from": ["C"], "to": ["A"], "delay": "30ms", "jitter": "5ms"})
     assert describe(record) == describe(fault_event(record)) == "delay 30ms ± 5ms C -> A"
     assert describe({"kind": "heal", "faults": ["f3"]}) == "heal f3"
+
+
+# --- timed partitions and losses (nft `meta time` gates) -------------------------------------------------------------
+
+NOW = 1_795_426_188_418_282_496  # a CLOCK_REALTIME instant in 2026 (a multiple of 512)
+HOUR = 3600 * 10**9
+
+
+def rounded(ns: int) -> int:
+    """ns to the nearest multiple of 512, computed independently of kernel._round512."""
+    q, r = divmod(ns, 512)
+    return 512 * (q + (r >= 256))
+
+
+@pytest.mark.parametrize(
+    "ns",
+    [0, 1, 255, 256, 512, 10**9, NOW, NOW + 1, NOW + 300, NOW + HOUR, NOW + HOUR + 123_456_789, 2**63 + 5, 2**64 - 600],
+)
+def test_nft_time_is_a_number_of_seconds_that_wraps_to_the_bound(ns: int) -> None:
+    text = kernel.nft_time(ns)
+    assert text.isdigit() and int(text) < 2**55  # a plain number nft takes as seconds
+    stored = int(text) * 10**9 % 2**64  # what nft 1.0.6 stores: seconds x 1e9, wrapping in u64
+    assert stored == kernel.nft_time_value(text) == rounded(ns)
+    assert abs(stored - ns) <= 256
+
+
+def test_nft_time_of_now_and_in_an_hour() -> None:
+    import time
+
+    now = time.time_ns()
+    for ns in (now, now + HOUR):
+        assert kernel.nft_time_value(kernel.nft_time(ns)) == rounded(ns)
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64, 1.5e18, True, "1"])
+def test_nft_time_refuses_what_is_not_u64_nanoseconds(bad: object) -> None:
+    with pytest.raises(ValueError, match="nanoseconds"):
+        kernel.nft_time(bad)  # type: ignore[arg-type]
+
+
+def test_window_is_half_open_and_validated() -> None:
+    w = kernel.Window(NOW, NOW + 1000)
+    assert [w.contains(t) for t in (NOW - 1, NOW, NOW + 999, NOW + 1000)] == [False, True, True, False]
+    assert kernel.Window(None, NOW).contains(0) and kernel.Window(NOW, None).contains(2**63)
+    assert kernel.Window().nft_bounds() == ""  # unbounded: always in force
+    assert kernel.Window(NOW, NOW).nft_bounds() is None  # empty: nothing rendered
+    assert kernel.Window(NOW + 1, NOW + 100).nft_bounds() is None  # empty once rounded to 512 ns
+    with pytest.raises(ValueError, match="before its start"):
+        kernel.Window(NOW, NOW - 1)
+    with pytest.raises(ValueError, match=r"Window\.start"):
+        kernel.Window(-5, None)
+    with pytest.raises(ValueError, match=r"Window\.end"):
+        kernel.Window(None, 1.5)  # type: ignore[arg-type]
+
+
+def test_timed_rules_make_the_namespace_rules_non_empty_without_a_queue() -> None:
+    blocks = kernel.NamespaceRules(timed_blocks=[("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
+    losses = kernel.NamespaceRules(timed_losses=[("10.0.0.10", 0.5, kernel.Window(NOW, None))])
+    for rules in (blocks, losses):
+        assert not rules.empty() and rules.needs_nft() and not rules.needs_queue()
+        assert "table inet chaosbed {\n" in kernel.nft_script(rules)
+        assert kernel.iptables_script(rules).splitlines()[2:] == ["COMMIT"]  # no iptables rule for them
+    assert kernel.NamespaceRules().empty()
+
+
+def time_bounds(line: str) -> list[tuple[str, int]]:
+    """(operator, stored ns) of each `meta time` bound of one nft rule line."""
+    return [(op, kernel.nft_time_value(n)) for op, n in re.findall(r"meta time (>=|<) (\d+)", line)]
+
+
+def test_nft_script_renders_timed_blocks_and_losses_with_time_bounds() -> None:
+    start, end = NOW + 100_000_123, NOW + HOUR + 777  # not multiples of 512
+    rules = kernel.NamespaceRules(
+        blocked={"10.0.0.9"},
+        losses=[("10.0.0.8", 0.1)],
+        timed_blocks=[
+            ("10.0.0.10", kernel.Window(start, end)),
+            ("10.0.0.11", kernel.Window(None, end)),
+            ("10.0.0.13", kernel.Window(end, end)),  # empty: not rendered
+        ],
+        timed_losses=[("10.0.0.12", 0.25, kernel.Window(start, None))],
+    )
+    script = kernel.nft_script(rules)
+    rule_lines = [line.strip() for line in script.splitlines() if "counter drop" in line]
+    assert rule_lines[0] == 'ip saddr @blocked counter drop comment "blocked"'
+    assert rule_lines[1].startswith("ip saddr 10.0.0.10 meta time >= ")
+    assert rule_lines[1].endswith(' counter drop comment "blocked"')
+    assert time_bounds(rule_lines[1]) == [(">=", rounded(start)), ("<", rounded(end))]
+    assert rule_lines[2].startswith("ip saddr 10.0.0.11 meta time < ")
+    assert time_bounds(rule_lines[2]) == [("<", rounded(end))]
+    assert rule_lines[3] == 'ip saddr 10.0.0.8 numgen random mod 1000000 < 100000 counter drop comment "lost"'
+    assert rule_lines[4].startswith("ip saddr 10.0.0.12 meta time >= ")
+    assert rule_lines[4].endswith(' numgen random mod 1000000 < 250000 counter drop comment "lost"')
+    assert time_bounds(rule_lines[4]) == [(">=", rounded(start))]
+    assert len(rule_lines) == 5 and "10.0.0.13" not in script
+    assert "elements = { 10.0.0.9 }" in script
+
+
+def test_a_certain_loss_has_no_random_draw() -> None:
+    window = kernel.Window(NOW, NOW + HOUR)
+    script = kernel.nft_script(
+        kernel.NamespaceRules(losses=[("10.0.0.8", 1.0)], timed_losses=[("10.0.0.9", 1, window)])
+    )
+    assert 'ip saddr 10.0.0.8 counter drop comment "lost"' in script  # nft refuses `mod 1000000 < 1000000`
+    assert "numgen" not in script and "ip saddr 10.0.0.9 meta time >= " in script
+
+
+NFT_LISTING = """table inet chaosbed {
+	set blocked {
+		type ipv4_addr
+		elements = { 10.0.0.9 }
+	}
+
+	chain input {
+		type filter hook input priority filter - 10; policy accept;
+		ip saddr @blocked counter packets 3 bytes 300 drop comment "blocked"
+		ip saddr 10.0.0.10 meta time >= "2026-11-23 10:30:00" meta time < "2026-11-23 11:30:00" counter packets 40 bytes 4000 drop comment "blocked"
+		ip saddr 10.0.0.8 numgen random mod 1000000 < 100000 counter packets 5 bytes 500 drop comment "lost"
+		ip saddr 10.0.0.12 meta time >= "2026-11-23 10:30:00" numgen random mod 1000000 < 250000 counter packets 7 bytes 700 drop comment "lost"
+	}
+}
+"""  # noqa: E501  (nft's own listing)
+
+
+def test_counters_classify_nft_rules_by_their_comment() -> None:
+    assert kernel.parse_nft_counters(NFT_LISTING) == {"blocked": 43, "lost": 12}
+    legacy = NFT_LISTING.replace(' comment "blocked"', "").replace(' comment "lost"', "")
+    assert kernel.parse_nft_counters(legacy) == {"blocked": 3, "lost": 52}  # older tables: by the @blocked text
+    assert kernel.parse_nft_counters("") == {"blocked": 0, "lost": 0}
+
+
+def test_counters_of_the_iptables_chain() -> None:
+    listing = """Chain CHAOSBED (1 references)
+    pkts      bytes target     prot opt in     out     source               destination
+       4      400 DROP       17   --  *      *       10.0.0.10            0.0.0.0/0            u32 "..."
+      11     1100 NFQUEUE    0    --  *      *       10.0.0.11            0.0.0.0/0            NFQUEUE num 0 bypass
+"""
+    assert kernel.parse_iptables_counters(listing) == {"dropped": 4, "queued": 11}
+
+
+NETLINK_LISTING = """inet t input 2
+  [ meta load time => reg 1 ]
+  [ byteorder reg 1 = hton(reg 1, 8, 8) ]
+  [ cmp gte reg 1 0x00000000 0x00ca9a3b ]
+  [ meta load time => reg 1 ]
+  [ byteorder reg 1 = hton(reg 1, 8, 8) ]
+  [ cmp lt reg 1 0x00000000 0x00943577 ]
+  [ counter pkts 0 bytes 0 ]
+  [ immediate reg 0 drop ]
+"""  # `nft --debug=netlink` of `meta time >= 1 meta time < 2` on x86-64 (registers printed as host-order words)
+
+
+@pytest.mark.skipif(sys.byteorder != "little", reason="the canned listing is from a little-endian host")
+def test_netlink_time_bounds_decode_the_registers() -> None:
+    assert kernel.netlink_time_bounds(NETLINK_LISTING) == [("gte", 10**9), ("lt", 2 * 10**9)]
+    assert kernel.netlink_time_bounds("[ cmp gte reg 1 0x00000000 0x00ca9a3b ]") == []  # not a time comparison
+
+
+def test_timed_rules_are_refused_without_time_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel, "check_tools", lambda: None)
+    monkeypatch.setattr(kernel, "time_gates", lambda: (False, "nft stored the wrong bounds"))
+    monkeypatch.setattr(kernel, "_run", lambda *a, **k: pytest.fail("nothing may be installed"))
+    rules = kernel.NamespaceRules(timed_blocks=[("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
+    with pytest.raises(kernel.KernelError, match=r"nft stored the wrong bounds.*NFQUEUE handler"):
+        kernel.apply("cbtest00-A", rules)
+
+
+def test_time_gates_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAOSBED_NFT_TIME", "0")
+    kernel.time_gates.cache_clear()
+    try:
+        ok, why = kernel.time_gates()
+    finally:
+        kernel.time_gates.cache_clear()
+    assert not ok and "CHAOSBED_NFT_TIME=0" in why

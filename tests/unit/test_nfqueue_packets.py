@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import time
 
 import pytest
 
@@ -373,6 +374,73 @@ def test_no_rules_accepts_everything_without_parsing() -> None:
     assert e.judge(b"garbage") == (ACCEPT, None, 0.0) and e.unparsed == 0
 
 
+# --- time windows (active_from_ns / active_until_ns, CLOCK_MONOTONIC ns) -------------------------------------------
+
+
+def stats_of(e: Engine, rid: str = "r") -> tuple[int, int]:
+    s = e.rule_stats()[rid]
+    return s["matched"], s["dropped"]
+
+
+def test_a_windowed_link_drop_acts_only_inside_its_half_open_window() -> None:
+    e = engine(rule(sources=[SRC_A], active_from_ns=1_000, active_until_ns=2_000))  # a timed partition of A
+    pkt = ip_udp(dgram(ACK(1, 1, 1)))
+    at = [0, 999, 1_000, 1_001, 1_999, 2_000, 2_001, 10**12]
+    assert [e.judge(pkt, t)[0] for t in at] == [ACCEPT, ACCEPT, DROP, DROP, DROP, ACCEPT, ACCEPT, ACCEPT]
+    assert stats_of(e) == (3, 3)  # outside its window a rule neither matches nor counts
+    assert e.judge(pkt, 1_500)[0] == DROP  # a clock reading before the cached span still finds the right rules
+    assert e.judge(ip_udp(dgram(ACK(1, 1, 1)), src=SRC_C), 1_500)[0] == ACCEPT  # other sources pass
+
+
+def test_a_count_starts_when_the_rule_becomes_active() -> None:
+    e = engine(rule(match="UNICAST3.ACK()", count=2, active_from_ns=5_000))
+    acks = [ip_udp(dgram(ACK(s, 1, 1))) for s in range(10)]
+    assert [e.judge(p, 4_000 + i)[0] for i, p in enumerate(acks)] == [ACCEPT] * 10
+    assert stats_of(e) == (0, 0)
+    assert [e.judge(p, 5_000 + i)[0] for i, p in enumerate(acks[:4])] == [DROP, DROP, ACCEPT, ACCEPT]
+    assert stats_of(e) == (4, 2)
+
+
+def test_only_the_rules_active_now_decide() -> None:
+    e = engine(
+        rule(id="drop", sources=[SRC_A], active_from_ns=1_000, active_until_ns=2_000),
+        rule(id="late", action="delay", delay_ms=50, active_from_ns=1_500, active_until_ns=3_000),
+        rule(id="until", action="duplicate", active_until_ns=1_000),
+    )
+    pkt = ip_udp(dgram(ACK(1, 1, 1)))
+    kinds = [e.judge(pkt, t)[0] for t in (500, 999, 1_000, 1_600, 2_000, 2_999, 3_000)]
+    assert kinds == [DUPLICATE, DUPLICATE, DROP, DROP, DELAY, DELAY, ACCEPT]
+    assert [e.rule_stats()[r]["matched"] for r in ("drop", "late", "until")] == [2, 2, 2]
+    assert [r.id for r in e.active_rules(1_700)] == ["drop", "late"]
+
+
+def test_judge_reads_the_monotonic_clock_only_for_timed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.monotonic_ns()
+    pkt = ip_udp(dgram(ACK(1, 1, 1)))
+    e = engine(rule(id="now", active_from_ns=max(0, now - 10**9), active_until_ns=now + 60 * 10**9))
+    assert e.judge(pkt)[0] == DROP  # now_ns=None: time.monotonic_ns()
+    assert engine(rule(active_from_ns=now + 60 * 10**9)).judge(pkt)[0] == ACCEPT
+    untimed = engine(rule())
+    monkeypatch.setattr(nfqueue.time, "monotonic_ns", lambda: pytest.fail("an untimed engine read the clock"))
+    assert untimed.judge(pkt)[0] == DROP
+
+
+def test_new_rules_replace_the_cached_active_set() -> None:
+    e = engine(rule(match="UNICAST3.ACK()", active_from_ns=1_000, active_until_ns=2_000))
+    ack = ip_udp(dgram(ACK(1, 1, 1)))
+    assert e.judge(ack, 1_500)[0] == DROP  # caches the span [1000, 2000)
+    e.set_rules(compile_rules([rule(match="UNICAST3.ACK()", active_from_ns=0, active_until_ns=1_200)]))
+    assert e.judge(ack, 1_500)[0] == ACCEPT
+    assert e.judge(ack, 1_100)[0] == DROP and stats_of(e) == (2, 2)  # same id: its counters carry over
+    e.set_rules(compile_rules([rule(match="UNICAST3.ACK()")]))  # untimed again: always active
+    assert e.judge(ack, 10**15)[0] == DROP and not e.timed
+
+
+def test_an_empty_window_never_acts() -> None:
+    e = engine(rule(active_from_ns=1_000, active_until_ns=1_000))
+    assert [e.judge(ip_udp(dgram(ACK(1, 1, 1))), t)[0] for t in (999, 1_000, 1_001)] == [ACCEPT] * 3
+
+
 # --- validation ----------------------------------------------------------------------------------------------------
 
 
@@ -397,6 +465,11 @@ def test_no_rules_accepts_everything_without_parsing() -> None:
         ({"id": "x", "action": "drop", "delay_ms": 5}, "delay_ms"),
         ({"id": "x", "action": "drop", "seed": "s"}, "seed"),
         ({"id": "x", "action": "drop", "colour": "red"}, "colour"),
+        ({"id": "x", "action": "drop", "active_from_ns": "soon"}, "active_from_ns"),
+        ({"id": "x", "action": "drop", "active_from_ns": -1}, "active_from_ns"),
+        ({"id": "x", "action": "drop", "active_from_ns": True}, "active_from_ns"),
+        ({"id": "x", "action": "drop", "active_until_ns": 1.5e9}, "active_until_ns"),
+        ({"id": "x", "action": "drop", "active_from_ns": 2000, "active_until_ns": 1999}, "active_until_ns"),
     ],
 )
 def test_bad_rules_are_rejected_naming_the_field(spec: dict, field: str) -> None:
@@ -426,8 +499,10 @@ def test_a_valid_rule_compiles_with_defaults() -> None:
         "delay_ms": 50.0,
         "jitter_ms": 0.0,
         "seed": 0,
+        "active_from_ns": None,
+        "active_until_ns": None,
     }
-    assert not r.link and r.tests[0][0] == 2  # seqno sits right after proto and type
+    assert not r.link and not r.timed and r.tests[0][0] == 2  # seqno sits right after proto and type
 
 
 # --- queue sizing --------------------------------------------------------------------------------------------------

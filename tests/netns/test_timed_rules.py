@@ -1,0 +1,178 @@
+"""Faults gated by time, installed ahead of their window: the kernel's nft `meta time` bounds (CLOCK_REALTIME) and
+the NFQUEUE handler's rule windows (CLOCK_MONOTONIC) switch a partition on and off at its planned instants with no
+operation then. Two namespaces <label>-a and <label>-b joined by a veth; a sender in a sends a UDP datagram about
+every millisecond carrying its send time, a receiver in b records what arrives.
+
+The assertions use guard bands, not wall-clock performance: nothing sent more than GUARD before a window or more
+than GUARD after it may be lost, and nothing sent from GUARD after its start to GUARD before its end may arrive."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from chaos import kernel
+from chaos.nfqueue import HandlerProcess
+from orchestration.backends.netns import VethPair, in_namespace, list_namespaces, veth_pair
+from orchestration.cluster import _alive, new_label
+from tests.netns.test_nfqueue_handler import Receiver
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces, nft and NFQUEUE"
+    missing = [t for t in ("ip", "nft", "iptables", "iptables-restore") if shutil.which(t) is None]
+    return f"needs {', '.join(missing)} (make setup installs them)" if missing else None
+
+
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+
+PORT = 7811
+GUARD = 5_000_000  # ns
+MS = 1_000_000  # ns
+STAMP = struct.Struct("!QI")  # send time (ns, the clock the rule is gated by), index
+MAX_DATAGRAMS = 5_000  # bound of the sender's loop (it stops by time long before)
+
+
+@dataclass
+class Link:
+    pair: VethPair
+    label: str
+    receiver: Receiver | None = None
+
+    def listen(self) -> Receiver:
+        with in_namespace(self.pair.ns_b):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: the receiver loses nothing itself
+            s.bind((self.pair.ip_b, PORT))
+        self.receiver = Receiver(s).start()
+        return self.receiver
+
+    def send_until(self, clock: Callable[[], int], stop_at: int) -> list[tuple[int, int]]:
+        """Sends a stamped datagram about every ms until clock() reaches stop_at; returns (send time, index)."""
+        with in_namespace(self.pair.ns_a):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sent = []
+        deadline = time.monotonic() + 10
+        try:
+            for i in range(MAX_DATAGRAMS):
+                t = clock()
+                if t >= stop_at or time.monotonic() > deadline:
+                    break
+                s.sendto(STAMP.pack(t, i), (self.pair.ip_b, PORT))
+                sent.append((t, i))
+                time.sleep(0.001)
+        finally:
+            s.close()
+        return sent
+
+    def arrived(self, sent: list[tuple[int, int]]) -> set[int]:
+        """The indexes that arrived, once the receiver has been quiet for a while (bounded)."""
+        assert self.receiver is not None
+        deadline = time.monotonic() + 5
+        n = -1
+        while time.monotonic() < deadline and n != len(self.receiver.got):
+            n = len(self.receiver.got)
+            time.sleep(0.2)
+        return {STAMP.unpack(d)[1] for _, d in self.receiver.got if len(d) == STAMP.size}
+
+
+@pytest.fixture
+def link() -> Iterator[Link]:
+    label = new_label()
+    with veth_pair(label) as pair:
+        lk = Link(pair, label)
+        try:
+            yield lk
+        finally:
+            if lk.receiver is not None:
+                lk.receiver.close()
+    assert not [ns for ns in list_namespaces() if ns.startswith(label)], "namespaces left behind"
+
+
+def check_windows(sent: list[tuple[int, int]], arrived: set[int], windows: list[tuple[int, int]]) -> list[int]:
+    """Asserts the guard bands for each [start, end) window; returns the indexes lost."""
+    lost = [(t, i) for t, i in sent if i not in arrived]
+    for t, i in lost:
+        assert any(start - GUARD <= t < end + GUARD for start, end in windows), (
+            f"datagram {i} sent {min(abs(t - s) for w in windows for s in w) / MS:.1f} ms from the nearest window "
+            f"bound, outside every window {windows}, was lost"
+        )
+    for t, i in sent:
+        if i in arrived:
+            assert not any(start + GUARD <= t < end - GUARD for start, end in windows), (
+                f"datagram {i} sent {(t - windows[0][0]) / MS:.1f} ms after the first window's start arrived"
+            )
+    for start, end in windows:  # the test saw each window and both sides of it
+        inside = [i for t, i in sent if start + GUARD <= t < end - GUARD]
+        assert len(inside) > 50, f"only {len(inside)} datagrams sent inside window {(start, end)}"
+    assert any(t < windows[0][0] - GUARD for t, _ in sent) and any(t >= windows[-1][1] + GUARD for t, _ in sent)
+    return [i for _, i in lost]
+
+
+def test_nft_time_gated_partition_and_loss_switch_at_their_instants(link: Link) -> None:
+    ok, why = kernel.time_gates()
+    if not ok:
+        pytest.skip(f"nft time gates unavailable: {why}")
+    ns_b, ip_a = link.pair.ns_b, link.pair.ip_a
+    link.listen()
+    # Planned before anything is installed: a partition [s1, e1) and total loss [s2, e2) from a, seen at b.
+    s1 = time.time_ns() + 500 * MS
+    e1, s2 = s1 + 300 * MS, s1 + 450 * MS
+    e2 = s2 + 250 * MS
+    rules = kernel.NamespaceRules(
+        timed_blocks=[(ip_a, kernel.Window(s1, e1))], timed_losses=[(ip_a, 1.0, kernel.Window(s2, e2))]
+    )
+    try:
+        kernel.apply(ns_b, rules)
+        ahead = s1 - time.time_ns()
+        assert ahead > 100 * MS, f"installing took too long: only {ahead / MS:.0f} ms before the window"
+        sent = link.send_until(time.time_ns, e2 + 250 * MS)
+        arrived = link.arrived(sent)
+        counts = kernel.counters(ns_b)
+    finally:
+        kernel.apply(ns_b, kernel.NamespaceRules())
+    assert kernel.installed(ns_b) == {}
+    lost = check_windows(sent, arrived, [(s1, e1), (s2, e2)])
+    in_block = [i for t, i in sent if i in lost and t < (e1 + s2) // 2]
+    assert counts == {"blocked": len(in_block), "lost": len(lost) - len(in_block), "dropped": 0, "queued": 0}
+
+
+def test_handler_link_drop_with_a_window_switches_at_its_instants(link: Link) -> None:
+    ns_b, ip_a = link.pair.ns_b, link.pair.ip_a
+    sock_path = f"/tmp/{link.label}-b.nfq.sock"
+    handler: HandlerProcess | None = None
+    try:
+        handler = HandlerProcess.start(ns_b, kernel.QUEUE_NUM, sock_path, tag=link.label, local_ip=link.pair.ip_b)
+        link.listen()
+        start = time.monotonic_ns() + 500 * MS
+        end = start + 400 * MS
+        # A timed partition of a in the handler: a link drop rule, installed before its window, as is the queue rule.
+        rule = {"id": "p", "sources": [ip_a], "match": None, "action": "drop"}
+        handler.set_rules([{**rule, "active_from_ns": start, "active_until_ns": end}])
+        kernel.apply(ns_b, kernel.NamespaceRules(queue_all={ip_a}))
+        ahead = start - time.monotonic_ns()
+        assert ahead > 100 * MS, f"installing took too long: only {ahead / MS:.0f} ms before the window"
+        sent = link.send_until(time.monotonic_ns, end + 300 * MS)
+        arrived = link.arrived(sent)
+        kernel.apply(ns_b, kernel.NamespaceRules())  # the kernel stops queueing before the handler stops
+        stats = handler.stop()
+    finally:
+        kernel.apply(ns_b, kernel.NamespaceRules())
+        if handler is not None:
+            handler.terminate()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(sock_path)
+    lost = check_windows(sent, arrived, [(start, end)])
+    assert stats["rules"]["p"]["dropped"] == stats["rules"]["p"]["matched"] == len(lost)
+    assert stats["dropped"] == len(lost) and stats["packets"] == len(sent)
+    assert handler is not None and not _alive(handler.pid, link.label), "handler process left behind"
+    assert not os.path.exists(sock_path), "control socket left behind"
