@@ -113,10 +113,10 @@ class ControlServer:
         rate = float(rate) if rate is not None else None
         if count < 0 or size < 0 or (rate is not None and rate <= 0):
             raise ValueError("count and size must be >= 0, rate > 0")
+        workload = self.member.new_workload(kind, dest, count, size, rate)
         task_id = len(self.tasks) + 1
-        progress: dict[str, Any] = {"kind": kind, "dest": dest, "count": count, "sent": 0, "done": count == 0}
-        self.tasks[task_id] = progress
-        task = asyncio.ensure_future(self.member.run_workload(kind, dest, count, size, rate, progress))
+        self.tasks[task_id] = workload.progress  # {"kind", "dest", "count", "sent", "done"}, updated as it runs
+        task = asyncio.ensure_future(self.member.run_workload(workload))
         self._task_refs.add(task)
         task.add_done_callback(self._task_refs.discard)
         return {"task": task_id}

@@ -1,15 +1,26 @@
 """A member's history: its events as JSON lines in the format of SCENARIO.md, appended as they happen.
 
-Events are buffered in memory and written to the OS at batch boundaries (`flush`), as complete lines in one
-`os.write`, so a member killed with SIGKILL loses at most what it had not flushed yet, and at worst leaves one
-partial last line, which readers skip. Field list (SCENARIO.md, shared with analysis/schema.py):
+This module is the one place that shapes history events: the real member (node/runtime.py) and the simulator
+(orchestration/backends/sim.py) both build them with the methods of `HistoryWriter` (`start`, `sent`, `delivered`,
+`protocol_events`, `stop`) and encode them with the one encoder (`encode`), so the same event has the same keys in
+the same order and the same bytes on every backend. Field list (SCENARIO.md, shared with analysis/schema.py):
 
-    t (ns, CLOCK_MONOTONIC), member, incarnation, event, and per event:
-    send / deliver: kind (unicast|multicast), sender, dest, conn_id, seqno, msg_id, size
+    t (ns: CLOCK_MONOTONIC, or the simulator's virtual time), member, incarnation, event, and per event:
+    start: address (e.g. "B/2"), stack, transport
+    send: kind (unicast|multicast), sender, dest, conn_id, seqno, msg_id, size
+    deliver: kind, sender (name), sender_address (e.g. "B/2"), dest, conn_id, seqno, msg_id, size
     view: view_id, members, merge
     conn: peer, conn_id, side (send|recv), state (open|closing|closed|removed)
     xmit: peer, conn_id, seqno        ack: peer, conn_id, seqno
-    stop: counters (the member's protocol counters at the end)
+    stop: counters (the stack's counters per protocol at the end; the real member adds `runtime` and
+          `unacked_by_peer` sections)
+
+Two modes:
+- file (`HistoryWriter(path, ...)`, the real member): events are buffered in memory and written to the OS at batch
+  boundaries (`flush`), as complete lines in one `os.write` on an append-only file, so a member killed with SIGKILL
+  loses at most what it had not flushed yet, and at worst leaves one partial last line, which readers skip.
+- memory (`HistoryWriter(None, ..., records=list)`, the simulator): events are appended to `records` as dicts;
+  `write_records` later writes them exactly as a file-mode writer would have.
 """
 
 from __future__ import annotations
@@ -17,21 +28,56 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+from node.address import name_of
+from node.payload import msg_id_of
+
+encode: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""The one encoder of history lines (and of faults.jsonl lines): compact, UTF-8, keys in insertion order."""
+
+
+def lines_of(records: Iterable[dict[str, Any]]) -> bytes:
+    """Records as the bytes of their history lines (what a file-mode writer appends for them)."""
+    text = "".join(encode(r) + "\n" for r in records)
+    return text.encode()
+
+
+def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
+    """Writes records as a new history file (replacing one that exists), line for line as a file-mode writer would."""
+    Path(path).write_bytes(lines_of(records))
 
 
 class HistoryWriter:
-    def __init__(self, path: str, member: str, incarnation: int = 1, *, clock: Any = time.monotonic_ns) -> None:
+    """The history of one member incarnation. `path` None: memory mode, events go to `records` (a new list if
+    none is given; several incarnations of one member may share one list). `clock` gives `t` in ns."""
+
+    def __init__(
+        self,
+        path: str | None,
+        member: str,
+        incarnation: int = 1,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+        records: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if path is not None and records is not None:
+            raise ValueError("a history writer has a file (path) or a record list, not both")
         self.path = path
         self.member = member
         self.incarnation = incarnation
         self.clock = clock
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.records: list[dict[str, Any]] | None = None
+        if path is None:
+            self.records = records if records is not None else []
         self._buf: list[str] = []
-        self._end_partial_line()
         self.events_written = 0
+        self._fd = -1
+        if path is not None:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._end_partial_line()
 
     def _end_partial_line(self) -> None:
         """A restarted member appends to the file of its killed incarnation, which may end in a cut-off line:
@@ -40,12 +86,81 @@ class HistoryWriter:
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
             os.write(self._fd, b"\n")
 
+    # --- events -----------------------------------------------------------------------------------------------------
+
     def event(self, event: str, **fields: Any) -> None:
+        """One event: t, member, incarnation, event, then `fields` in the order given."""
         record = {"t": self.clock(), "member": self.member, "incarnation": self.incarnation, "event": event}
         record.update(fields)
-        self._buf.append(_dumps(record))
+        if self.records is not None:
+            self.records.append(record)
+            self.events_written += 1
+        else:
+            self._buf.append(encode(record))
+
+    def start(self, address: str, stack: str, transport: str) -> None:
+        """The incarnation started (its first event): its address, stack name and transport."""
+        self.event("start", address=address, stack=stack, transport=transport)
+
+    def sent(
+        self,
+        kind: str,
+        dest: str | None,
+        conn_id: int | None,
+        seqno: int,
+        msg_id: str | None,
+        size: int,
+        *,
+        dest_address: str | None = None,
+    ) -> None:
+        """This member sent an application message: `dest` is a member name (None for a multicast, whose conn_id
+        is None too), `dest_address` the incarnation it was addressed to ("C" or "C/2"; None for a multicast),
+        `size` the payload's bytes."""
+        self.event(
+            "send",
+            kind=kind,
+            sender=self.member,
+            dest=dest,
+            dest_address=dest_address,
+            conn_id=conn_id,
+            seqno=seqno,
+            msg_id=msg_id,
+            size=size,
+        )
+
+    def delivered(self, d: Any) -> str | None:
+        """This member delivered `d` (a node.protocols.base.Delivery from the stack's output); returns its msg_id."""
+        msg_id = msg_id_of(d.payload)
+        self.event(
+            "deliver",
+            kind=d.kind,
+            sender=name_of(d.sender),
+            sender_address=d.sender,
+            dest=self.member if d.kind == "unicast" else None,
+            conn_id=d.conn_id,
+            seqno=d.seqno,
+            msg_id=msg_id,
+            size=len(d.payload),
+        )
+        return msg_id
+
+    def protocol_events(self, events: Iterable[dict[str, Any]]) -> None:
+        """The events the stack's protocols emitted (view, conn, xmit, ...; each a dict with `event`), with a peer
+        address turned into the peer's name. The dicts are consumed (changed in place)."""
+        for e in events:
+            peer = e.get("peer")
+            if isinstance(peer, str):
+                e["peer"] = name_of(peer)
+            self.event(e.pop("event"), **e)
+
+    def stop(self, counters: dict[str, Any]) -> None:
+        """The member ends gracefully (its last event): its counters, per protocol."""
+        self.event("stop", counters=counters)
+
+    # --- output -----------------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
+        """File mode: writes the buffered events as complete lines in one write. Memory mode: nothing to do."""
         if not self._buf:
             return
         data = ("\n".join(self._buf) + "\n").encode()

@@ -1,6 +1,18 @@
-"""Application payloads of workload messages: the msg_id the checker joins on, then padding up to the size."""
+"""Application payloads of workload messages: the msg_id the checker joins on, then padding up to the size.
+
+A msg_id is `<sender address>><dest>#<n>` (`make_msg_id`): the sender's address ("A", or "A/2" for its second
+incarnation), the destination member's name ("*" for a multicast) and a counter that starts at 1 per sender
+incarnation and destination. So ids are unique per run without any coordination: a restarted member "B/2" starts
+again at "B/2>A#1". The real member (node/runtime.py) and the simulator both make them here.
+"""
 
 from __future__ import annotations
+
+
+def make_msg_id(sender_address: str, dest: str, n: int) -> str:
+    """The msg_id of the n-th (from 1) message this sender incarnation sends to `dest` (a member name, "*" for
+    multicast)."""
+    return f"{sender_address}>{dest}#{n}"
 
 
 def make_payload(msg_id: str, size: int = 0) -> bytes:

@@ -22,8 +22,9 @@ from typing import Any
 
 from node.address import incarnation_of, make_address, name_of
 from node.history import HistoryWriter
-from node.payload import make_payload, msg_id_of
+from node.payload import make_msg_id, make_payload
 from node.stack import Stack, build_stack
+from node.workload import POLL, Workload
 
 RECV_BUFFER = 4 * 1024 * 1024
 MAX_DATAGRAM = 65_535
@@ -91,7 +92,7 @@ class Member:
         self._tcp_pending: dict[str, list[bytes]] = {}
         self._tasks: set[asyncio.Future[None]] = set()
         self._tcp_server: asyncio.base_events.Server | None = None
-        self._msg_counter: dict[str, int] = {}
+        self._msg_counter: dict[str, int] = {}  # dest name ("*": multicast) -> messages this incarnation sent
         # peer name -> incarnation, as the orchestrator announced it (stacks without membership have no view)
         self.announced_incarnations: dict[str, int] = {}
         self.stopped = asyncio.Event()
@@ -104,7 +105,7 @@ class Member:
             self._start_udp()
         else:
             await self._start_tcp()
-        self.history.event("start", address=self.address, stack=self.cfg.stack, transport=self.cfg.transport)
+        self.history.start(self.address, self.cfg.stack, self.cfg.transport)
         self.after_io()
 
     def _start_udp(self) -> None:
@@ -142,7 +143,7 @@ class Member:
         mcast = self.stack.multicast_protocol
         if mcast is not None and hasattr(mcast, "close"):
             mcast.close()
-        self.history.event("stop", counters=self.counters())
+        self.history.stop(self.counters())
         self.history.close()
         if self._timer:
             self._timer.cancel()
@@ -261,21 +262,9 @@ class Member:
             send(dest, data)
         h = self.history
         for d in out.delivers:
-            h.event(
-                "deliver",
-                kind=d.kind,
-                sender=name_of(d.sender),
-                sender_address=d.sender,
-                dest=self.cfg.name if d.kind == "unicast" else None,
-                conn_id=d.conn_id,
-                seqno=d.seqno,
-                msg_id=msg_id_of(d.payload),
-                size=len(d.payload),
-            )
-        for e in out.events:
-            if "peer" in e:
-                e["peer"] = name_of(e["peer"])
-            h.event(e.pop("event"), **e)
+            h.delivered(d)
+        if out.events:
+            h.protocol_events(out.events)
         h.flush()
         self._arm_timer()
 
@@ -300,9 +289,10 @@ class Member:
     # --- workload -------------------------------------------------------------------------------------------------
 
     def next_msg_id(self, dest: str) -> str:
+        """The msg_id of this incarnation's next message to `dest` (a member name, "*" for multicast)."""
         n = self._msg_counter.get(dest, 0) + 1
         self._msg_counter[dest] = n
-        return f"{self.address}>{dest}#{n}"
+        return make_msg_id(self.address, dest, n)
 
     def send_one(self, dest_name: str, size: int) -> None:
         dest = make_address(dest_name, self.peer_incarnation(dest_name))
@@ -310,31 +300,14 @@ class Member:
         payload = make_payload(msg_id, size)
         now = self.loop.time()  # type: ignore[union-attr]
         seqno = self.stack.send(dest, payload, now)
-        self.history.event(
-            "send",
-            kind="unicast",
-            sender=self.cfg.name,
-            dest=dest_name,
-            conn_id=self.stack.unicast.send_conn_id(dest),
-            seqno=seqno,
-            msg_id=msg_id,
-            size=len(payload),
-        )
+        conn_id = self.stack.unicast.send_conn_id(dest)
+        self.history.sent("unicast", dest_name, conn_id, seqno, msg_id, len(payload), dest_address=dest)
 
     def multicast_one(self, size: int) -> None:
         msg_id = self.next_msg_id("*")
         payload = make_payload(msg_id, size)
         seqno = self.stack.multicast(payload, self.loop.time())  # type: ignore[union-attr]
-        self.history.event(
-            "send",
-            kind="multicast",
-            sender=self.cfg.name,
-            dest=None,
-            conn_id=None,
-            seqno=seqno,
-            msg_id=msg_id,
-            size=len(payload),
-        )
+        self.history.sent("multicast", None, None, seqno, msg_id, len(payload))
 
     def peer_address(self, name: str) -> str:
         if name not in self.peers:
@@ -343,59 +316,48 @@ class Member:
 
     def peer_incarnation(self, name: str) -> int:
         """The incarnation of a peer as the current view knows it; without membership, as the orchestrator
-        announced it (1 if never)."""
-        gms = self.stack.gms
-        view = getattr(gms, "view", None) if gms is not None else None
-        if view is not None:
-            for addr in view.members:
-                if name_of(addr) == name:
-                    return incarnation_of(addr)
-        return self.announced_incarnations.get(name, 1)
+        announced it (1 if never). See Stack.peer_address."""
+        return incarnation_of(self.stack.peer_address(name, self.announced_incarnations))
 
     def unacked(self, dest_name: str) -> int:
         dest = make_address(dest_name, self.peer_incarnation(dest_name))
         entry = self.stack.unicast.send_table.get(dest)
         return len(entry.table) if entry is not None else 0
 
-    async def run_workload(
-        self, kind: str, dest: str | None, count: int, size: int, rate: float | None, progress: dict[str, Any]
-    ) -> None:
-        """Sends `count` messages at `rate`/s (None: as fast as the sender window allows), in small bursts so that
-        receiving, acks and timers interleave."""
+    def new_workload(self, kind: str, dest: str | None, count: int, size: int, rate: float | None) -> Workload:
+        """A workload task starting now (node/workload.py); run it with `run_workload`."""
         loop = self.loop
         assert loop is not None
-        start = loop.time()
-        sent = 0
-        max_unacked = 20_000
-        while sent < count and not self.stopped.is_set():
-            if rate:
-                due = min(count, int((loop.time() - start) * rate) + 1)
-                burst = due - sent
-            else:
-                burst = min(200, count - sent)
-                if kind == "unicast" and dest is not None and self.unacked(dest) > max_unacked:
-                    burst = 0
-                mcast = self.stack.multicast_protocol
-                if kind == "multicast" and mcast is not None and getattr(mcast, "blocked", False):
-                    burst = 0
-            for _ in range(burst):
-                if kind == "unicast":
-                    self.send_one(dest, size)  # type: ignore[arg-type]
+        return Workload(kind, dest, count, size=size, rate=rate, start=loop.time(), granularity=POLL)
+
+    async def run_workload(self, task: Workload) -> None:
+        """Runs a workload task until it is done or the member stops: sends what is due (in bursts), hands the
+        stack's output to the network, then sleeps until the task's next wakeup (after a burst without a rate: a
+        zero sleep), so that receiving, acks and timers interleave with sending."""
+        loop = self.loop
+        assert loop is not None
+        while True:
+            if self.stopped.is_set():
+                task.stop()
+                return
+            dest = make_address(task.dest, self.peer_incarnation(task.dest)) if task.dest is not None else None
+            n = task.due_on(self.stack, loop.time(), dest)
+            for _ in range(n):
+                if task.kind == "unicast":
+                    self.send_one(task.dest, task.size)  # type: ignore[arg-type]
                 else:
-                    self.multicast_one(size)
-            sent += burst
-            progress["sent"] = sent
-            if burst:
+                    self.multicast_one(task.size)
+            if n:
                 self.after_io()
-            await asyncio.sleep(0.001 if (rate or not burst) else 0)
-        progress["done"] = True
+            if task.done:
+                return
+            await asyncio.sleep(max(0.0, task.next_wakeup() - loop.time()))
 
     # --- introspection --------------------------------------------------------------------------------------------
 
     def counters(self) -> dict[str, Any]:
         stats: dict[str, Any] = dict(self.stack.counters())
         stats["runtime"] = dict(self.c)
-        stats["unacked_by_peer"] = {
-            name_of(peer): len(entry.table) for peer, entry in self.stack.unicast.send_table.items() if len(entry.table)
-        }
+        stats["unacked_by_peer"] = self.stack.unacked_by_peer()
+        stats["waiting_on"] = self.stack.waiting_on()
         return stats

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from node import wire
+from node.address import make_address, name_of
 from node.protocols.base import Delivery, Outbox
 
 MAX_DATAGRAM_SIZE = 60_000  # below the 65,507-byte UDP limit, leaving room for headers
@@ -323,6 +324,44 @@ class Stack:
         for name, proto in self.by_name.items():
             stats[name] = proto.counters()
         return stats
+
+    def peer_address(self, name: str, announced: Mapping[str, int] | None = None) -> str:
+        """The address this member sends to for peer `name`: the incarnation in its installed view; without
+        membership (or a view without that peer), the incarnation the orchestrator announced (1 if never). The
+        real runtime and the simulator both resolve destinations here, so a restarted peer is addressed from the
+        same moment on both."""
+        view = self.view
+        if view is not None:
+            for addr in view.members:
+                if name_of(addr) == name:
+                    return addr
+        return make_address(name, (announced or {}).get(name, 1))
+
+    def unacked_by_peer(self) -> dict[str, int]:
+        """Peer name -> unicasts sent to it and not acknowledged yet (peers with none are left out)."""
+        return {name_of(peer): len(entry.table) for peer, entry in self.unicast.send_table.items() if len(entry.table)}
+
+    def waiting_on(self) -> dict[str, int]:
+        """Peer address -> messages this member waits for with that peer: unicasts sent to it and not acknowledged,
+        and unicasts and multicasts from it that are missing here (gaps, or announced and not received); under its
+        own address, the multicasts it holds back (during a merge handshake, or MCAST's full window). The
+        orchestrator's "quiet" is: nothing waited on among the running members' current addresses."""
+        out: dict[str, int] = {}
+
+        def add(peer: str, n: int) -> None:
+            if n:
+                out[peer] = out.get(peer, 0) + n
+
+        mcast = self.multicast_protocol
+        add(self.local, len(self._held) + (mcast.pending() if hasattr(mcast, "pending") else 0))
+
+        for peer, entry in self.unicast.send_table.items():
+            add(peer, len(entry.table))
+        for peer, entry in self.unicast.recv_table.items():
+            add(peer, entry.table.num_missing())
+        for peer, w in getattr(mcast, "windows", {}).items():
+            add(peer, w.num_missing() if hasattr(w, "num_missing") else w.table.num_missing())
+        return out
 
 
 def build_stack(

@@ -9,19 +9,28 @@ Network model, per directed link between member names: base one-way `delay`, uni
 datagrams sent closer together than the jitter), `loss`, `duplicate` and `reorder` probabilities (a reordered
 datagram is held back by an extra 2 x delay + jitter), and `cut` (one-way: nothing from src reaches dst). Link faults
 act on whole datagrams, as on a real network. `MessageRule`s act on single messages inside datagrams and match on
-the wire format's fields: "drop the first UNICAST3.ACK(seqno=50) from B to A". Bandwidth is not modelled.
+the wire format's fields: "drop the first UNICAST3.ACK(seqno=50) from B to A"; as on netns, they see only what a cut
+or loss let through. Bandwidth is not modelled. `orchestration/backends/sim_cluster.py` puts the Cluster API (and the
+chaos engine's fault kinds) on top of this class.
 
 Membership (stacks with GMS, e.g. "unicast3+nakack2"): members start at given virtual times and join by
 themselves: `Simulation(names, stagger=0.5)` starts the i-th member at i x 0.5 s, `start_member(name, at=t)` adds
 one later. `leave(name)` leaves gracefully (the member stops once GMS is done), `crash`/`restart` (the new
 incarnation "B/2" rejoins), `split(groups)` partitions, `view(name)`/`views_agree()` observe. Histories get `view`
 events; a graceful leave is a `leave` fault and, like a kill, leaves the member without a `stop` event.
+
+Workload and history are the real member's: `start_workload` runs node/workload.py's generator on the virtual
+clock (`stream`/`multicast_stream` are paced wrappers over it), msg_ids come from node/payload.py (per sender
+incarnation: "A>B#1", then "A/2>B#1" after a restart) and events are shaped and encoded by node/history.py (a
+memory-mode HistoryWriter per member incarnation, t = virtual time in ns), so `write_run` writes the same lines a
+real member would. `pause`/`resume` model SIGSTOP/SIGCONT: a paused member runs nothing; what arrives for it waits
+in its receive buffer (bounded like the real one) and is read on resume, when its overdue timers and workload run.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
+import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,11 +39,15 @@ from typing import Any
 
 from node import wire
 from node.address import make_address, name_of
-from node.payload import make_payload, msg_id_of
-from node.stack import Stack, build_stack, has_membership
+from node.history import HistoryWriter, write_records
+from node.payload import make_msg_id, make_payload, msg_id_of
+from node.runtime import RECV_BUFFER
+from node.stack import STACKS, Stack, build_stack, has_membership
 from node.wire import View
+from node.workload import Workload
 
 LOOPBACK_DELAY = 1e-6
+TRANSPORT = "sim"  # the `transport` of the members' start events
 ACTIONS = ("drop", "delay", "duplicate", "reorder", "hold", "pass")
 
 
@@ -114,17 +127,61 @@ class MessageRule:
 
 
 class SimMember:
-    __slots__ = ("address", "alive", "deliveries", "incarnation", "name", "stack", "timer_at")
+    """One member incarnation of a simulation."""
 
-    def __init__(self, name: str, incarnation: int, stack: Stack) -> None:
+    __slots__ = (
+        "address",
+        "alive",
+        "announced",
+        "buffer_drops",
+        "deferred",
+        "deliveries",
+        "finished",
+        "history",
+        "inbox",
+        "inbox_bytes",
+        "incarnation",
+        "name",
+        "paused",
+        "stack",
+        "tasks",
+        "timer_at",
+        "waiting",
+    )
+
+    def __init__(self, name: str, incarnation: int, stack: Stack, history: HistoryWriter) -> None:
         self.name = name
         self.incarnation = incarnation
         self.address = make_address(name, incarnation)
         self.stack = stack
+        self.history = history
         self.alive = True
+        self.finished = False  # its stop event is written
         self.timer_at = float("inf")
         # (kind, sender name, conn_id, seqno, msg_id); kind "unicast" | "multicast"
         self.deliveries: list[tuple[str, str, int | None, int, str | None]] = []
+        self.paused = False
+        self.inbox: list[bytes] = []  # datagrams that arrived while paused: its socket's receive buffer
+        self.inbox_bytes = 0
+        self.buffer_drops = 0  # datagrams lost while paused because that buffer was full
+        self.deferred: list[Callable[[], None]] = []  # actions asked for while paused: they run on resume
+        self.tasks: list[_Task] = []  # its workload tasks
+        self.waiting: list[_Task] = []  # tasks whose wakeup came while paused
+        # peer name -> incarnation as the orchestrator announced it (Stack.peer_address; the real member's
+        # `incarnation` control command)
+        self.announced: dict[str, int] = {}
+
+
+class _Task:
+    """A workload task of the simulation: the generator, its sender, and the incarnation it belongs to (bound when
+    it first runs; the task ends when that incarnation stops)."""
+
+    __slots__ = ("incarnation", "src", "work")
+
+    def __init__(self, src: str, incarnation: int | None, work: Workload) -> None:
+        self.src = src
+        self.incarnation = incarnation
+        self.work = work
 
 
 _DATAGRAM, _TIMER, _CALL = 0, 1, 2
@@ -165,7 +222,7 @@ class Simulation:
         self.members: dict[str, SimMember] = {}
         self.history: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         self.faults: list[dict[str, Any]] = []
-        self._msg_counter: dict[tuple[str, str], int] = {}
+        self._msg_counter: dict[tuple[str, str], int] = {}  # (sender address, dest name or "*") -> last n
         self.events_processed = 0
         self.datagrams_sent = 0
         self.messages_sent = 0
@@ -187,8 +244,11 @@ class Simulation:
         stack = build_stack(
             address, self.stack_name, self.properties, cluster=self.cluster, conn_id_start=conn_id_start, seed=seed
         )
-        m = SimMember(name, incarnation, stack)
+        history = HistoryWriter(None, name, incarnation, clock=self._t, records=self.history.setdefault(name, []))
+        m = SimMember(name, incarnation, stack, history)
         self.members[name] = m
+        if self.record:
+            history.start(address, self.stack_name, TRANSPORT)
         self._schedule_timer(m)
         return m
 
@@ -216,8 +276,26 @@ class Simulation:
 
     def crash(self, name: str) -> None:
         m = self.member(name)
-        m.alive = False
+        self._stopped(m)
         self._fault({"kind": "kill", "member": name})
+
+    def _stopped(self, m: SimMember) -> None:
+        """The incarnation stops running (killed, or left): its workload tasks end, its receive buffer is gone."""
+        m.alive = False
+        m.paused = False
+        for task in m.tasks:
+            task.work.stop()
+        m.inbox.clear()
+        m.inbox_bytes = 0
+        m.deferred.clear()
+        m.waiting.clear()
+
+    def _act(self, m: SimMember, action: Callable[[], None]) -> None:
+        """Runs an action on a member now, or, while it is paused, when it resumes (as a control command waits)."""
+        if m.paused:
+            m.deferred.append(action)
+        else:
+            action()
 
     def leave(self, name: str) -> None:
         """The member leaves gracefully; it stops running once its GMS is done (see `Stack.has_left`)."""
@@ -225,22 +303,84 @@ class Simulation:
         if not m.alive:
             raise ValueError(f"member {name} is not running")
         self._fault({"kind": "leave", "member": name})
-        m.stack.leave(self.now)
-        self._flush(m)
+
+        def act() -> None:
+            m.stack.leave(self.now)
+            self._flush(m)
+
+        self._act(m, act)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the member runs nothing (no receives, timers, workload or commands) until `resume`. Datagrams
+        for it wait in its receive buffer (RECV_BUFFER bytes, as a real member's socket; what does not fit is lost
+        and counted in `member(name).buffer_drops`). Not recorded in `faults` (the orchestrator logs faults)."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        m.paused = True
+
+    def resume(self, name: str) -> None:
+        """SIGCONT: the member reads what waited in its receive buffer (in arrival order, as one batch), then its
+        overdue timers fire, the actions asked for while it was paused run and its workload catches up (a paced
+        task sends its backlog at once, as the real generator does). A no-op for a member that is not paused."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        if not m.paused:
+            return
+        m.paused = False
+        inbox, m.inbox, m.inbox_bytes = m.inbox, [], 0
+        for data in inbox:
+            m.stack.receive(data, self.now)
+        self._flush(m)  # sends what the batch produced and schedules the overdue timer (now)
+        deferred, m.deferred = m.deferred, []
+        for action in deferred:
+            if m.alive:
+                action()
+        waiting, m.waiting = m.waiting, []
+        for task in waiting:
+            self._schedule_task(task)
+
+    def set_property(self, name: str, protocol: str, prop: str, value: Any) -> None:
+        """Changes a protocol property of a member at run time (e.g. "nakack2", "xmit_interval", "100ms") and lets
+        the member act on it (its timers are rescheduled). A paused member applies it when it resumes. Not recorded
+        in `faults`."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        if protocol not in m.stack.by_name:  # a clear error now, even for a paused member
+            raise ValueError(f"no protocol {protocol!r} in this stack; it has: {', '.join(m.stack.by_name)}")
+
+        def act() -> None:
+            m.stack.set_property(protocol, prop, value)
+            self._flush(m)
+
+        self._act(m, act)
 
     def restart(self, name: str) -> SimMember:
         old = self.member(name)
         if old.alive:
             raise ValueError(f"member {name} is running; crash it first")
         self._fault({"kind": "restart", "member": name})
-        return self._start_member(name, old.incarnation + 1)
+        new = self._start_member(name, old.incarnation + 1)
+        for other in self.members.values():  # as the orchestrator announces it to real members
+            if other is not new:
+                other.announced[name] = new.incarnation
+        return new
 
     def close_connection(self, member: str, peer: str) -> None:
-        """The member closes its unicast connection to peer (graceful: CLOSING, flushed, removed later)."""
+        """The member closes its unicast connection to peer (graceful: CLOSING, flushed, removed later); a paused
+        member does it when it resumes."""
         m = self.member(member)
-        m.stack.unicast.close_connection(self.member(peer).address, self.now, m.stack.out)
+        self.member(peer)  # validates the name
+        peer_address = m.stack.peer_address(peer, m.announced)  # as the real member's `close` resolves it
         self._fault({"kind": "close-connection", "member": member, "peer": peer})
-        self._flush(m)
+
+        def act() -> None:
+            m.stack.unicast.close_connection(peer_address, self.now, m.stack.out)
+            self._flush(m)
+
+        self._act(m, act)
 
     # --- network --------------------------------------------------------------------------------------------------
 
@@ -318,16 +458,18 @@ class Simulation:
         if dst_name == src.name:
             self._push(self.now + LOOPBACK_DELAY, _DATAGRAM, (dst_addr, data))
             return
-        if self.rules:
-            data = self._apply_rules(src, dst_name, dst_addr, data)
-            if data is None:
-                return
+        # As on netns: partitions and loss (nft) act before message rules (iptables and the NFQUEUE handler), so a
+        # datagram that is cut or lost never spends a rule's count.
         link = self.links.get((src.name, dst_name), self.default_link)
         if link.cut:
             return
         rng = self.rng
         if link.loss and rng.random() < link.loss:
             return
+        if self.rules:
+            data = self._apply_rules(src, dst_name, dst_addr, data)
+            if data is None:
+                return
         at = self.now + link.delay + (rng.random() * link.jitter if link.jitter else 0.0)
         if link.reorder and rng.random() < link.reorder:
             at += 2 * link.delay + link.jitter
@@ -381,88 +523,141 @@ class Simulation:
 
     # --- workload -------------------------------------------------------------------------------------------------
 
-    def send(self, src: str, dst: str, *, size: int = 0, msg_id: str | None = None) -> str:
-        """Member src sends one unicast to the current incarnation of dst, now. Returns the msg_id."""
-        m = self.member(src)
+    def _next_msg_id(self, m: SimMember, dest: str) -> str:
+        key = (m.address, dest)
+        n = self._msg_counter.get(key, 0) + 1
+        self._msg_counter[key] = n
+        return make_msg_id(m.address, dest, n)
+
+    def _running(self, name: str) -> SimMember:
+        m = self.member(name)
         if not m.alive:
-            raise ValueError(f"member {src} is not running")
-        dest = self.member(dst).address
+            raise ValueError(f"member {name} is not running")
+        if m.paused:
+            raise ValueError(f"member {name} is paused")
+        return m
+
+    def send(self, src: str, dst: str, *, size: int = 0, msg_id: str | None = None) -> str:
+        """Member src sends one unicast to the current incarnation of dst, now. Returns the msg_id ("A>B#n", or
+        "A/2>B#n" from src's second incarnation)."""
+        m = self._running(src)
+        self.member(dst)  # validates the name
+        msg_id = self._send(m, dst, m.stack.peer_address(dst, m.announced), size, msg_id)
+        self._flush(m)
+        return msg_id
+
+    def _send(self, m: SimMember, dst: str, dest: str, size: int, msg_id: str | None = None) -> str:
         if msg_id is None:
-            n = self._msg_counter.get((src, dst), 0) + 1
-            self._msg_counter[(src, dst)] = n
-            msg_id = f"{src}>{dst}#{n}"
+            msg_id = self._next_msg_id(m, dst)
         payload = make_payload(msg_id, size)
         seqno = m.stack.send(dest, payload, self.now)
         self.messages_sent += 1
         if self.record:
-            self._event(
-                m,
-                "send",
-                kind="unicast",
-                sender=src,
-                dest=dst,
-                conn_id=m.stack.unicast.send_conn_id(dest),
-                seqno=seqno,
-                msg_id=msg_id,
-                size=len(payload),
-            )
-        self._flush(m)
+            conn_id = m.stack.unicast.send_conn_id(dest)
+            m.history.sent("unicast", dst, conn_id, seqno, msg_id, len(payload), dest_address=dest)
         return msg_id
 
     def multicast(self, src: str, *, size: int = 0, msg_id: str | None = None) -> str:
         """Member src multicasts one message to the group, now. Returns the msg_id ("A>*#n")."""
-        m = self.member(src)
-        if not m.alive:
-            raise ValueError(f"member {src} is not running")
+        m = self._running(src)
+        msg_id = self._multicast(m, size, msg_id)
+        self._flush(m)
+        return msg_id
+
+    def _multicast(self, m: SimMember, size: int, msg_id: str | None = None) -> str:
         if msg_id is None:
-            n = self._msg_counter.get((src, "*"), 0) + 1
-            self._msg_counter[(src, "*")] = n
-            msg_id = f"{src}>*#{n}"
+            msg_id = self._next_msg_id(m, "*")
         payload = make_payload(msg_id, size)
         seqno = m.stack.multicast(payload, self.now)
         self.messages_sent += 1
         if self.record:
-            self._event(
-                m,
-                "send",
-                kind="multicast",
-                sender=src,
-                dest=None,
-                conn_id=None,
-                seqno=seqno,
-                msg_id=msg_id,
-                size=len(payload),
-            )
-        self._flush(m)
+            m.history.sent("multicast", None, None, seqno, msg_id, len(payload))
         return msg_id
+
+    def start_workload(
+        self,
+        src: str,
+        kind: str,
+        dest: str | None,
+        count: int,
+        *,
+        size: int = 0,
+        rate: float | None = None,
+        start: float = 0.0,
+    ) -> dict[str, Any]:
+        """Starts a workload task on member src (node/workload.py, the real member's generator): `count` messages of
+        `kind` (unicast to member `dest`, or multicast with dest None) of `size` payload bytes, at `rate`/s (message
+        i at start + i/rate) or, with rate None, in bursts as fast as src's flow control allows, beginning `start`
+        seconds from now. Returns the task's progress dict {"kind", "dest", "count", "sent", "done"}, updated as the
+        task runs. The task belongs to the incarnation of src running when it starts (now, or at `start` if src is
+        not running yet) and ends (done, sent < count) when that incarnation stops; while src is paused it waits."""
+        if src not in self.history:
+            raise KeyError(f"no member {src!r}; members: {', '.join(self.history)}")
+        if kind == "unicast" and (dest not in self.history or dest == src):
+            raise ValueError(f"unknown destination {dest!r}; members: {', '.join(self.history)}")
+        if kind == "multicast" and not any(p in Stack.MULTICAST for p in STACKS[self.stack_name]):
+            raise ValueError(f"stack {self.stack_name} has no multicast protocol")
+        if start < 0:
+            raise ValueError("start must be >= 0")
+        work = Workload(kind, dest, count, size=size, rate=rate, start=self.now + start)
+        m = self.members.get(src)
+        if m is not None and m.alive:
+            task = _Task(src, m.incarnation, work)
+            m.tasks.append(task)
+        elif start > 0:
+            task = _Task(src, None, work)  # bound to the incarnation running at `start`
+        else:
+            raise ValueError(f"member {src} is not running")
+        self._schedule_task(task)
+        return work.progress
+
+    def _schedule_task(self, task: _Task) -> None:
+        wake = task.work.next_wakeup()
+        if wake != math.inf:
+            self.at(wake, self._run_task, task)
+
+    def _run_task(self, task: _Task) -> None:
+        work = task.work
+        if work.done:
+            return
+        m = self.members.get(task.src)
+        if task.incarnation is None and m is not None and m.alive:
+            task.incarnation = m.incarnation
+            m.tasks.append(task)
+        if m is None or not m.alive or m.incarnation != task.incarnation:
+            work.stop()
+            return
+        if m.paused:
+            m.waiting.append(task)  # runs again on resume
+            return
+        if work.kind == "unicast":
+            dst = work.dest
+            assert dst is not None
+            dest = m.stack.peer_address(dst, m.announced)  # as the real member resolves it
+            n = work.due_on(m.stack, self.now, dest)
+            for _ in range(n):
+                self._send(m, dst, dest, work.size)
+        else:
+            n = work.due_on(m.stack, self.now)
+            for _ in range(n):
+                self._multicast(m, work.size)
+        if n:
+            self._flush(m)
+        self._schedule_task(task)
 
     def multicast_stream(
         self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> None:
-        """Schedules `count` multicasts from src at `rate` per second, starting `start` seconds from now (skipped
-        while src is not running)."""
-        if count < 0 or rate <= 0:
-            raise ValueError("count must be >= 0 and rate > 0")
-        for i in range(count):
-            self.at(self.now + start + i / rate, self._multicast_if_alive, src, size)
-
-    def _multicast_if_alive(self, src: str, size: int) -> None:
-        m = self.members.get(src)
-        if m is not None and m.alive:
-            self.multicast(src, size=size)
+    ) -> dict[str, Any]:
+        """`count` multicasts from src at `rate` per second, starting `start` seconds from now (a paced
+        `start_workload`; returns its progress dict)."""
+        return self.start_workload(src, "multicast", None, count, size=size, rate=rate, start=start)
 
     def stream(
         self, src: str, dst: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> None:
-        """Schedules `count` sends from src to dst at `rate` per second, starting `start` seconds from now."""
-        if count < 0 or rate <= 0:
-            raise ValueError("count must be >= 0 and rate > 0")
-        for i in range(count):
-            self.at(self.now + start + i / rate, self._send_if_alive, src, dst, size)
-
-    def _send_if_alive(self, src: str, dst: str, size: int) -> None:
-        if self.member(src).alive:
-            self.send(src, dst, size=size)
+    ) -> dict[str, Any]:
+        """`count` sends from src to dst at `rate` per second, starting `start` seconds from now (a paced
+        `start_workload`; returns its progress dict)."""
+        return self.start_workload(src, "unicast", dst, count, size=size, rate=rate, start=start)
 
     def at(self, when: float, fn: Callable[..., Any], *args: Any) -> None:
         """Runs fn(*args) at virtual time `when`."""
@@ -485,29 +680,15 @@ class Simulation:
         for dest, data in out.datagrams:
             self._transmit(m, dest, data)
         if out.delivers:
+            history = m.history if self.record else None
+            deliveries = m.deliveries
             for d in out.delivers:
-                msg_id = msg_id_of(d.payload)
-                sender = name_of(d.sender)
-                m.deliveries.append((d.kind, sender, d.conn_id, d.seqno, msg_id))
-                if self.record:
-                    self._event(
-                        m,
-                        "deliver",
-                        kind=d.kind,
-                        sender=sender,
-                        dest=m.name if d.kind == "unicast" else None,
-                        conn_id=d.conn_id,
-                        seqno=d.seqno,
-                        msg_id=msg_id,
-                        size=len(d.payload),
-                    )
+                msg_id = history.delivered(d) if history is not None else msg_id_of(d.payload)
+                deliveries.append((d.kind, name_of(d.sender), d.conn_id, d.seqno, msg_id))
         if self.record and out.events:
-            for e in out.events:
-                if isinstance(e.get("peer"), str):
-                    e["peer"] = name_of(e["peer"])
-                self._event(m, e.pop("event"), **e)
+            m.history.protocol_events(out.events)
         if m.stack.has_left:
-            m.alive = False  # left gracefully: stops like a crash, but the group was told
+            self._stopped(m)  # left gracefully: stops like a crash, but the group was told
             return
         self._schedule_timer(m)
 
@@ -522,15 +703,23 @@ class Simulation:
             dst_addr, payload = data
             m = self.members.get(name_of(dst_addr))
             if m is not None and m.alive:
-                m.stack.receive(payload, at)
-                self._flush(m)
+                if m.paused:
+                    if m.inbox_bytes + len(payload) <= RECV_BUFFER:
+                        m.inbox.append(payload)
+                        m.inbox_bytes += len(payload)
+                    else:
+                        m.buffer_drops += 1
+                else:
+                    m.stack.receive(payload, at)
+                    self._flush(m)
         elif kind == _TIMER:
             name, incarnation = data
             m = self.members[name]
             if m.alive and m.incarnation == incarnation and m.timer_at == at:
                 m.timer_at = float("inf")
-                m.stack.tick(at)
-                self._flush(m)
+                if not m.paused:  # a paused member's timer fires late, on resume
+                    m.stack.tick(at)
+                    self._flush(m)
         else:
             fn, args = data
             fn(*args)
@@ -556,8 +745,11 @@ class Simulation:
     # --- observations ---------------------------------------------------------------------------------------------
 
     def quiet(self) -> bool:
-        """Nothing in flight or scheduled (datagrams, workload, faults) and every live member's protocol idle."""
+        """Nothing in flight or scheduled (datagrams, workload, faults), nothing waiting for a paused member, and
+        every live member's protocol idle."""
         if any(kind != _TIMER for _, _, kind, _ in self._queue):
+            return False
+        if any(m.inbox or m.waiting or m.deferred for m in self.members.values()):
             return False
         return all(p.is_idle() for m in self.members.values() if m.alive for p in m.stack.protocols.values())
 
@@ -568,8 +760,16 @@ class Simulation:
         ]
 
     def sent(self, sender: str, dest: str) -> list[str]:
-        """msg_ids of the unicasts sender sent to dest (dest "*" for its multicasts), in send order."""
-        return [f"{sender}>{dest}#{i}" for i in range(1, self._msg_counter.get((sender, dest), 0) + 1)]
+        """msg_ids of the unicasts the member named sender sent to dest (dest "*" for its multicasts), in send order,
+        over all its incarnations (as `delivered` does): "A>B#1", ... then "A/2>B#1", ... (ids given to `send`
+        explicitly are not included)."""
+        m = self.members.get(sender)
+        last = m.incarnation if m is not None else 1
+        ids = []
+        for inc in range(1, last + 1):
+            address = make_address(sender, inc)
+            ids += [make_msg_id(address, dest, i) for i in range(1, self._msg_counter.get((address, dest), 0) + 1)]
+        return ids
 
     def multicast_sent(self, sender: str) -> list[str]:
         return self.sent(sender, "*")
@@ -612,27 +812,30 @@ class Simulation:
 
     # --- history --------------------------------------------------------------------------------------------------
 
-    def _event(self, m: SimMember, event: str, **fields: Any) -> None:
-        self.history[m.name].append(
-            {"t": round(self.now * 1e9), "member": m.name, "incarnation": m.incarnation, "event": event, **fields}
-        )
+    def _t(self) -> int:
+        """The histories' clock: virtual time in ns."""
+        return round(self.now * 1e9)
 
     def _fault(self, fault: dict[str, Any]) -> None:
-        self.faults.append({"t": round(self.now * 1e9), "event": "fault", "seed": self.seed, **fault})
+        self.faults.append({"t": self._t(), "event": "fault", "seed": self.seed, **fault})
 
     def finish(self) -> None:
-        """Writes the `stop` event of every live member (SCENARIO.md: the end of a run)."""
+        """Writes the `stop` event of every live member (SCENARIO.md: the end of a run), once."""
         for m in self.members.values():
-            if m.alive:
-                self._event(m, "stop", counters=m.stack.counters())
+            if m.alive and not m.finished:
+                m.finished = True
+                m.history.stop(m.stack.counters())
 
-    def write_run(self, out_dir: str | Path) -> Path:
-        """Writes history/<member>.jsonl and faults.jsonl in the SCENARIO.md format."""
+    def write_histories(self, out_dir: str | Path) -> Path:
+        """Writes history/<member>.jsonl under out_dir: the lines a real member's history file would have."""
         out = Path(out_dir)
         (out / "history").mkdir(parents=True, exist_ok=True)
         for name, events in self.history.items():
-            with open(out / "history" / f"{name}.jsonl", "w") as f:
-                f.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
-        with open(out / "faults.jsonl", "w") as f:
-            f.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in self.faults)
+            write_records(out / "history" / f"{name}.jsonl", events)
+        return out
+
+    def write_run(self, out_dir: str | Path) -> Path:
+        """Writes history/<member>.jsonl and faults.jsonl in the SCENARIO.md format."""
+        out = self.write_histories(out_dir)
+        write_records(out / "faults.jsonl", self.faults)
         return out

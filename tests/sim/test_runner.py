@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.runner import run_real, run_sim, scenario_toml
+from orchestration.runner import run, scenario_toml
 from orchestration.scenario import ScenarioError, parse
 
 pytestmark = pytest.mark.sim
@@ -38,17 +38,26 @@ def _events(out: Path, member: str) -> list[dict]:
 
 def test_sim_run_folder_is_complete_and_replayable(tmp_path: Path) -> None:
     sc = parse(json.loads(json.dumps(SCENARIO)))
-    first = run_sim(sc, tmp_path / "a")
+    first = run(sc, "sim", tmp_path / "a")
     assert not first.timed_out and first.extra_violations == []
     out = first.out
     assert parse(tomllib.loads((out / "scenario.toml").read_text())).raw == sc.raw
     assert _events(out, "A")[-1]["event"] == "stop" and _events(out, "C")[-1]["event"] != "stop"
-    faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
-    assert {f["kind"] for f in faults} >= {"link", "discard", "kill"} and all(f["seed"] == 3 for f in faults)
+    start, *faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
+    assert start == {"event": "start", "t": start["t"], "seed": 3, "backend": "sim"}
+    assert [(f["kind"], f["at"], f["t"] - start["t"]) for f in faults] == [
+        ("discard", "0.1s", 100_000_000),
+        ("partition", "0.2s", 200_000_000),
+        ("loss", "0.3s", 300_000_000),
+        ("kill", "0.4s", 400_001_000),  # a member action right after its instant (1 µs), never late
+        ("heal", "0.8s", 800_000_000),  # the loss's `for` ran out
+        ("heal", "1.2s", 1_200_000_000),  # the partition's
+    ]
+    assert all(f["seed"] == 3 for f in faults)
     # A's and B's streams to each other are complete and in order despite the faults
     delivered = [e["msg_id"] for e in _events(out, "B") if e["event"] == "deliver" and e["sender"] == "A"]
     assert delivered == [f"A>B#{i}" for i in range(1, 201)]
-    second = run_sim(parse(json.loads(json.dumps(SCENARIO))), tmp_path / "b")
+    second = run(parse(json.loads(json.dumps(SCENARIO))), "sim", tmp_path / "b")
     for m in "ABC":
         assert _events(second.out, m) == _events(out, m)
 
@@ -56,18 +65,27 @@ def test_sim_run_folder_is_complete_and_replayable(tmp_path: Path) -> None:
 def test_a_run_that_does_not_finish_is_a_timeout_violation(tmp_path: Path) -> None:
     raw = json.loads(json.dumps(SCENARIO))
     raw["timeout"] = "1s"
-    outcome = run_sim(parse(raw), tmp_path)
+    outcome = run(parse(raw), "sim", tmp_path)
     assert outcome.timed_out
     assert [v["check"] for v in outcome.extra_violations] == ["timeout"]
 
 
-def test_pause_is_refused_by_the_sim_and_network_faults_by_the_process_backend(tmp_path: Path) -> None:
-    raw = json.loads(json.dumps(SCENARIO))
-    raw["faults"] = [{"at": "1s", "kind": "pause", "member": "A"}]
-    with pytest.raises(ScenarioError, match="pause is not supported by the sim backend"):
-        run_sim(parse(raw), tmp_path / "x")
+def test_network_faults_are_refused_by_the_process_backend(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"discard, loss, partition need a network of the cluster's own"):
-        run_real(parse(json.loads(json.dumps(SCENARIO))), "process", tmp_path / "y")
+        run(parse(json.loads(json.dumps(SCENARIO))), "process", tmp_path / "y")
+
+
+def test_pause_and_resume_run_in_the_simulator(tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(SCENARIO))
+    raw["faults"] = [{"at": "0.2s", "kind": "pause", "member": "B"}, {"at": "0.7s", "kind": "resume", "member": "B"}]
+    outcome = run(parse(raw), "sim", tmp_path)
+    assert not outcome.timed_out
+    b = _events(outcome.out, "B")
+    # B delivers nothing while paused, then catches up: everything A and C sent it, in order
+    paused = [e for e in b if e["event"] == "deliver" and 200_000_000 < e["t"] - b[0]["t"] < 700_000_000]
+    assert not paused
+    delivered = [e["msg_id"] for e in b if e["event"] == "deliver" and e["sender"] == "A"]
+    assert delivered == [f"A>B#{i}" for i in range(1, 201)]
 
 
 def test_scenario_toml_round_trips() -> None:

@@ -3,7 +3,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from node.history import HistoryWriter
+import pytest
+
+from node.history import HistoryWriter, encode, lines_of, write_records
+from node.payload import make_payload
+from node.protocols.base import Delivery
 
 
 def test_events_are_whole_lines_flushed_per_batch(tmp_path: Path) -> None:
@@ -28,3 +32,78 @@ def test_a_restarted_member_does_not_glue_onto_a_cut_off_line(tmp_path: Path) ->
     lines = path.read_text().splitlines()
     assert lines[1] == '{"t":2,"member":"B","ev'  # the damage stays one line
     assert json.loads(lines[2])["incarnation"] == 2
+
+
+def _all_events(h: HistoryWriter) -> None:
+    """One of each event shape, through the writer's builders."""
+    h.start("B/2", "unicast3+nakack2", "udp")
+    h.sent("unicast", "A", 7, 1, "B/2>A#1", 20, dest_address="A/3")
+    h.sent("multicast", None, None, 1, "B/2>*#1", 20)
+    h.delivered(Delivery("unicast", "A/3", make_payload("A/3>B#1", 20), 9, 1))
+    h.delivered(Delivery("multicast", "A/3", make_payload("A/3>*#1", 3), None, 1))
+    h.protocol_events(
+        [
+            {"event": "view", "view_id": "A/3:2", "members": ["A/3", "B/2"], "merge": False},
+            {"event": "conn", "peer": "A/3", "conn_id": 7, "side": "send", "state": "open"},
+            {"event": "xmit", "peer": None, "conn_id": None, "seqno": 4},
+        ]
+    )
+    h.stop({"stack": {"datagrams_sent": 3}, "unicast3": {"msgs_sent": 1}})
+
+
+def test_builders_shape_every_event(tmp_path: Path) -> None:
+    h = HistoryWriter(None, "B", 2, clock=iter(range(100)).__next__)
+    _all_events(h)
+    r = h.records
+    assert r is not None and h.events_written == len(r) == 9
+    assert [list(e) for e in r][:2] == [
+        ["t", "member", "incarnation", "event", "address", "stack", "transport"],
+        [
+            *["t", "member", "incarnation", "event", "kind", "sender", "dest", "dest_address", "conn_id", "seqno"],
+            *["msg_id", "size"],
+        ],
+    ]
+    assert r[1]["dest_address"] == "A/3" and r[2]["dest_address"] is None  # the incarnation a unicast went to
+    assert r[3] == {
+        "t": 3,
+        "member": "B",
+        "incarnation": 2,
+        "event": "deliver",
+        "kind": "unicast",
+        "sender": "A",
+        "sender_address": "A/3",
+        "dest": "B",
+        "conn_id": 9,
+        "seqno": 1,
+        "msg_id": "A/3>B#1",
+        "size": 20,
+    }
+    assert (r[4]["dest"], r[4]["msg_id"], r[4]["size"]) == (None, "A/3>*#1", len(make_payload("A/3>*#1")))
+    assert r[5]["members"] == ["A/3", "B/2"]  # view members stay addresses
+    assert r[6]["peer"] == "A" and r[7]["peer"] is None  # a peer address becomes the peer's name
+    assert list(r[8]) == ["t", "member", "incarnation", "event", "counters"]
+
+
+def test_memory_mode_writes_the_bytes_file_mode_writes(tmp_path: Path) -> None:
+    """The simulator's records, written with write_records, are byte for byte the real member's file."""
+    live = tmp_path / "live.jsonl"
+    f = HistoryWriter(str(live), "B", 2, clock=iter(range(100)).__next__)
+    _all_events(f)
+    f.close()
+    shared: list = []
+    m = HistoryWriter(None, "B", 2, clock=iter(range(100)).__next__, records=shared)
+    _all_events(m)
+    assert m.records is shared
+    write_records(tmp_path / "sim.jsonl", shared)
+    assert (tmp_path / "sim.jsonl").read_bytes() == live.read_bytes() == lines_of(shared)
+    assert all(line == encode(json.loads(line)) for line in live.read_text().splitlines())
+    with pytest.raises(ValueError, match="not both"):
+        HistoryWriter(str(live), "B", records=[])
+
+
+def test_non_ascii_is_written_as_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "Ä.jsonl"
+    h = HistoryWriter(str(path), "Ä", clock=lambda: 5)
+    h.event("note", text="naïve")
+    h.close()
+    assert path.read_bytes() == '{"t":5,"member":"Ä","incarnation":1,"event":"note","text":"naïve"}\n'.encode()
