@@ -33,6 +33,8 @@ def message_events(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     key = F.when(F.col("event") == "send", F.col("member")).otherwise(F.col("sender")).alias("key")
+    if "dest_address" not in events.columns:  # events from before sends named the receiver's incarnation
+        events = events.withColumn("dest_address", F.lit(None).cast("string"))
     return events.filter(F.col("event").isin("send", "deliver")).select("run", key, *INPUT_COLUMNS)
 
 

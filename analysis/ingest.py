@@ -126,6 +126,7 @@ def _fingerprint(runs: list[RunFolder], reader: str) -> dict:
         for f in run.history_files:
             st = f.stat()
             files.append([run.name, f.name, st.st_size, st.st_mtime_ns])
+    # SCHEMA_VERSION changes with the cached columns (2: dest_address), so an older cache is rebuilt, not reused
     return {"version": SCHEMA_VERSION, "reader": reader, "files": files}
 
 

@@ -5,6 +5,8 @@
 - Alive at the end: the member's history ends with a `stop` event and, in faults.jsonl order, its last kill is
   followed by a restart (or it was never killed).
 - Views: a member's current view at time t is the last `view` event of its incarnation at or before t.
+- Addresses: a unicast send may name the incarnation it was addressed to (`dest_address`: "C", "C/2", ...);
+  `addressed_incarnation` reads it the same way for both checkers.
 These inputs are small (views, kills, counters), so this is plain Python shared by the Spark and the reference
 checkers.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.config import CheckConfig, InputError, parse_duration
+from node.address import incarnation_of, name_of
 
 NEVER = 1 << 62  # "no end": a fault still in force
 LASTING = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard", "link"}
@@ -104,8 +107,29 @@ class RunInfo:
         return max(f.end for f in self.faults)
 
 
+def parse_address(address: object) -> tuple[str, int] | None:
+    """A member address ("C", "C/2", ...) as (name, incarnation number, 1 = the first), or None when it is absent
+    or not an address (empty, no name, or a bad or non-positive incarnation number)."""
+    if not isinstance(address, str) or not address:
+        return None
+    try:
+        inc = incarnation_of(address)
+    except ValueError:
+        return None
+    name = name_of(address)
+    return (name, inc) if name and inc >= 1 else None
+
+
+def addressed_incarnation(dest: object, dest_address: object) -> int | None:
+    """The incarnation number (1 = the first) a unicast send to `dest` was addressed to, from its `dest_address`;
+    None when the send has none, or one that is not an address of `dest` (the time rule decides then)."""
+    parsed = parse_address(dest_address)
+    return parsed[1] if parsed is not None and parsed[0] == dest else None
+
+
 def read_faults(path: Path) -> tuple[list[dict], int]:
-    """The fault records of faults.jsonl (absent = none) and the number of skipped (cut-off last) lines."""
+    """The fault records of faults.jsonl (absent = none; its `start` line is not a fault) and the number of skipped
+    (cut-off last) lines."""
     if not path.is_file():
         return [], 0
     records: list[dict] = []
@@ -118,6 +142,8 @@ def read_faults(path: Path) -> tuple[list[dict], int]:
             rec = json.loads(line)
         except json.JSONDecodeError:
             rec = None
+        if isinstance(rec, dict) and rec.get("event") == "start" and isinstance(rec.get("t"), int):
+            continue  # the schedule's clock start (SCENARIO.md "Fault timing"), not a fault
         if not isinstance(rec, dict) or not isinstance(rec.get("t"), int) or "kind" not in rec:
             if i == len(lines) - 1:
                 skipped += 1

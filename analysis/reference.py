@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analysis.checks import views_converge
 from analysis.config import InputError, read_checks
-from analysis.membership import RunInfo, build_run_info, read_faults
+from analysis.membership import RunInfo, addressed_incarnation, build_run_info, read_faults
 from analysis.schema import RunFolder, discover_runs
 from analysis.verdict import Violation, sort_violations
 
@@ -29,6 +29,7 @@ class _Send:
     seqno: int
     t: int
     pos: int
+    dest_address: str | None = None
 
 
 @dataclass
@@ -89,7 +90,15 @@ def _read(run: RunFolder):
             if ev == "send" and e.get("msg_id") is not None:
                 sends[m].setdefault(
                     _text(e["msg_id"]),
-                    _Send(e.get("kind"), e.get("dest"), _text(e.get("conn_id")), e.get("seqno", -1), t, pos),
+                    _Send(
+                        e.get("kind"),
+                        e.get("dest"),
+                        _text(e.get("conn_id")),
+                        e.get("seqno", -1),
+                        t,
+                        pos,
+                        _text(e.get("dest_address")),
+                    ),
                 )
             elif ev == "deliver":
                 delivers.append(
@@ -195,14 +204,19 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
             s_inc = info.inc_at(sender, s.t)
             sender_ok = info.alive.get(sender, False) and s_inc == s_final
             multicast = s.kind == "multicast"
+            to_inc = None  # the receiver's incarnation number a unicast was addressed to, if the send says
             if multicast:
                 targets = info.members
             elif s.dest in info.alive:
                 targets = [s.dest]
+                to_inc = addressed_incarnation(s.dest, s.dest_address)
             else:
                 continue
             for r in targets:
-                recv_ok = bool(info.alive.get(r)) and s.t >= info.final_start(r)
+                if to_inc is None:  # by time: sent once the receiver's final incarnation had started
+                    recv_ok = bool(info.alive.get(r)) and s.t >= info.final_start(r)
+                else:  # by address: sent to the receiver's final incarnation
+                    recv_ok = bool(info.alive.get(r)) and to_inc == info.final_inc(r) + 1
                 got = (sender, mid, r) in delivered
                 if multicast:
                     stream = (sender, s_inc, r, "m", info.final_inc(r))

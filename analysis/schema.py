@@ -2,25 +2,28 @@
 
 Every event is one JSON object per line in `history/<member>.jsonl` (faults in `faults.jsonl`):
 
-=========  ==========  ===============================================================================
-field      type        meaning
-=========  ==========  ===============================================================================
-t          int64       ns, monotonic on the machine (comparable between members and faults of one run)
-member     string      the member writing the event (for `deliver`: the receiver)
-event      string      send | deliver | view | conn | xmit | ack | stop (others are counted, not checked)
-kind       string      send/deliver: unicast | multicast (xmit/ack: the protocol, optional)
-sender     string      send/deliver: the sending member
-dest       string      send/deliver: unicast destination; null for multicast
-conn_id    string      unicast connection id (a JSON number or string; read as its text); null for multicast
-seqno      int64       unicast: seqno in the connection; multicast: the sender's multicast seqno
-msg_id     string      unique per run; deliveries are joined to sends on it
-size       int64       payload bytes
-view_id    string      view: the view's id (a JSON number or string)
-members    list[str]   view: the members of the view
-merge      bool        view: installed by a merge
-peer       string      conn (and optionally xmit/ack): the other member
-state      string      conn: open | close | ...
-=========  ==========  ===============================================================================
+============  ==========  ============================================================================================
+field         type        meaning
+============  ==========  ============================================================================================
+t             int64       ns, monotonic on the machine (comparable between members and faults of one run)
+member        string      the member writing the event (for `deliver`: the receiver)
+event         string      send | deliver | view | conn | xmit | ack | stop (others are counted, not checked)
+kind          string      send/deliver: unicast | multicast (xmit/ack: the protocol, optional)
+sender        string      send/deliver: the sending member
+dest          string      send/deliver: unicast destination; null for multicast
+dest_address  string      unicast send, optional: the receiver's incarnation it was addressed to ("C", "C/2" after one
+                          restart, ...: node/address.py), which decides whether it is owed (docs/analysis.md); null
+                          or absent for multicast and in histories written before the field existed
+conn_id       string      unicast connection id (a JSON number or string; read as its text); null for multicast
+seqno         int64       unicast: seqno in the connection; multicast: the sender's multicast seqno
+msg_id        string      unique per run; deliveries are joined to sends on it
+size          int64       payload bytes
+view_id       string      view: the view's id (a JSON number or string)
+members       list[str]   view: the members of the view
+merge         bool        view: installed by a merge
+peer          string      conn (and optionally xmit/ack): the other member
+state         string      conn: open | close | ...
+============  ==========  ============================================================================================
 
 Unknown fields are ignored, so writers may add their own. `node/history.py` writes this format; this table is its
 documentation. Rows also get `run` (the run folder relative to the checked folder) and `pos` (the line's index in
@@ -38,7 +41,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the cache's layout: a new column makes old caches stale
 HISTORY_FIELDS: list[tuple[str, pa.DataType]] = [
     ("t", pa.int64()),
     ("member", pa.string()),
@@ -46,6 +49,7 @@ HISTORY_FIELDS: list[tuple[str, pa.DataType]] = [
     ("kind", pa.string()),
     ("sender", pa.string()),
     ("dest", pa.string()),
+    ("dest_address", pa.string()),
     ("conn_id", pa.string()),
     ("seqno", pa.int64()),
     ("msg_id", pa.string()),

@@ -5,7 +5,8 @@ the sender's sends and every delivery of a message claiming that sender, at any 
 
 Order of the work (DESIGN.md): phantoms and duplicates are taken out first; FIFO compares each delivery with the
 running maximum seqno of its stream; then each message owed to a receiver is either delivered, a FIFO gap (a later
-seqno of the same stream was delivered) or a lost tail (`complete`). Streams:
+seqno of the same stream was delivered) or a lost tail (`complete`). A unicast is owed to the receiver's final
+incarnation when it was addressed to it (`dest_address`), or, without an address, sent once it had started. Streams:
   unicast   (sender incarnation, receiver, conn_id)      seqno = the connection's seqno
   multicast (sender incarnation, receiver incarnation)   seqno = the sender's multicast seqno
 """
@@ -21,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.membership import RunInfo
+from analysis.membership import RunInfo, parse_address
 
 OUT_SCHEMA = pa.schema(
     [
@@ -41,7 +42,7 @@ OUT_SCHEMA = pa.schema(
         ("payload", pa.string()),
     ]
 )
-INPUT_COLUMNS = ["event", "member", "kind", "sender", "dest", "conn_id", "seqno", "msg_id", "t", "pos"]
+INPUT_COLUMNS = ["event", "member", "kind", "sender", "dest", "dest_address", "conn_id", "seqno", "msg_id", "t", "pos"]
 HIST_PER_OCTAVE = 32  # latency histogram resolution (about 2 % per bin)
 PROGRESS_BUCKETS = 200
 
@@ -120,6 +121,7 @@ class _Sends:
     msg: pa.Array
     mc: np.ndarray  # multicast?
     dest: np.ndarray  # member code, -1 for multicast or unknown
+    to_inc: np.ndarray  # unicast: the receiver's incarnation number (1 = first) it was addressed to, 0 = not said
     conn: np.ndarray  # conn_id code, 0 = none
     conn_str: list[str | None]  # code -> conn_id
     seq: np.ndarray
@@ -135,10 +137,12 @@ class _Sends:
         conn = pc.dictionary_encode(sends["conn_id"].combine_chunks())
         t = _np(sends["t"], 0).astype(np.int64)
         inc = np.searchsorted(np.array(info.restarts.get(sender, []), np.int64), t, side="right")
+        dest = _codes(sends["dest"], info.members)
         return cls(
             msg=sends["msg_id"].combine_chunks(),
             mc=_np(pc.equal(sends["kind"], "multicast"), False).astype(bool),
-            dest=_codes(sends["dest"], info.members),
+            dest=dest,
+            to_inc=_addressed(sends, dest, info.members),
             conn=_np(conn.indices, -1).astype(np.int64) + 1,
             conn_str=[None, *conn.dictionary.to_pylist()],
             seq=_np(sends["seqno"], -1).astype(np.int64),
@@ -147,6 +151,22 @@ class _Sends:
             inc=inc,
             ok=bool(info.alive.get(sender, False)) & (inc == info.final_inc(sender)),
         )
+
+
+def _addressed(sends: pa.Table, dest: np.ndarray, members: list[str]) -> np.ndarray:
+    """Per send: the incarnation number of `dest` its `dest_address` names (0: none, or not an address of `dest`;
+    membership.addressed_incarnation, as in the reference checker). A sender has few distinct addresses: each is
+    parsed once."""
+    if "dest_address" not in sends.column_names or not sends.num_rows:
+        return np.zeros(sends.num_rows, np.int64)
+    enc = pc.dictionary_encode(sends["dest_address"].combine_chunks())
+    code = {m: i for i, m in enumerate(members)}
+    parsed = [parse_address(a) for a in enc.dictionary.to_pylist()]
+    # one entry per distinct address, and a last one for a null address (index -1) that matches no destination
+    names = np.array([code.get(p[0], -2) if p else -2 for p in parsed] + [-2], np.int64)
+    incs = np.array([min(p[1], 1 << 62) if p else 0 for p in parsed] + [0], np.int64)  # any huge one is no match
+    idx = _np(enc.indices, -1).astype(np.int64)
+    return np.where(names[idx] == dest, incs[idx], 0)
 
 
 @dataclass
@@ -224,6 +244,7 @@ class _SenderPass:
         self.d = _Deliveries.read(tbl, info, self.s)
         self.alive = np.array([bool(info.alive.get(m)) for m in self.members])
         self.fstart = np.array([info.final_start(m) for m in self.members], np.int64)
+        self.finc = np.array([info.final_inc(m) for m in self.members], np.int64)
         incs = [self.s.inc.max(initial=0), self.d.rinc.max(initial=0), *(info.final_inc(m) for m in self.members)]
         self.span_b = int(max(incs)) + 1
         self.span_a = max(len(self.s.conn_str), self.span_b)
@@ -355,7 +376,8 @@ class _SenderPass:
         f_idx = d.idx[first]
         delivered[f_idx[~s.mc[f_idx]]] = True
         dest = s.dest[uni]
-        recv_ok = self.alive[dest] & (s.t[uni] >= self.fstart[dest])
+        to_inc = s.to_inc[uni]  # addressed: to the final incarnation; else by time: once it had started
+        recv_ok = self.alive[dest] & np.where(to_inc > 0, to_inc == self.finc[dest] + 1, s.t[uni] >= self.fstart[dest])
         top = self.max_delivered(self.stream_key(np.zeros(len(uni), bool), dest, s.conn[uni], s.inc[uni]))
         self.classify(uni, dest, s.ok[uni] & recv_ok, delivered[uni], top, s.ok[uni], recv_ok, False)
 

@@ -14,6 +14,11 @@ Injections (`inject=[...]`, each at most once per run):
   truncated              crash, and its history ends in a cut-off line                  -> nothing (1 skipped line)
   restart                the last member is killed, restarted and rejoins               -> nothing
   partition              split in two halves, separate views, heal and merge            -> nothing
+
+Addresses (`addresses=True`; by default in runs with an odd seed): unicast sends carry `dest_address`, the receiver's
+incarnation they are addressed to, as real members write it. In a `restart` run the senders then also keep sending to
+the victim's old incarnation between its restart record and its rejoining (on the old connection; never delivered,
+and not owed), as senders on a real cluster do until they learn the new address.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from node.address import make_address
 
 T0 = 1_000_000_000  # ns; the first round
 ROUND = 100_000  # ns between workload rounds
@@ -52,6 +59,8 @@ class Truth:
     expected: list[Expected] = field(default_factory=list)
     skipped_lines: int = 0
     killed: list[str] = field(default_factory=list)
+    addresses: bool = False  # unicast sends carry dest_address
+    stale_sends: int = 0  # unicasts sent to a restarted member's old incarnation after its restart record
 
 
 def member_names(n: int) -> list[str]:
@@ -70,9 +79,19 @@ class _Run:
     """Generates one run. Events are tuples (t, order, line-or-fields) per member, formatted at write time."""
 
     def __init__(
-        self, names: list[str], rounds: int, rng: random.Random, inject: list[str], unicast: bool, multicast: bool
+        self,
+        names: list[str],
+        rounds: int,
+        rng: random.Random,
+        inject: list[str],
+        unicast: bool,
+        multicast: bool,
+        addresses: bool = False,
     ) -> None:
         self.names = names
+        self.addresses = addresses
+        self.stale: dict[tuple[str, str], list[int]] = {}  # (sender, victim) -> [conn, seqno] of the old incarnation
+        self.stale_sends = 0
         self.rounds = rounds
         self.rng = rng
         self.unicast = unicast
@@ -144,6 +163,10 @@ class _Run:
         return t
 
     # ---- workload -------------------------------------------------------------------------------------------------
+    def _addr(self, address: str | None) -> tuple:
+        """The dest_address element of a send item (none at all when the run writes no addresses)."""
+        return (address,) if self.addresses else ()
+
     def send_unicast(self, s: str, d: str, t: int, rnd: int, hold_until: int = 0) -> None:
         ck = (s, d)
         conn = self.conn.setdefault(ck, 1)
@@ -152,7 +175,7 @@ class _Run:
         self.nmsg[s] += 1
         mid = f"{s}.{self.inc[s]}.{self.nmsg[s]}"
         f = ("unicast", s, d, conn, seq, mid)
-        self._push(s, t, ("send", s, *f))
+        self._push(s, t, ("send", s, *f, *self._addr(make_address(d, self.inc[d] + 1))))
         td = self._deliver_time(("u", s, d, conn), t, hold_until)
         if not self.receives(d, t, td):
             return
@@ -164,13 +187,25 @@ class _Run:
         self.nmsg[s] += 1
         mid = f"{s}.{self.inc[s]}.{self.nmsg[s]}"
         f = ("multicast", s, None, None, seq, mid)
-        self._push(s, t, ("send", s, *f))
+        self._push(s, t, ("send", s, *f, *self._addr(None)))
         for r in sorted(self.view_at(s, t)):
             if reach is not None and r not in reach:
                 continue
             td = self._deliver_time(("m", s, r, self.inc[s], self.inc[r]), t)
             if self.receives(r, t, td):
                 self._deliver(r, td, f, rnd, "multicast", s, r)
+
+    def send_stale(self, s: str, d: str, t: int) -> None:
+        """A unicast to d's previous incarnation (d has restarted, s does not know yet): on the old connection,
+        addressed to the old incarnation, never delivered."""
+        old = self.stale.get((s, d))
+        if old is None:
+            return
+        old[1] += 1
+        self.nmsg[s] += 1
+        f = ("unicast", s, d, old[0], old[1], f"{s}.{self.inc[s]}.{self.nmsg[s]}")
+        self._push(s, t, ("send", s, *f, *self._addr(make_address(d, self.inc[d]))))
+        self.stale_sends += 1
 
     def _deliver(self, r: str, td: int, f: tuple, rnd: int, kind: str, s: str, d: str) -> None:
         """Delivers, applying a message injection when this is its target message (stream A->B)."""
@@ -245,6 +280,7 @@ class _Run:
                 self.faults.append({"t": t, "event": "fault", "kind": "restart", "member": victim})
                 self.inc[victim] += 1
                 self.mseq[victim] = 0
+                self.stale = {k: [self.conn[k], self.useq[k]] for k in self.conn if k[1] == victim}
                 for k in list(self.conn):
                     if victim in k:
                         self.conn[k] += 1
@@ -276,6 +312,9 @@ class _Run:
                     continue
                 if self.unicast:
                     for d in names:
+                        if self.addresses and joined_at is not None and d == victim and s != d and ts < joined_at:
+                            self.send_stale(s, d, ts + 1)  # the victim restarted, s still addresses the old one
+                            continue
                         if d == s or (joined_at is not None and d == victim and ts <= joined_at + ROUND):
                             continue
                         hold = 0
@@ -335,8 +374,10 @@ def _format(member: str, t: int, item: tuple | str) -> str:
         return item
     ev = item[0]
     if ev in ("send", "deliver"):
-        _, m, kind, s, d, conn, seq, mid = item
+        _, m, kind, s, d, conn, seq, mid, *address = item  # a send may carry dest_address (null: a multicast)
         dest = "null" if d is None else f'"{d}"'
+        if address:
+            dest += ',"dest_address":' + ("null" if address[0] is None else f'"{address[0]}"')
         cid = "null" if conn is None else conn
         return (
             f'{{"t":{t},"member":"{m}","event":"{ev}","kind":"{kind}","sender":"{s}","dest":{dest},'
@@ -355,17 +396,20 @@ def write_run(
     unicast: bool = True,
     multicast: bool = True,
     checks: dict | None = None,
+    addresses: bool | None = None,
 ) -> Truth:
-    """Writes one run folder; returns what a correct checker must find. `checks` writes a scenario.toml."""
+    """Writes one run folder; returns what a correct checker must find. `checks` writes a scenario.toml;
+    `addresses` (default: for odd seeds) gives unicast sends a `dest_address`."""
     run_dir = Path(run_dir)
     names = member_names(members)
     if members < 3 and any(_parse_injection(s)[0] in RUN_INJECTIONS for s in inject):
         raise ValueError("run injections need at least 3 members")
-    gen = _Run(names, rounds, random.Random(seed), list(inject), unicast, multicast)
+    addresses = seed % 2 == 1 if addresses is None else addresses
+    gen = _Run(names, rounds, random.Random(seed), list(inject), unicast, multicast, addresses)
     gen.generate()
     n = gen.write(run_dir, seed, checks)
     killed = [gen.victim] if gen.down else []
-    return Truth(run_dir, n, gen.expected, gen.skipped, killed)
+    return Truth(run_dir, n, gen.expected, gen.skipped, killed, addresses, gen.stale_sends)
 
 
 def rounds_for(events: int, members: int) -> int:
