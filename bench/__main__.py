@@ -17,5 +17,9 @@ if os.geteuid() == 0:
 
     print("== the NFQUEUE handler: throughput and added latency of a stateful rule ==")
     bench_nfqueue.main(["--seconds", "2", "--repeats", "3"])
+    from bench import bench_schedule
+
+    print("== faults on time: 20 scheduled faults on 4 netns members, observed with probes ==")
+    bench_schedule.main(["--rounds", "2"])
 else:
     print("(real-network benchmark skipped: it needs root for network namespaces)")

@@ -57,6 +57,8 @@ class Endpoint:
 class Chaos:
     """The fault table of one cluster. Cheap to construct: all state is in `state_dir/chaos.json`."""
 
+    PLAN_AHEAD = True  # plan() may start handler processes: the scheduler installs a plan dormant first
+
     def __init__(self, state_dir: Path, tag: str, members: dict[str, Endpoint], *, transport: str = "udp") -> None:
         self.state_dir = Path(state_dir)
         self.tag = tag  # appears in every handler's command line: the cluster label
@@ -103,6 +105,31 @@ class Chaos:
             self._apply(state)
             self._stop_timers(state, [f["id"] for f in gone])
         return gone
+
+    def plan(self, faults: list[dict[str, Any]], t0_ns: int) -> None:
+        """Installs scheduled faults ahead of time, each switched on and off by the clock at its window: a fault is
+        a normalized record with its `id`, `seed`, `start` and `end` (seconds after t0_ns, end None = until the
+        cluster goes down); t0_ns is on CLOCK_MONOTONIC. Calling it again with the same ids replaces their windows
+        (the scheduler first installs everything far in the future, which starts the handlers, then moves the
+        windows to the real t0, which only rewrites rules). Nothing is switched at the planned instants."""
+        ids = {f["id"] for f in faults}
+        with self._locked() as state:
+            # one sample of CLOCK_REALTIME - CLOCK_MONOTONIC for the whole plan: nft compares real time
+            state["clock_offset"] = time.time_ns() - time.monotonic_ns()
+            state["faults"] = [f for f in state["faults"] if f["id"] not in ids]
+            for f in faults:
+                start, end = f["start"], f.get("end")
+                window = {
+                    "from": t0_ns + round(start * 1e9),
+                    "until": None if end is None else t0_ns + round(end * 1e9),
+                }
+                record = {k: v for k, v in f.items() if k not in ("start", "end")}
+                state["faults"].append({**record, "window": window, "since": time.time()})
+            self._apply(state)
+
+    def clock_offset(self) -> int | None:
+        """CLOCK_REALTIME - CLOCK_MONOTONIC as sampled by the last plan() (None if nothing was planned)."""
+        return self._load().get("clock_offset")
 
     def add_timer(self, fault_id: str, pid: int) -> None:
         """Records the process that will remove fault_id when its time is up (stopped with the fault or cluster)."""
@@ -153,103 +180,53 @@ class Chaos:
             for member in list(state["handlers"]):
                 self._stop_handler(state, member)
 
-    # --- validation -----------------------------------------------------------------------------------------------
+    # --- validation ---------------------------------------------------------------------------------------------
 
     def normalize(self, kind: str, args: dict[str, Any]) -> dict[str, Any]:
         """Checks a fault's arguments against the members; returns the stored form (member lists, seconds)."""
-        if kind not in LINK_FAULTS:
-            raise ChaosError(f"unknown network fault {kind!r}; network faults: {', '.join(LINK_FAULTS)}")
-        names = list(self.members)
-        out: dict[str, Any] = {"kind": kind}
-
-        def member_list(key: str) -> list[str]:
-            value = args.get(key)
-            if value in (None, "*", ["*"]):
-                return names
-            items = [value] if isinstance(value, str) else list(value)
-            bad = [m for m in items if m not in self.members]
-            if bad or not items:
-                raise ChaosError(f"{kind}: {key} names unknown members {bad or '(none)'}; members: {', '.join(names)}")
-            return items
-
-        if kind == "split":
-            groups = [member_list_of(g, names, "split: groups") for g in args.get("groups") or []]
-            if len(groups) < 2:
-                raise ChaosError("split: give at least two groups, e.g. A,B C,D")
-            seen: set[str] = set()
-            for g in groups:
-                if seen & set(g):
-                    raise ChaosError(f"split: {sorted(seen & set(g))} in more than one group")
-                seen |= set(g)
-            out["groups"] = groups
-            return out
-        out["from"], out["to"] = member_list("from"), member_list("to")
-        if kind == "partition":
-            out["one_way"] = bool(args.get("one_way", False))
-        if kind in ("loss", "reorder", "duplicate") or "probability" in args:
-            p = float(args.get("probability", 1.0 if kind == "discard" else -1))
-            if not 0.0 <= p <= 1.0:
-                raise ChaosError(f"{kind}: probability must be within 0..1 (20% = 0.2), not {args.get('probability')}")
-            out["probability"] = p
-        if kind == "delay":
-            out["delay"] = _seconds(args.get("delay"), "delay: delay")
-            out["jitter"] = _seconds(args.get("jitter", 0.0), "delay: jitter")
-        if kind == "discard":
-            if self.transport != "udp":
-                raise ChaosError(
-                    "discard rules act on datagrams; this cluster uses transport tcp, where the kernel retransmits a "
-                    "dropped segment. Use partition, loss or delay, or transport udp"
-                )
-            try:
-                out["match"] = str(parse_match(str(args.get("match", ""))))
-            except RuleError as e:
-                raise ChaosError(f"discard: {e}") from None
-            action = args.get("action", "drop")
-            if action not in DISCARD_ACTIONS:
-                raise ChaosError(f"discard: action must be one of {', '.join(DISCARD_ACTIONS)}, not {action!r}")
-            out["action"] = action
-            count = args.get("count")
-            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-                raise ChaosError(f"discard: count must be a whole number >= 1, not {count!r}")
-            out["count"] = count
-            if action == "delay":
-                out["delay"] = _seconds(args.get("delay", 0.0), "discard: delay")
-                if out["delay"] <= 0:
-                    raise ChaosError("discard: action delay needs a delay, e.g. 50ms")
-            elif args.get("delay"):
-                raise ChaosError(f"discard: a delay goes with action delay, not {action}")
-        return out
+        return normalize(kind, args, list(self.members), self.transport)
 
     # --- links and rendering ----------------------------------------------------------------------------------------
 
     @staticmethod
     def links(fault: dict[str, Any]) -> list[tuple[str, str]]:
-        """(source, receiver) pairs the fault acts on."""
-        if fault["kind"] == "split":
-            groups = fault["groups"]
-            return [(a, b) for g in groups for h in groups if h is not g for a in g for b in h]
-        pairs = [(a, b) for a in fault["from"] for b in fault["to"] if a != b]
-        if fault["kind"] == "partition" and not fault.get("one_way"):
-            pairs += [(b, a) for a, b in pairs if (b, a) not in pairs]
-        return pairs
+        return links(fault)
 
-    def render(self, faults: list[dict[str, Any]], use_netem: bool) -> dict[str, tuple[Any, ...]]:
-        """member -> (kernel.NamespaceRules, [netem.Shaping], [handler rule dicts], max held delay in ms)."""
+    def render(
+        self, faults: list[dict[str, Any]], use_netem: bool, *, time_gates: bool = True, clock_offset: int = 0
+    ) -> dict[str, tuple[Any, ...]]:
+        """member -> (kernel.NamespaceRules, [netem.Shaping], [handler rule dicts], max held delay in ms).
+
+        A fault with a `window` (a planned fault: CLOCK_MONOTONIC ns `from`/`until`) is installed ahead of time and
+        gated by time: partitions and loss as nft rules bounded by `meta time` (CLOCK_REALTIME = monotonic +
+        clock_offset) when `time_gates`, else as link rules of the handler; delay, reorder, duplicate and every
+        discard as handler rules with active_from_ns/active_until_ns, on every kernel (netem cannot be switched by
+        time, and a u32 drop has no window)."""
         out: dict[str, tuple[Any, ...]] = {}
         for name in self.members:
             rules, handler_rules = kernel.NamespaceRules(), []
             shaping: dict[str, netem.Shaping] = {}
             max_delay_ms = 0.0
             for f in faults:
+                window = f.get("window")
                 for src, dst in self.links(f):
                     if dst != name:
                         continue
                     ip, kind, rule_id = self.members[src].ip, f["kind"], f"{f['id']}:{src}"
-                    if kind in ("partition", "split"):
-                        rules.blocked.add(ip)
+                    if kind in ("partition", "split", "loss") and window and not time_gates:
+                        rules.queue_all.add(ip)
+                        handler_rules.append(_handler_rule(rule_id, ip, f, None, "drop", name))
+                    elif kind in ("partition", "split"):
+                        if window:
+                            rules.timed_blocks.append((ip, _real_window(window, clock_offset)))
+                        else:
+                            rules.blocked.add(ip)
                     elif kind == "loss":
-                        rules.losses.append((ip, f["probability"]))
-                    elif kind in SHAPING and use_netem:
+                        if window:
+                            rules.timed_losses.append((ip, f["probability"], _real_window(window, clock_offset)))
+                        else:
+                            rules.losses.append((ip, f["probability"]))
+                    elif kind in SHAPING and use_netem and not window:
                         shaping[ip] = _merge_shaping(shaping.get(ip, netem.Shaping(ip)), f)
                     elif kind in SHAPING:
                         rules.queue_all.add(ip)
@@ -258,7 +235,7 @@ class Chaos:
                     else:  # discard
                         match = parse_match(f["match"])
                         p = f.get("probability", 1.0)
-                        stateless = f["action"] == "drop" and f["count"] is None
+                        stateless = f["action"] == "drop" and f["count"] is None and not window
                         if stateless and kernel.compiles_to_kernel(match):
                             rules.header_drops.append(kernel.HeaderDrop(ip, match, p))
                             rules.queue_batches.add(ip)
@@ -273,7 +250,9 @@ class Chaos:
 
     def _apply(self, state: dict[str, Any]) -> None:
         use_netem = netem.available()
-        rendered = self.render(state["faults"], use_netem)
+        planned = any(f.get("window") for f in state["faults"])
+        gates = kernel.time_gates()[0] if planned else True
+        rendered = self.render(state["faults"], use_netem, time_gates=gates, clock_offset=state.get("clock_offset", 0))
         for name, (rules, shapings, handler_rules, max_delay_ms) in rendered.items():
             ep = self.members[name]
             if handler_rules:
@@ -414,6 +393,82 @@ class Chaos:
                 tmp.replace(self._state_path)
 
 
+def normalize(kind: str, args: dict[str, Any], names: list[str], transport: str = "udp") -> dict[str, Any]:
+    """Checks a fault's arguments against the members; returns the stored form (member lists, seconds)."""
+    if kind not in LINK_FAULTS:
+        raise ChaosError(f"unknown network fault {kind!r}; network faults: {', '.join(LINK_FAULTS)}")
+    out: dict[str, Any] = {"kind": kind}
+
+    def member_list(key: str) -> list[str]:
+        value = args.get(key)
+        if value in (None, "*", ["*"]):
+            return names
+        items = [value] if isinstance(value, str) else list(value)
+        bad = [m for m in items if m not in names]
+        if bad or not items:
+            raise ChaosError(f"{kind}: {key} names unknown members {bad or '(none)'}; members: {', '.join(names)}")
+        return items
+
+    if kind == "split":
+        groups = [member_list_of(g, names, "split: groups") for g in args.get("groups") or []]
+        if len(groups) < 2:
+            raise ChaosError("split: give at least two groups, e.g. A,B C,D")
+        seen: set[str] = set()
+        for g in groups:
+            if seen & set(g):
+                raise ChaosError(f"split: {sorted(seen & set(g))} in more than one group")
+            seen |= set(g)
+        out["groups"] = groups
+        return out
+    out["from"], out["to"] = member_list("from"), member_list("to")
+    if kind == "partition":
+        out["one_way"] = bool(args.get("one_way", False))
+    if kind in ("loss", "reorder", "duplicate") or "probability" in args:
+        p = float(args.get("probability", 1.0 if kind == "discard" else -1))
+        if not 0.0 <= p <= 1.0:
+            raise ChaosError(f"{kind}: probability must be within 0..1 (20% = 0.2), not {args.get('probability')}")
+        out["probability"] = p
+    if kind == "delay":
+        out["delay"] = _seconds(args.get("delay"), "delay: delay")
+        out["jitter"] = _seconds(args.get("jitter", 0.0), "delay: jitter")
+    if kind == "discard":
+        if transport != "udp":
+            raise ChaosError(
+                "discard rules act on datagrams; this cluster uses transport tcp, where the kernel retransmits a "
+                "dropped segment. Use partition, loss or delay, or transport udp"
+            )
+        try:
+            out["match"] = str(parse_match(str(args.get("match", ""))))
+        except RuleError as e:
+            raise ChaosError(f"discard: {e}") from None
+        action = args.get("action", "drop")
+        if action not in DISCARD_ACTIONS:
+            raise ChaosError(f"discard: action must be one of {', '.join(DISCARD_ACTIONS)}, not {action!r}")
+        out["action"] = action
+        count = args.get("count")
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+            raise ChaosError(f"discard: count must be a whole number >= 1, not {count!r}")
+        out["count"] = count
+        if action == "delay":
+            out["delay"] = _seconds(args.get("delay", 0.0), "discard: delay")
+            if out["delay"] <= 0:
+                raise ChaosError("discard: action delay needs a delay, e.g. 50ms")
+        elif args.get("delay"):
+            raise ChaosError(f"discard: a delay goes with action delay, not {action}")
+    return out
+
+
+def links(fault: dict[str, Any]) -> list[tuple[str, str]]:
+    """(source, receiver) pairs the fault acts on."""
+    if fault["kind"] == "split":
+        groups = fault["groups"]
+        return [(a, b) for g in groups for h in groups if h is not g for a in g for b in h]
+    pairs = [(a, b) for a in fault["from"] for b in fault["to"] if a != b]
+    if fault["kind"] == "partition" and not fault.get("one_way"):
+        pairs += [(b, a) for a, b in pairs if (b, a) not in pairs]
+    return pairs
+
+
 def fault_event(record: dict[str, Any], duration: float | None = None) -> dict[str, Any]:
     """The faults.jsonl line (SCENARIO.md history format) of an applied fault: its keys, id, seed and `for`."""
     keys = {k: v for k, v in record.items() if k not in ("since", "kind", "seed", "id") and v is not None}
@@ -474,9 +529,16 @@ def _merge_shaping(s: netem.Shaping, f: dict[str, Any]) -> netem.Shaping:
     )
 
 
+def _real_window(window: dict[str, int | None], clock_offset: int) -> kernel.Window:
+    """A planned fault's window (CLOCK_MONOTONIC ns) on CLOCK_REALTIME, which nft's `meta time` reads."""
+    start, end = window["from"], window["until"]
+    return kernel.Window(None if start is None else start + clock_offset, None if end is None else end + clock_offset)
+
+
 def _handler_rule(
     rule_id: str, ip: str, f: dict[str, Any], match: str | None, action: str, receiver: str
 ) -> dict[str, Any]:
+    window = f.get("window") or {}
     return {
         "id": rule_id,
         "sources": [ip],
@@ -487,6 +549,7 @@ def _handler_rule(
         "delay_ms": 1000 * f.get("delay", 0.0),
         "jitter_ms": 1000 * f.get("jitter", 0.0),
         "seed": _rule_seed(f.get("seed", 0), f"{rule_id}>{receiver}"),
+        **({"active_from_ns": window.get("from"), "active_until_ns": window.get("until")} if window else {}),
     }
 
 

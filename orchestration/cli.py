@@ -6,6 +6,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -13,7 +14,6 @@ from rich.table import Table
 
 from node.protocols.base import parse_duration
 from node.stack import STACKS
-from orchestration.simcase import Discard, SimCase, pair_results, parse_set, run_case, write_case
 
 # Not on a terminal (logs, CI, pipes): wide enough that tables are not truncated.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -34,6 +34,18 @@ def _duration(value: str) -> float:
         raise click.BadParameter(str(e)) from None
 
 
+def parse_set(values: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """--set unicast3.xmit_interval=200ms -> {"unicast3": {"xmit_interval": "200ms"}}"""
+    props: dict[str, dict[str, Any]] = {}
+    for item in values:
+        key, eq, value = item.partition("=")
+        proto, dot, name = key.partition(".")
+        if not eq or not dot or not proto or not name:
+            raise ValueError(f"--set {item!r}: write PROTOCOL.PROPERTY=VALUE, e.g. unicast3.xmit_interval=200ms")
+        props.setdefault(proto, {})[name] = value
+    return props
+
+
 @click.group()
 def main() -> None:
     """chaosbed: reproduce partition-heal bugs of group-communication protocols on a laptop."""
@@ -44,116 +56,6 @@ def stacks() -> None:
     """List the protocol stacks a cluster can run."""
     for name in sorted(STACKS):
         click.echo(name)
-
-
-@main.command()
-@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
-@click.option("--members", "-n", type=click.IntRange(2, 26), default=3, show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True, help="drives the network and workload")
-@click.option("--count", type=click.IntRange(0), default=1000, show_default=True, help="per sender and destination")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1000.0, show_default=True)
-@click.option("--size", type=click.IntRange(0), default=100, show_default=True, help="payload bytes")
-@click.option("--loss", default="0", help="per-link datagram loss, e.g. 0.2 or 20%")
-@click.option("--duplicate", default="0", help="per-link duplication probability")
-@click.option("--reorder", default="0", help="per-link probability of holding a datagram back")
-@click.option("--delay", default="1ms", show_default=True, help="one-way latency per link")
-@click.option("--jitter", default="0ms", show_default=True, help="uniform extra latency per datagram")
-@click.option("--fault-for", default="0s", help="heal the links after this long (0 = keep faults)")
-@click.option("--discard", "discards", multiple=True, help="a rule like 'UNICAST3.ACK(seqno=50)'")
-@click.option("--discard-from", "discard_from", multiple=True, help="sender member of each --discard (default any)")
-@click.option("--discard-to", "discard_to", multiple=True, help="receiver member of each --discard (default any)")
-@click.option("--discard-count", "discard_count", multiple=True, type=int, help="act on the first N matches only")
-@click.option("--set", "sets", multiple=True, metavar="PROTO.PROP=VALUE", help="a protocol property")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="write the run folder here")
-def sim(
-    stack: str,
-    members: int,
-    seed: int,
-    count: int,
-    rate: float,
-    size: int,
-    loss: str,
-    duplicate: str,
-    reorder: str,
-    delay: str,
-    jitter: str,
-    fault_for: str,
-    discards: tuple[str, ...],
-    discard_from: tuple[str, ...],
-    discard_to: tuple[str, ...],
-    discard_count: tuple[int, ...],
-    sets: tuple[str, ...],
-    out: Path | None,
-) -> None:
-    """Run a seeded case in the deterministic simulator and check delivery (exit 0 clean, 1 violations)."""
-
-    def nth(values: tuple, i: int):
-        return values[i] if i < len(values) else None
-
-    try:
-        case = SimCase(
-            stack=stack,
-            members=members,
-            seed=seed,
-            count=count,
-            rate=rate,
-            size=size,
-            loss=_fraction(loss),
-            duplicate=_fraction(duplicate),
-            reorder=_fraction(reorder),
-            delay=_duration(delay),
-            jitter=_duration(jitter),
-            fault_for=_duration(fault_for),
-            discards=[
-                Discard(e, nth(discard_from, i), nth(discard_to, i), nth(discard_count, i))
-                for i, e in enumerate(discards)
-            ],
-            properties=parse_set(list(sets)),
-        )
-        started = time.perf_counter()
-        result = run_case(case)
-    except (ValueError, KeyError) as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
-    elapsed = time.perf_counter() - started
-    sys.exit(_report_case(case, result, elapsed, out))
-
-
-def _report_case(case: SimCase, result, elapsed: float, out: Path | None) -> int:
-    sim = result.sim
-    rows = pair_results(sim)
-    table = Table(title=f"{case.stack}, {case.members} members, seed {case.seed}")
-    for col in ("from", "to", "sent", "delivered", "dup", "missing", "phantom", "reordered"):
-        table.add_column(col, justify="left" if col in ("from", "to") else "right")
-    for r in rows:
-        style = "" if r.ok else "red"
-        table.add_row(
-            r.sender,
-            r.receiver,
-            *map(str, (r.sent, r.delivered, r.duplicates, r.missing, r.phantoms, r.out_of_order)),
-            style=style,
-        )
-    console.print(table)
-    totals: dict[str, int] = {}
-    for name in sim.members:
-        for k, v in sim.counters(name).items():
-            totals[k] = totals.get(k, 0) + v
-    shown = ("msgs_sent", "msgs_delivered", "xmits", "xmit_reqs_sent", "acks_sent", "send_first_seqno_sent")
-    console.print("counters (all members): " + ", ".join(f"{k}={totals.get(k, 0)}" for k in shown))
-    for rule in result.rules:
-        console.print(
-            f"rule {rule.protocol}.{rule.header} {rule.src or '*'}->{rule.dst or '*'}: {rule.matched} matched"
-        )
-    speed = sim.messages_sent / max(elapsed, 1e-9)
-    console.print(f"simulated {sim.now:.2f} s in {elapsed:.2f} s real ({speed:,.0f} msgs/s)")
-    if out is not None:
-        write_case(result, case, out)
-        console.print(f"run folder: {out}")
-    ok = result.settled and all(r.ok for r in rows)
-    verdict = "PASS" if ok else "FAIL" + ("" if result.settled else " (did not settle)")
-    # one unwrapped line, last: SCENARIO.md's contract for run output
-    click.echo(f"verdict: {verdict}; replay: {case.replay_command(str(out) if out else None)}")
-    return 0 if ok else 1
 
 
 DEMO_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "partition-heal.toml"
@@ -195,7 +97,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
 
     from chaos.engine import ChaosError
     from orchestration.cluster import ClusterError
-    from orchestration.runner import run_real
+    from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load
 
     sc = load(DEMO_SCENARIO, seed=seed)
@@ -203,7 +105,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
     started = time.perf_counter()
     try:
         with console.status(f"running {sc.name}: {len(sc.members)} members in network namespaces, under chaos"):
-            outcome = run_real(sc, "netns", out)
+            outcome = run_scenario(sc, "netns", out)
     except (ScenarioError, ClusterError, ChaosError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -211,8 +113,10 @@ def _demo_real(seed: int, out: Path | None) -> None:
     from orchestration.cli_fault import describe
 
     faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
-    t0 = faults[0]["t"] if faults else 0
-    console.print("faults and views, in seconds after the first fault:")
+    t0 = faults[0]["t"]  # the schedule's start (SCENARIO.md "Fault timing"): every `at` counts from it
+    faults = faults[1:]
+    _warn_late(outcome)
+    console.print("faults and views, in seconds after the schedule's start:")
     timeline: list[tuple[int, str]] = []
     for f in faults:
         what = describe(f)
@@ -253,7 +157,9 @@ def _demo_sim(seed: int, out: Path | None) -> None:
     """UNICAST3 under chaos in the simulator: 20% loss, duplication, reordering, and exact discards of the first
     3 ACKs from B to A and the first 2 retransmission requests from C to A; then the histories are checked on Spark
     and an HTML report is written."""
-    case = SimCase(
+    from orchestration.cli_sim import print_pairs, run_sim_case, sim_scenario
+
+    raw = sim_scenario(
         stack="unicast3",
         members=3,
         seed=seed,
@@ -264,16 +170,21 @@ def _demo_sim(seed: int, out: Path | None) -> None:
         reorder=0.05,
         jitter=0.002,
         fault_for=1.5,
-        discards=[Discard("UNICAST3.ACK()", "B", "A", 3), Discard("UNICAST3.XMIT_REQ()", "C", "A", 2)],
+        discards=[
+            {"match": "UNICAST3.ACK()", "from": "B", "to": "A", "count": 3},
+            {"match": "UNICAST3.XMIT_REQ()", "from": "C", "to": "A", "count": 2},
+        ],
         properties={"unicast3": {"xmit_interval": "200ms"}},
     )
-    out = out or Path("runs") / f"demo-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    started = time.perf_counter()
-    result = run_case(case)
-    code = _report_case(case, result, time.perf_counter() - started, out)
-    # The simulator's own table above; now the independent check, recomputed from the histories on Spark.
+    out = out or Path("runs") / f"demo-sim-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    code, elapsed, (result, _) = run_sim_case(raw, out)
+    print_pairs(out, result, f"unicast3, 3 members, seed {seed}   (first the plain-Python checker's view)")
+    console.print(f"{result.events:,} events; the simulated run took {elapsed:.2f} s real; run folder: {out}")
+    # The same checks, recomputed from the histories on Spark, with the HTML report.
     check_code = _run_checks(out, None)
     click.echo(f"report: {out / 'report.html'}")
+    verdict = "PASS" if max(code, check_code) == 0 else "FAIL"
+    click.echo(f"verdict: {verdict}; replay: chaosbed demo --sim --seed {seed}")
     sys.exit(max(code, check_code))
 
 
@@ -490,8 +401,7 @@ def run(
     master: str | None,
 ) -> None:
     """Run a scenario file (SCENARIO.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
-    from orchestration.cluster import ClusterError
-    from orchestration.runner import run_real, run_sim
+    from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load
 
     try:
@@ -501,10 +411,12 @@ def run(
         if out.exists() and any(out.iterdir()):
             raise ScenarioError(f"--out {out}: the folder exists and is not empty")
         with console.status(f"running {sc.name} on {backend} (seed {sc.seed})"):
-            outcome = run_sim(sc, out) if backend == "sim" else run_real(sc, backend, out)
-    except (ScenarioError, ClusterError) as e:
+            outcome = run_scenario(sc, backend, out)
+    except ScenarioError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
+    _warn_late(outcome)
+    _print_handled(outcome.handled)
     code = _run_checks(out, master, outcome.extra_violations)
     replay = f"chaosbed run {shlex.quote(str(scenario_file))} --backend {backend} --seed {sc.seed}" + "".join(
         f" --set {shlex.quote(s)}" for s in sets
@@ -522,8 +434,29 @@ def check(folder: Path, master: str | None) -> None:
     sys.exit(_run_checks(folder, master))
 
 
-# `chaosbed fault ...` lives in its own module; importing it registers the group on `main`.
-from orchestration import cli_fault  # noqa: E402, F401
+def _print_handled(faults: list[dict]) -> None:
+    """What the protocol-aware rules of a run acted on, e.g. `f2 discard UNICAST3.ACK() B -> A (first 3): dropped 3`."""
+    from orchestration.cli_fault import describe
+
+    for f in faults:
+        acted = ", ".join(f"{k} {v}" for k, v in f["handled"].items() if k != "matched" and v)
+        console.print(f"{f['id']} {describe(f)}: {acted or 'nothing matched'}", markup=False)
+
+
+def _warn_late(outcome: Any) -> None:
+    """Says loudly what did not happen on time: member actions that started late (network faults are switched by
+    the clock), a wall clock that moved under the kernel's time gates."""
+    for e in outcome.late:
+        console.print(
+            f"[bold red]WARNING[/bold red]: {e['kind']} {e.get('member', '')} planned at {e['at']} started "
+            f"{e['lag_ms']:g} ms late (the machine was too busy)"
+        )
+    for w in outcome.warnings:
+        console.print(f"[bold red]WARNING[/bold red]: {w}")
+
+
+# `chaosbed fault ...` and `chaosbed sim` live in their own modules; importing them registers them on `main`.
+from orchestration import cli_fault, cli_sim  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

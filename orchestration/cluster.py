@@ -1,26 +1,25 @@
-"""The Cluster API: start members as real OS processes, talk to their control endpoints, fault and stop them.
+"""The Cluster API that every backend implements: sim (in-process, virtual time), process (loopback), netns
+(namespaces). The scheduler (orchestration/schedule.py), the runner, the CLI and tests talk to a cluster only
+through it, so a scenario means the same thing on every backend.
 
-Every cluster has a label (`cb` + 6 hex digits). Everything it creates carries the label: its state file under
-STATE_ROOT/<label>/ (pids, namespaces, member configs and histories), network namespace names, veth names. Teardown
-is idempotent, kills only pids this cluster started (checked against /proc/<pid>/cmdline, which names the
-cluster's config files), and `reap_all()` removes the leftovers of crashed runs.
+A cluster has members (names), a clock (virtual in the simulator, CLOCK_MONOTONIC on real backends: the clock of
+the histories), control commands per member (the JSON-lines commands of node/control.py: send, multicast, tasks,
+stats, view, close, set, incarnation, ...), member faults (kill, restart, pause, resume) and, where the backend has a
+network of its own, a fault table (`chaos`: add, remove, heal, faults, plan). Real backends label everything they
+create (`cb` + 6 hex digits) and keep their state under STATE_ROOT/<label>/ so `chaosbed down --all` can reap it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 STATE_ROOT = Path(os.environ.get("CHAOSBED_STATE", "/run/chaosbed" if os.geteuid() == 0 else "/tmp/chaosbed"))
 LABEL_PREFIX = "cb"
@@ -54,6 +53,7 @@ class ClusterSpec:
     transport: str = "udp"
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     backend: str = "process"
+    seed: int = 0  # the simulator's seed (network and member randomness); real backends ignore it
 
 
 def new_label() -> str:
@@ -66,29 +66,38 @@ def member_names(n: int) -> list[str]:
     return [chr(ord("A") + i) for i in range(n)]
 
 
-def _alive(pid: int, marker: str) -> bool:
-    """True if pid runs and its command line contains marker (so a recycled pid is never touched)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return marker.encode() in cmdline
+# --- clocks ---------------------------------------------------------------------------------------------------------
 
 
-def _kill(pid: int, marker: str, sig: int) -> bool:
-    if not _alive(pid, marker):
-        return False
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
+class Clock(Protocol):
+    """The time of a cluster: histories, faults.jsonl and the schedule all read it."""
+
+    def now_ns(self) -> int: ...
+
+    def sleep_until(self, t_ns: int) -> None: ...
 
 
-class Cluster:
-    """A running cluster. Backends differ in how they place members on the network (see backends/)."""
+class RealClock:
+    """CLOCK_MONOTONIC, the clock the members write their histories with."""
+
+    SPIN_NS = 2_000_000  # the last 2 ms are slept in 0.2 ms steps, so an action starts within ~0.3 ms of its time
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+    def sleep_until(self, t_ns: int) -> None:
+        while (left := t_ns - time.monotonic_ns()) > 0:
+            time.sleep((left - self.SPIN_NS) / 1e9 if left > self.SPIN_NS else 0.0002)
+
+
+# --- the API --------------------------------------------------------------------------------------------------------
+
+
+class Cluster(ABC):
+    """A cluster on some backend. Subclasses implement the abstract methods; the waiting helpers are shared."""
 
     backend_name = "base"
+    clock: Clock
 
     def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
         self.spec = spec
@@ -96,112 +105,52 @@ class Cluster:
         self.state_dir = STATE_ROOT / self.label
         self.workdir = Path(workdir) if workdir else self.state_dir
         self.members: dict[str, MemberInfo] = {}
-        self.token = secrets.token_hex(8)
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    # --- to be provided by a backend ------------------------------------------------------------------------------
-
-    def _place(self, names: list[str]) -> None:
-        """Assigns ip/port (and creates the network) for every member."""
-        raise NotImplementedError
-
-    def _command(self, m: MemberInfo) -> list[str]:
-        return [sys.executable, "-m", "node", m.config]
-
-    def _teardown_network(self) -> None:
-        """Removes what _place created. Idempotent."""
-
-    def _extra_config(self) -> dict[str, Any]:
-        return {}
-
-    # --- lifecycle ------------------------------------------------------------------------------------------------
-
+    @abstractmethod
     def start(self, timeout: float = 30.0) -> Cluster:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "history").mkdir(parents=True, exist_ok=True)
-        try:
-            self._place(self.spec.members)
-            self._save_state()
-            for name in self.spec.members:
-                self._spawn(self.members[name])
-            self._save_state()
-            for name in self.spec.members:
-                self.wait_ready(name, timeout)
-        except BaseException:
-            self.down()
-            raise
-        return self
+        """Starts every member; returns self once each answers its control commands."""
 
-    def _write_config(self, m: MemberInfo) -> None:
-        peers = {n: [o.ip, o.port] for n, o in self.members.items()}
-        m.history = str(self.workdir / "history" / f"{m.name}.jsonl")
-        m.config = str(self.state_dir / f"{m.name}.{m.incarnation}.json")
-        cfg = {
-            "name": m.name,
-            "ip": m.ip,
-            "port": m.port,
-            "peers": peers,
-            "history": m.history,
-            "incarnation": m.incarnation,
-            "cluster": self.label,
-            "stack": self.spec.stack,
-            "properties": self.spec.properties,
-            "transport": self.spec.transport,
-            "token": self.token,
-            **self._extra_config(),
-        }
-        Path(m.config).write_text(json.dumps(cfg, indent=1))
-
-    def _spawn(self, m: MemberInfo) -> None:
-        self._write_config(m)
-        log = open(self.state_dir / f"{m.name}.{m.incarnation}.log", "wb")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            self._command(m), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        log.close()
-        self._procs[m.name] = proc
-        m.pid = proc.pid
-        m.paused = False
-
-    def wait_ready(self, name: str, timeout: float) -> None:
-        m = self.members[name]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            proc = self._procs.get(name)
-            if proc is not None and proc.poll() is not None:
-                log = (self.state_dir / f"{name}.{m.incarnation}.log").read_text(errors="replace")[-2000:]
-                raise ClusterError(f"member {name} exited with {proc.returncode} at start:\n{log}")
-            try:
-                reply = self.control(name, "ping", timeout=1.0)
-                if reply.get("ok"):
-                    return
-            except OSError:
-                pass
-            time.sleep(0.02)  # polling a condition with a deadline, not hiding a race
-        raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
-
+    @abstractmethod
     def down(self) -> None:
-        """Stops every member (SIGTERM, then SIGKILL), removes the network and the state. Idempotent."""
-        for m in self.members.values():
-            if m.pid is not None and m.paused:
-                _kill(m.pid, self.label, signal.SIGCONT)
-            if m.pid is not None:
-                _kill(m.pid, self.label, signal.SIGTERM)
-        deadline = time.monotonic() + 5.0
-        for m in self.members.values():
-            proc = self._procs.get(m.name)
-            if proc is not None:
-                try:
-                    proc.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-            elif m.pid is not None:
-                while _alive(m.pid, self.label) and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                _kill(m.pid, self.label, signal.SIGKILL)
-        self._teardown_network()
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        """Stops every member and removes everything the cluster created (histories stay). Idempotent."""
+
+    @abstractmethod
+    def kill(self, name: str) -> None:
+        """The member stops at once, without a `stop` event (SIGKILL)."""
+
+    @abstractmethod
+    def restart(self, name: str, timeout: float = 30.0) -> None:
+        """Starts a killed member again as a new incarnation (address "B/2")."""
+
+    @abstractmethod
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the member neither runs nor reads until resumed; what arrives waits in its receive buffer."""
+
+    @abstractmethod
+    def resume(self, name: str) -> None: ...
+
+    @abstractmethod
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """One control command (node/control.py) to a member; returns the reply (ClusterError if not ok)."""
+
+    @abstractmethod
+    def running(self) -> list[str]:
+        """Names of the members that are running (paused ones included)."""
+
+    @abstractmethod
+    def stop_members(self) -> None:
+        """Graceful end: every running member writes its `stop` event and stops."""
+
+    @property
+    def chaos(self) -> Any:
+        """The cluster's network fault table (add, remove, heal, faults, plan). ClusterError on backends without a
+        network of their own."""
+        raise ClusterError(
+            f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
+            "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"
+        )
+
+    # --- shared -----------------------------------------------------------------------------------------------------
 
     def __enter__(self) -> Cluster:
         return self
@@ -209,83 +158,19 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
-    # --- faults on processes ----------------------------------------------------------------------------------------
-
-    def kill(self, name: str) -> None:
-        """SIGKILL: the member's history may end in a partial line."""
-        m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGKILL):
-            raise ClusterError(f"member {name} is not running")
-        proc = self._procs.get(name)
-        if proc is not None:
-            proc.wait(5)
-        m.pid = None
-
-    def pause(self, name: str) -> None:
-        m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGSTOP):
-            raise ClusterError(f"member {name} is not running")
-        m.paused = True
-
-    def resume(self, name: str) -> None:
-        m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGCONT):
-            raise ClusterError(f"member {name} is not running")
-        m.paused = False
-
-    def restart(self, name: str, timeout: float = 30.0) -> None:
-        """Starts a killed member again as a new incarnation."""
-        m = self.members[name]
-        if m.pid is not None and _alive(m.pid, self.label):
-            raise ClusterError(f"member {name} is running; kill it first")
-        m.incarnation += 1
-        self._spawn(m)
-        self._save_state()
-        self.wait_ready(name, timeout)
-        for other in self.running():  # stacks without membership learn the new address from us
-            if other != name and not self.members[other].paused:
-                self.control(other, "incarnation", peer=name, incarnation=m.incarnation)
-
-    # --- faults on the network (backends with a network of their own: netns) ---------------------------------------
-
-    @property
-    def chaos(self) -> Any:
-        """The cluster's network faults (chaos.engine.Chaos). Raises ClusterError on backends without them."""
-        raise ClusterError(
-            f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
-            "--backend netns (as root) for partitions, loss, delay and discard rules, or run the scenario with "
-            "--backend sim"
-        )
-
-    # --- control --------------------------------------------------------------------------------------------------
-
-    def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:
-        return socket.create_connection((m.ip, m.control_port), timeout=timeout)
-
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
-        """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
-        m = self.members[name]
-        with self._connect(m, timeout) as s:
-            s.sendall(json.dumps({"token": self.token, "cmd": cmd, **args}).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                buf += chunk
-        if not buf:
-            raise ClusterError(f"member {name} closed the control connection without a reply to {cmd}")
-        reply = json.loads(buf)
-        if not reply.get("ok"):
-            raise ClusterError(f"member {name}: {reply.get('error')}")
-        return reply
+    def sleep(self, seconds: float) -> None:
+        """Lets `seconds` pass on the cluster's clock (the simulator runs that long)."""
+        self.clock.sleep_until(self.clock.now_ns() + round(seconds * 1e9))
 
     def wait_until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Polls condition every 50 ms of the cluster's clock until it holds; ClusterError at the deadline."""
+        deadline = self.clock.now_ns() + round(timeout * 1e9)
+        while self.clock.now_ns() < deadline:
             if condition():
                 return
-            time.sleep(0.05)
+            self.sleep(0.05)
+        if condition():
+            return
         raise ClusterError(f"timed out after {timeout:g}s waiting for {what}")
 
     def views(self) -> dict[str, dict[str, Any] | None]:
@@ -313,61 +198,34 @@ class Cluster:
             raise ClusterError(f"no common view of {sorted(want)} within {timeout:g}s; views: {have}") from None
         return next(iter(seen.values()))
 
-    def running(self) -> list[str]:
-        return [n for n, m in self.members.items() if m.pid is not None and _alive(m.pid, self.label)]
-
-    def stop_members(self) -> None:
-        """Graceful stop of every running member (each writes its `stop` event), waiting for them to exit."""
-        for name in self.running():
-            m = self.members[name]
-            if m.paused:
-                self.resume(name)
-            _kill(m.pid, self.label, signal.SIGTERM)  # type: ignore[arg-type]
-        for name, proc in self._procs.items():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired as e:
-                raise ClusterError(f"member {name} did not stop within 10s of SIGTERM") from e
-
-    # --- state ----------------------------------------------------------------------------------------------------
-
-    def _save_state(self) -> None:
-        state = {
-            "label": self.label,
-            "backend": self.backend_name,
-            "spec": asdict(self.spec),
-            "token": self.token,
-            "workdir": str(self.workdir),
-            "members": {n: asdict(m) for n, m in self.members.items()},
-            "network": self._network_state(),
-        }
-        tmp = self.state_dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_dir / "state.json")
-
-    def _network_state(self) -> dict[str, Any]:
-        return {}
-
     @classmethod
     def attach(cls, label: str) -> Cluster:
-        """A Cluster object for a running cluster (e.g. for `chaosbed status`), from its state file."""
-        path = STATE_ROOT / label / "state.json"
-        try:
-            state = json.loads(path.read_text())
-        except OSError:
-            raise ClusterError(f"no cluster {label} (no {path})") from None
-        from orchestration.backends import backend_class
+        """A Cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
+        from orchestration.backends.real import attach
 
-        cluster = backend_class(state["backend"])(
-            ClusterSpec(**state["spec"]), label=label, workdir=Path(state["workdir"])
-        )
-        cluster.token = state["token"]
-        cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
-        cluster._restore_network(state.get("network", {}))
-        return cluster
+        return attach(label)
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
-        pass
+
+# --- processes and leftovers of real clusters ------------------------------------------------------------------------
+
+
+def _alive(pid: int, marker: str) -> bool:
+    """True if pid runs and its command line contains marker (so a recycled pid is never touched)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return marker.encode() in cmdline
+
+
+def _kill(pid: int, marker: str, sig: int) -> bool:
+    if not _alive(pid, marker):
+        return False
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def list_clusters() -> list[str]:

@@ -1,9 +1,16 @@
-"""Cluster backends: sim (in-process, virtual time), process (loopback, no root), netns (namespaces, root)."""
+"""Cluster backends, one Cluster API (orchestration/cluster.py): sim (in-process, virtual time), process (loopback,
+no root), netns (namespaces, root)."""
 
 from __future__ import annotations
 
+BACKENDS = ("sim", "process", "netns")
+
 
 def backend_class(name: str) -> type:
+    if name == "sim":
+        from orchestration.backends.sim_cluster import SimCluster
+
+        return SimCluster
     if name == "process":
         from orchestration.backends.process import ProcessCluster
 
@@ -12,4 +19,4 @@ def backend_class(name: str) -> type:
         from orchestration.backends.netns import NetnsCluster
 
         return NetnsCluster
-    raise ValueError(f"unknown backend {name!r}: process | netns (sim runs in-process: `chaosbed sim`)")
+    raise ValueError(f"unknown backend {name!r}: {' | '.join(BACKENDS)}")

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.engine import Chaos, Endpoint
-from orchestration.cluster import LABEL_PREFIX, Cluster, ClusterError, MemberInfo
+from orchestration.backends.real import RealCluster
+from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
 
 DATA_PORT = 7800
 
@@ -98,7 +99,7 @@ def _is_label(s: str) -> bool:
     return s.startswith(LABEL_PREFIX) and len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
 
 
-class NetnsCluster(Cluster):
+class NetnsCluster(RealCluster):
     backend_name = "netns"
     _chaos: Chaos | None = None
 

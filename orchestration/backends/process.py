@@ -6,12 +6,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from orchestration.cluster import Cluster, MemberInfo
+from orchestration.backends.real import RealCluster
+from orchestration.cluster import MemberInfo
 
 DATA_PORT = 47_000
 
 
-class ProcessCluster(Cluster):
+class ProcessCluster(RealCluster):
     backend_name = "process"
 
     def _place(self, names: list[str]) -> None:

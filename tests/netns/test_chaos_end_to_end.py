@@ -14,7 +14,7 @@ from analysis.reference import check_path
 from chaos import kernel
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
-from orchestration.runner import run_real
+from orchestration.runner import run
 from orchestration.scenario import parse
 from tests.netns.conftest import assert_nothing_left, read_history
 from tests.netns.test_faults import _skip_reason, assert_no_rules
@@ -150,9 +150,10 @@ SCENARIO_ALL_KINDS = {
 
 def test_every_network_fault_kind_from_a_scenario_file_on_netns(tmp_path: Path) -> None:
     sc = parse(json.loads(json.dumps(SCENARIO_ALL_KINDS)))
-    outcome = run_real(sc, "netns", tmp_path / "run")
+    outcome = run(sc, "netns", tmp_path / "run")
     assert not outcome.timed_out, outcome.extra_violations
-    records = [json.loads(line) for line in (tmp_path / "run" / "faults.jsonl").read_text().splitlines()]
+    start, *records = [json.loads(line) for line in (tmp_path / "run" / "faults.jsonl").read_text().splitlines()]
+    assert start["event"] == "start" and start["backend"] == "netns"
     kinds = [r["kind"] for r in records]
     for kind in ("discard", "loss", "delay", "reorder", "duplicate", "partition", "split", "heal"):
         assert kind in kinds, f"{kind} not in faults.jsonl: {kinds}"
@@ -172,7 +173,7 @@ def test_the_demo_scenario_runs_clean_on_netns(tmp_path: Path) -> None:
     from orchestration.cli import DEMO_SCENARIO
     from orchestration.scenario import load
 
-    outcome = run_real(load(DEMO_SCENARIO), "netns", tmp_path / "demo")
+    outcome = run(load(DEMO_SCENARIO), "netns", tmp_path / "demo")
     assert not outcome.timed_out
     views = [
         e

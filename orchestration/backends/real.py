@@ -1,0 +1,261 @@
+"""Members as real OS processes: spawn them from a config file, talk to their control endpoints over TCP, signal
+them, and keep the cluster's state file so another process (`chaosbed status`, `down --all`) can attach.
+
+Teardown is idempotent and kills only pids this cluster started (checked against /proc/<pid>/cmdline, which names
+the cluster's config files). Subclasses (process, netns) place the members on a network.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from orchestration.cluster import (
+    STATE_ROOT,
+    Cluster,
+    ClusterError,
+    ClusterSpec,
+    MemberInfo,
+    RealClock,
+    _alive,
+    _kill,
+)
+
+
+class RealCluster(Cluster):
+    """Members as processes. Backends differ in how they place them on the network (_place)."""
+
+    backend_name = "base"
+
+    def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
+        super().__init__(spec, label=label, workdir=workdir)
+        self.clock = RealClock()
+        self.token = secrets.token_hex(8)
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # --- to be provided by a backend ------------------------------------------------------------------------------
+
+    def _place(self, names: list[str]) -> None:
+        """Assigns ip/port (and creates the network) for every member."""
+        raise NotImplementedError
+
+    def _command(self, m: MemberInfo) -> list[str]:
+        return [sys.executable, "-m", "node", m.config]
+
+    def _teardown_network(self) -> None:
+        """Removes what _place created. Idempotent."""
+
+    def _extra_config(self) -> dict[str, Any]:
+        return {}
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> Cluster:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "history").mkdir(parents=True, exist_ok=True)
+        try:
+            self._place(self.spec.members)
+            self._save_state()
+            for name in self.spec.members:
+                self._spawn(self.members[name])
+            self._save_state()
+            for name in self.spec.members:
+                self.wait_ready(name, timeout)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _write_config(self, m: MemberInfo) -> None:
+        peers = {n: [o.ip, o.port] for n, o in self.members.items()}
+        m.history = str(self.workdir / "history" / f"{m.name}.jsonl")
+        m.config = str(self.state_dir / f"{m.name}.{m.incarnation}.json")
+        cfg = {
+            "name": m.name,
+            "ip": m.ip,
+            "port": m.port,
+            "peers": peers,
+            "history": m.history,
+            "incarnation": m.incarnation,
+            "cluster": self.label,
+            "stack": self.spec.stack,
+            "properties": self.spec.properties,
+            "transport": self.spec.transport,
+            "token": self.token,
+            **self._extra_config(),
+        }
+        Path(m.config).write_text(json.dumps(cfg, indent=1))
+
+    def _spawn(self, m: MemberInfo) -> None:
+        self._write_config(m)
+        log = open(self.state_dir / f"{m.name}.{m.incarnation}.log", "wb")  # noqa: SIM115 - owned by the child
+        proc = subprocess.Popen(
+            self._command(m), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        log.close()
+        self._procs[m.name] = proc
+        m.pid = proc.pid
+        m.paused = False
+
+    def wait_ready(self, name: str, timeout: float) -> None:
+        m = self.members[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self._procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                log = (self.state_dir / f"{name}.{m.incarnation}.log").read_text(errors="replace")[-2000:]
+                raise ClusterError(f"member {name} exited with {proc.returncode} at start:\n{log}")
+            try:
+                reply = self.control(name, "ping", timeout=1.0)
+                if reply.get("ok"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.02)  # polling a condition with a deadline, not hiding a race
+        raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
+
+    def down(self) -> None:
+        """Stops every member (SIGTERM, then SIGKILL), removes the network and the state. Idempotent."""
+        for m in self.members.values():
+            if m.pid is not None and m.paused:
+                _kill(m.pid, self.label, signal.SIGCONT)
+            if m.pid is not None:
+                _kill(m.pid, self.label, signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        for m in self.members.values():
+            proc = self._procs.get(m.name)
+            if proc is not None:
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+            elif m.pid is not None:
+                while _alive(m.pid, self.label) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                _kill(m.pid, self.label, signal.SIGKILL)
+        self._teardown_network()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    # --- faults on processes ----------------------------------------------------------------------------------------
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: the member's history may end in a partial line."""
+        m = self.members[name]
+        if m.pid is None or not _kill(m.pid, self.label, signal.SIGKILL):
+            raise ClusterError(f"member {name} is not running")
+        proc = self._procs.get(name)
+        if proc is not None:
+            proc.wait(5)
+        m.pid = None
+
+    def pause(self, name: str) -> None:
+        m = self.members[name]
+        if m.pid is None or not _kill(m.pid, self.label, signal.SIGSTOP):
+            raise ClusterError(f"member {name} is not running")
+        m.paused = True
+
+    def resume(self, name: str) -> None:
+        m = self.members[name]
+        if m.pid is None or not _kill(m.pid, self.label, signal.SIGCONT):
+            raise ClusterError(f"member {name} is not running")
+        m.paused = False
+
+    def restart(self, name: str, timeout: float = 30.0) -> None:
+        """Starts a killed member again as a new incarnation."""
+        m = self.members[name]
+        if m.pid is not None and _alive(m.pid, self.label):
+            raise ClusterError(f"member {name} is running; kill it first")
+        m.incarnation += 1
+        self._spawn(m)
+        self._save_state()
+        self.wait_ready(name, timeout)
+        for other in self.running():  # stacks without membership learn the new address from us
+            if other != name and not self.members[other].paused:
+                self.control(other, "incarnation", peer=name, incarnation=m.incarnation)
+
+    # --- control --------------------------------------------------------------------------------------------------
+
+    def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:
+        return socket.create_connection((m.ip, m.control_port), timeout=timeout)
+
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
+        m = self.members[name]
+        with self._connect(m, timeout) as s:
+            s.sendall(json.dumps({"token": self.token, "cmd": cmd, **args}).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                buf += chunk
+        if not buf:
+            raise ClusterError(f"member {name} closed the control connection without a reply to {cmd}")
+        reply = json.loads(buf)
+        if not reply.get("ok"):
+            raise ClusterError(f"member {name}: {reply.get('error')}")
+        return reply
+
+    def running(self) -> list[str]:
+        return [n for n, m in self.members.items() if m.pid is not None and _alive(m.pid, self.label)]
+
+    def stop_members(self) -> None:
+        """Graceful stop of every running member (each writes its `stop` event), waiting for them to exit."""
+        for name in self.running():
+            m = self.members[name]
+            if m.paused:
+                self.resume(name)
+            _kill(m.pid, self.label, signal.SIGTERM)  # type: ignore[arg-type]
+        for name, proc in self._procs.items():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired as e:
+                raise ClusterError(f"member {name} did not stop within 10s of SIGTERM") from e
+
+    # --- state ----------------------------------------------------------------------------------------------------
+
+    def _save_state(self) -> None:
+        state = {
+            "label": self.label,
+            "backend": self.backend_name,
+            "spec": asdict(self.spec),
+            "token": self.token,
+            "workdir": str(self.workdir),
+            "members": {n: asdict(m) for n, m in self.members.items()},
+            "network": self._network_state(),
+        }
+        tmp = self.state_dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.state_dir / "state.json")
+
+    def _network_state(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_network(self, network: dict[str, Any]) -> None:
+        pass
+
+
+def attach(label: str) -> RealCluster:
+    """A cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
+    path = STATE_ROOT / label / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except OSError:
+        raise ClusterError(f"no cluster {label} (no {path})") from None
+    from orchestration.backends import backend_class
+
+    cluster = backend_class(state["backend"])(ClusterSpec(**state["spec"]), label=label, workdir=Path(state["workdir"]))
+    cluster.token = state["token"]
+    cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
+    cluster._restore_network(state.get("network", {}))
+    return cluster

@@ -1,0 +1,317 @@
+"""The simulator as a Cluster backend: the deterministic Simulation (orchestration/backends/sim.py) behind the same
+API as the process and netns backends, so one scheduler and one runner drive all three.
+
+Time is the simulation's virtual time: `clock.sleep_until(t)` runs the simulation up to t, so waiting for a view or
+for quiet costs no real time. Control commands are answered from the simulated members' stacks (the same replies as
+node/control.py), member faults act on the simulated members, and the fault table (`chaos`) takes the same fault
+kinds and arguments as the netns engine (chaos/engine.py's normalize and links): every change recomputes each
+directed link and the message rules from the faults in force, as the engine re-renders each namespace's rules.
+Histories are written to `<workdir>/history/` when the members stop or the cluster goes down.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.engine import ChaosError, links, normalize
+from chaos.rules import parse_match
+from orchestration.backends.sim import LinkFaults, MessageRule, Simulation
+from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
+
+ACTED = {"drop": "dropped", "delay": "delayed", "duplicate": "duplicated", "reorder": "reordered"}
+
+
+class SimClock:
+    """The simulation's virtual time in ns; sleeping runs the simulation."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def now_ns(self) -> int:
+        return round(self.sim.now * 1e9)
+
+    def sleep_until(self, t_ns: int) -> None:
+        self.sim.run(max(0.0, t_ns / 1e9 - self.sim.now))
+
+
+class SimChaos:
+    """The fault table of a simulated cluster: the netns engine's fault kinds, arguments and ids."""
+
+    PLAN_AHEAD = False  # plan() takes effect in virtual time at once: no dormant install needed
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.records: list[dict[str, Any]] = []  # added now, or planned (with a `window`, in force while active)
+        self._active: set[str] = set()  # planned faults whose window is open
+        self._next = 0
+        self._rules: dict[tuple[str, str, str], MessageRule] = {}  # (fault id, src, dst) -> its rule, counts kept
+        self._generation = 0  # a new plan() cancels the switches of the previous one
+
+    @property
+    def sim(self) -> Simulation:
+        return self.cluster.sim
+
+    def normalize(self, kind: str, args: dict[str, Any]) -> dict[str, Any]:
+        return normalize(kind, args, list(self.cluster.members), self.cluster.spec.transport)
+
+    def add(self, kind: str, args: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
+        record = self.normalize(kind, args)
+        self._next += 1
+        record = {"id": f"f{self._next}", **record, "seed": seed, "since": time.time()}
+        self.records.append(record)
+        self._apply()
+        return record
+
+    def remove(self, ids: list[str]) -> list[dict[str, Any]]:
+        known = {f["id"] for f in self.records}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise ChaosError(f"no fault {', '.join(unknown)} in force; in force: {', '.join(sorted(known)) or 'none'}")
+        gone = [f for f in self.records if f["id"] in ids]
+        self.records = [f for f in self.records if f["id"] not in ids]
+        self._apply()
+        return gone
+
+    def heal(self) -> list[dict[str, Any]]:
+        gone, self.records = self.records, []
+        self._active.clear()
+        self._apply()
+        return gone
+
+    def plan(self, faults: list[dict[str, Any]], t0_ns: int) -> None:
+        """Scheduled faults, each switched on at t0 + start and off at t0 + end by the simulation's event queue
+        (the netns engine's plan() with the same arguments installs them gated by the kernel's clock)."""
+        self._generation += 1
+        generation = self._generation
+        ids = {f["id"] for f in faults}
+        self.records = [f for f in self.records if f["id"] not in ids]
+        self._active -= ids
+        for f in faults:
+            start = t0_ns + round(f["start"] * 1e9)
+            end = None if f.get("end") is None else t0_ns + round(f["end"] * 1e9)
+            record = {k: v for k, v in f.items() if k not in ("start", "end")}
+            self.records.append({**record, "window": {"from": start, "until": end}, "since": time.time()})
+            self.sim.at(start / 1e9, self._switch, generation, f["id"], True)
+            if end is not None:
+                self.sim.at(end / 1e9, self._switch, generation, f["id"], False)
+        self._apply()
+
+    def _switch(self, generation: int, fault_id: str, on: bool) -> None:
+        if generation == self._generation:
+            (self._active.add if on else self._active.discard)(fault_id)
+            self._apply()
+
+    def faults(self, *, stats: bool = True) -> list[dict[str, Any]]:
+        out = [dict(f) for f in self.records]
+        if stats:
+            for f in out:
+                counted = [r for (fid, _, _), r in self._rules.items() if fid == f["id"]]
+                if counted:  # as the NFQUEUE handler names them: dropped, delayed, duplicated, reordered
+                    f["handled"] = {ACTED[counted[0].action]: sum(r.matched for r in counted)}
+        return out
+
+    def clock_offset(self) -> int | None:
+        """Virtual time needs no wall clock (the netns engine's plan() reads one)."""
+        return None
+
+    def shutdown(self) -> None:
+        self.records = []
+        self._active.clear()
+
+    def _apply(self) -> None:
+        """Every directed link and message rule, recomputed from the faults in force (as chaos/engine.py renders a
+        namespace): partitions cut, losses combine, delays add, jitter/reorder/duplicate take the largest."""
+        sim = self.sim
+        base = sim.default_link
+        new_links: dict[tuple[str, str], LinkFaults] = {}
+        rules: list[MessageRule] = []
+        for f in self.records:
+            if "window" in f and f["id"] not in self._active:
+                continue
+            kind = f["kind"]
+            for src, dst in links(f):
+                if kind == "discard":
+                    rules.append(self._rule(f, src, dst))
+                    continue
+                lf = new_links.get((src, dst)) or LinkFaults(**base.__dict__)
+                if kind in ("partition", "split"):
+                    lf.cut = True
+                elif kind == "loss":
+                    lf.loss = 1 - (1 - lf.loss) * (1 - f["probability"])
+                elif kind == "delay":
+                    lf.delay += f["delay"]
+                    lf.jitter = max(lf.jitter, f.get("jitter", 0.0))
+                elif kind == "reorder":
+                    lf.reorder = max(lf.reorder, f["probability"])
+                elif kind == "duplicate":
+                    lf.duplicate = max(lf.duplicate, f["probability"])
+                new_links[(src, dst)] = lf
+        sim.links = new_links
+        sim.rules = rules
+
+    def _rule(self, f: dict[str, Any], src: str, dst: str) -> MessageRule:
+        key = (f["id"], src, dst)
+        rule = self._rules.get(key)
+        if rule is None:
+            m = parse_match(f["match"])
+            rule = MessageRule(
+                m.protocol,
+                m.header,
+                m.predicates(),
+                src=src,
+                dst=dst,
+                action=f["action"],
+                delay=f.get("delay", 0.0),
+                count=f.get("count"),
+                probability=f.get("probability", 1.0),
+            )
+            self._rules[key] = rule
+        return rule
+
+
+class SimCluster(Cluster):
+    backend_name = "sim"
+
+    def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
+        super().__init__(spec, label=label, workdir=workdir)
+        self.sim = Simulation(spec.members, seed=spec.seed, stack=spec.stack, properties=spec.properties, cluster="sim")
+        self.clock = SimClock(self.sim)
+        self._chaos = SimChaos(self)
+        self._tasks: dict[str, dict[int, dict[str, Any]]] = {}
+        self._written = False
+        for name in spec.members:
+            self.members[name] = MemberInfo(name, "sim", 0, history=str(self.workdir / "history" / f"{name}.jsonl"))
+
+    def start(self, timeout: float = 30.0) -> SimCluster:
+        (self.workdir / "history").mkdir(parents=True, exist_ok=True)
+        return self
+
+    def down(self) -> None:
+        self._write_histories()
+        self._chaos.shutdown()
+
+    def _write_histories(self) -> None:
+        if not self._written:
+            self._written = True
+            self.sim.write_histories(self.workdir)
+
+    def _member(self, name: str) -> Any:
+        if name not in self.members:
+            raise ClusterError(f"no member {name!r}; members: {', '.join(self.members)}")
+        return self.sim.member(name)
+
+    def _running(self, name: str) -> Any:
+        m = self._member(name)
+        if not m.alive:
+            raise ClusterError(f"member {name} is not running")
+        return m
+
+    # --- member faults ------------------------------------------------------------------------------------------------
+
+    def kill(self, name: str) -> None:
+        self._running(name)
+        self.sim.crash(name)
+        self.members[name].paused = False
+
+    def restart(self, name: str, timeout: float = 30.0) -> None:
+        if self._member(name).alive:
+            raise ClusterError(f"member {name} is running; kill it first")
+        m = self.sim.restart(name)
+        self.members[name].incarnation = m.incarnation
+        self._tasks.pop(name, None)
+
+    def pause(self, name: str) -> None:
+        self._running(name)
+        self.sim.pause(name)
+        self.members[name].paused = True
+
+    def resume(self, name: str) -> None:
+        self._running(name)
+        self.sim.resume(name)
+        self.members[name].paused = False
+
+    def running(self) -> list[str]:
+        return self.sim.live()
+
+    def stop_members(self) -> None:
+        self.sim.finish()
+        self._write_histories()
+
+    @property
+    def chaos(self) -> SimChaos:
+        return self._chaos
+
+    # --- control ------------------------------------------------------------------------------------------------
+
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """The replies node/control.py gives, computed from the simulated member."""
+        m = self._running(name)
+        if self.members[name].paused:
+            raise ClusterError(f"member {name} is paused: it does not answer {cmd}")
+        handler = getattr(self, f"_cmd_{cmd}", None)
+        if handler is None:
+            raise ClusterError(f"member {name}: unknown command {cmd!r}")
+        try:
+            return {"ok": True, **handler(name, m, **args)}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ClusterError(f"member {name}: {cmd}: {e}") from None
+
+    def _cmd_ping(self, name: str, m: Any) -> dict[str, Any]:
+        return {"member": name, "address": m.address, "pid": None, "incarnation": m.incarnation}
+
+    def _cmd_stats(self, name: str, m: Any) -> dict[str, Any]:
+        counters: dict[str, Any] = dict(m.stack.counters())
+        counters["unacked_by_peer"] = m.stack.unacked_by_peer()
+        counters["waiting_on"] = m.stack.waiting_on()
+        return {"counters": counters}
+
+    def _cmd_view(self, name: str, m: Any) -> dict[str, Any]:
+        view = m.stack.view
+        if view is None:
+            return {"view": None}
+        return {"view": {"view_id": str(view.view_id), "members": list(view.members), "merge": view.is_merge}}
+
+    def _start(self, name: str, kind: str, dest: str | None, count: int, size: int, rate: float | None) -> dict:
+        tasks = self._tasks.setdefault(name, {})
+        progress = self.sim.start_workload(name, kind, dest, int(count), size=int(size), rate=rate)
+        task_id = len(tasks) + 1
+        tasks[task_id] = progress
+        return {"task": task_id}
+
+    def _cmd_send(self, name: str, m: Any, *, to: str, count: int = 1, size: int = 0, rate: float | None = None):
+        if to not in self.members or to == name:
+            raise ValueError(f"unknown destination {to!r}; peers: {', '.join(sorted(self.members))}")
+        return self._start(name, "unicast", to, count, size, rate)
+
+    def _cmd_multicast(self, name: str, m: Any, *, count: int = 1, size: int = 0, rate: float | None = None):
+        if m.stack.multicast_protocol is None:
+            raise ValueError(f"stack {self.spec.stack} has no multicast protocol")
+        return self._start(name, "multicast", None, count, size, rate)
+
+    def _cmd_tasks(self, name: str, m: Any) -> dict[str, Any]:
+        return {"tasks": self._tasks.get(name, {})}
+
+    def _cmd_close(self, name: str, m: Any, *, peer: str) -> dict[str, Any]:
+        self.sim.close_connection(name, peer)
+        return {}
+
+    def _cmd_set(self, name: str, m: Any, *, protocol: str, property: str, value: Any) -> dict[str, Any]:
+        self.sim.set_property(name, protocol, property, value)
+        return {}
+
+    def _cmd_incarnation(self, name: str, m: Any, *, peer: str, incarnation: int) -> dict[str, Any]:
+        if peer not in self.members or int(incarnation) < 1:
+            raise ValueError(f"unknown peer {peer!r} or bad incarnation {incarnation}")
+        m.announced[peer] = int(incarnation)
+        return {}
+
+    def _cmd_leave(self, name: str, m: Any) -> dict[str, Any]:
+        if m.stack.gms is None:
+            raise ValueError(f"stack {self.spec.stack} has no membership")
+        self.sim.leave(name)
+        return {}
+
+    def _cmd_flush(self, name: str, m: Any) -> dict[str, Any]:
+        return {"events_written": len(self.sim.history[name])}

@@ -1,0 +1,198 @@
+"""`chaosbed sim`: a shorthand that builds a Scenario (every member streams unicasts to every other member while the
+links misbehave) and runs it like `chaosbed run FILE --backend sim`: the same runner, scheduler and fault table.
+The verdict comes from the members' histories, checked by the plain-Python reference checker (analysis/reference.py:
+the same definitions as the Spark pipeline, no JVM to start), so a simulator case answers in a second.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from node.stack import STACKS
+from orchestration.cli import _duration, _fraction, _print_handled, console, main, parse_set
+
+SIM_TIMEOUT_AFTER = 120.0  # virtual seconds a case may take to settle after its workload and faults
+
+
+def sim_scenario(
+    *,
+    stack: str = "unicast3",
+    members: int = 3,
+    seed: int = 1,
+    count: int = 1000,
+    rate: float = 1000.0,
+    size: int = 100,
+    loss: float = 0.0,
+    duplicate: float = 0.0,
+    reorder: float = 0.0,
+    delay: float = 0.0,
+    jitter: float = 0.0,
+    fault_for: float = 0.0,
+    discards: list[dict[str, Any]] | None = None,
+    properties: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The scenario (as a parsed TOML table) of a simulator case: link faults on every link from t=0 (healed,
+    with every discard rule, at `fault_for` if > 0), discard rules, a unicast stream between every pair."""
+    link = "*"
+    faults: list[dict[str, Any]] = []
+    for kind, p in (("loss", loss), ("duplicate", duplicate), ("reorder", reorder)):
+        if p:
+            faults.append({"at": "0s", "kind": kind, "from": link, "to": link, "probability": p})
+    if delay or jitter:
+        faults.append({"at": "0s", "kind": "delay", "from": link, "to": link, "delay": f"{delay * 1000:g}ms"})
+        if jitter:
+            faults[-1]["jitter"] = f"{jitter * 1000:g}ms"
+    for d in discards or []:
+        faults.append({"at": "0s", "kind": "discard", **{k: v for k, v in d.items() if v is not None}})
+    if fault_for:
+        faults.append({"at": f"{fault_for:g}s", "kind": "heal"})
+    raw: dict[str, Any] = {
+        "name": f"sim-{stack}-seed{seed}",
+        "seed": seed,
+        "timeout": f"{count / rate + fault_for + SIM_TIMEOUT_AFTER:g}s",
+        "cluster": {"members": members, "stack": stack},
+        "workload": [{"kind": "unicast", "from": "*", "to": "*", "count": count, "size": size, "rate": rate}],
+        "faults": faults,
+        "checks": {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True},
+    }
+    if properties:
+        raw["cluster"]["properties"] = properties
+    return raw
+
+
+def run_sim_case(raw: dict[str, Any], out: Path) -> tuple[int, float, Any]:
+    """Runs the case on the sim backend and checks it: (exit code 0|1, seconds taken, the reference result)."""
+    from analysis.reference import check_path
+    from orchestration.runner import run
+    from orchestration.scenario import parse
+
+    started = time.perf_counter()
+    outcome = run(parse(raw), "sim", out)
+    elapsed = time.perf_counter() - started
+    result = next(iter(check_path(out).values()))
+    ok = not result.violations and not outcome.timed_out
+    return (0 if ok else 1), elapsed, (result, outcome)
+
+
+def print_pairs(out: Path, result: Any, title: str) -> None:
+    """Per sender and receiver: sent and delivered (from the histories) and the violations of each check."""
+    import json
+
+    sent: Counter[tuple[str, str]] = Counter()
+    delivered: Counter[tuple[str, str]] = Counter()
+    for path in sorted((out / "history").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("kind") != "unicast":
+                continue
+            if e["event"] == "send":
+                sent[(e["sender"], e["dest"])] += 1
+            elif e["event"] == "deliver":
+                delivered[(e["sender"], e["dest"])] += 1
+    bad: Counter[tuple[str, str, str]] = Counter((v.sender, v.receiver, v.check) for v in result.violations)
+    checks = ("fifo", "exactly_once", "complete", "no_phantoms")
+    table = Table(title=title)
+    for col in ("from", "to", "sent", "delivered", "fifo", "once", "complete", "phantoms"):
+        table.add_column(col, justify="left" if col in ("from", "to") else "right")
+    for s, d in sorted(set(sent) | set(delivered)):
+        counts = [bad[(s, d, c)] for c in checks]
+        style = "red" if any(counts) else ""
+        table.add_row(s, d, str(sent[(s, d)]), str(delivered[(s, d)]), *map(str, counts), style=style)
+    console.print(table)
+
+
+def replay_command(args: dict[str, Any], out: Path | None) -> str:
+    """The `chaosbed sim` command line that reruns the case (same options, same seed)."""
+    argv = ["chaosbed", "sim"]
+    for key, value in args.items():
+        if key in ("discards", "sets", "out"):
+            continue
+        argv += [f"--{key.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+    for d in args.get("discards", []):
+        argv += ["--discard", d["match"]]
+        for k in ("from", "to", "count"):
+            if d.get(k) is not None:
+                argv += [f"--discard-{k}", str(d[k])]
+    for s in args.get("sets", []):
+        argv += ["--set", s]
+    if out is not None:
+        argv += ["--out", str(out)]
+    return shlex.join(argv)
+
+
+@main.command()
+@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
+@click.option("--members", "-n", type=click.IntRange(2, 26), default=3, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True, help="drives the network and workload")
+@click.option("--count", type=click.IntRange(0), default=1000, show_default=True, help="per sender and destination")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1000.0, show_default=True)
+@click.option("--size", type=click.IntRange(0), default=100, show_default=True, help="payload bytes")
+@click.option("--loss", default="0", help="per-link datagram loss, e.g. 0.2 or 20%")
+@click.option("--duplicate", default="0", help="per-link duplication probability")
+@click.option("--reorder", default="0", help="per-link probability of holding a datagram back")
+@click.option("--delay", default="0ms", show_default=True, help="added one-way latency per link")
+@click.option("--jitter", default="0ms", show_default=True, help="uniform extra latency per datagram")
+@click.option("--fault-for", default="0s", help="heal the links after this long (0 = keep faults)")
+@click.option("--discard", "discards", multiple=True, help="a rule like 'UNICAST3.ACK(seqno=50)'")
+@click.option("--discard-from", "discard_from", multiple=True, help="sender member of each --discard (default any)")
+@click.option("--discard-to", "discard_to", multiple=True, help="receiver member of each --discard (default any)")
+@click.option("--discard-count", "discard_count", multiple=True, type=int, help="act on the first N matches only")
+@click.option("--set", "sets", multiple=True, metavar="PROTO.PROP=VALUE", help="a protocol property")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="the run folder (default under runs/)")
+def sim(**opts: Any) -> None:
+    """Run a seeded case in the deterministic simulator and check delivery (exit 0 clean, 1 violations, 2 bad
+    input). Shorthand for a scenario file run with --backend sim; the run folder holds it as scenario.toml."""
+    from orchestration.cluster import ClusterError
+    from orchestration.scenario import ScenarioError
+
+    def nth(values: tuple, i: int) -> Any:
+        return values[i] if i < len(values) else None
+
+    discards = [
+        {"match": e, "from": nth(opts["discard_from"], i), "to": nth(opts["discard_to"], i)}
+        | {"count": nth(opts["discard_count"], i)}
+        for i, e in enumerate(opts["discards"])
+    ]
+    out = opts["out"] or Path("runs") / f"sim-seed{opts['seed']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        raw = sim_scenario(
+            stack=opts["stack"],
+            members=opts["members"],
+            seed=opts["seed"],
+            count=opts["count"],
+            rate=opts["rate"],
+            size=opts["size"],
+            loss=_fraction(opts["loss"]),
+            duplicate=_fraction(opts["duplicate"]),
+            reorder=_fraction(opts["reorder"]),
+            delay=_duration(opts["delay"]),
+            jitter=_duration(opts["jitter"]),
+            fault_for=_duration(opts["fault_for"]),
+            discards=discards,
+            properties=parse_set(opts["sets"]),
+        )
+        code, elapsed, (result, outcome) = run_sim_case(raw, out)
+    except (ValueError, ScenarioError, ClusterError, click.BadParameter) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    print_pairs(out, result, f"{opts['stack']}, {opts['members']} members, seed {opts['seed']}")
+    _print_handled(outcome.handled)
+    console.print(f"{result.events:,} events; the run took {elapsed:.2f} s real; run folder: {out}")
+    for v in result.violations[:5]:
+        console.print(f"  {v.check} {v.sender}->{v.receiver} seqno {v.seqno}: {v.detail}", markup=False)
+    args = {k: opts[k] for k in ("stack", "members", "seed", "count", "rate", "size")}
+    for k in ("loss", "duplicate", "reorder", "delay", "jitter", "fault_for"):
+        if opts[k] not in ("0", "0ms", "0s"):
+            args[k] = opts[k]
+    args["discards"], args["sets"] = discards, list(opts["sets"])
+    verdict = "PASS" if code == 0 else "FAIL" + (" (did not settle)" if outcome.timed_out else "")
+    click.echo(f"verdict: {verdict}; replay: {replay_command(args, opts['out'])}")
+    sys.exit(code)
