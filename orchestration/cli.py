@@ -126,6 +126,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
     timeline += before[-1:] + [v for v in views if v[0] >= t0]  # the view the faults began in, and every later one
     for t, what in sorted(timeline):
         console.print(f"  {(t - t0) / 1e9:6.2f}s  {what}", markup=False)
+    _print_handled(outcome.handled)
     code = _run_checks(out, None, outcome.extra_violations)
     verdict = {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}.get(code, str(code))
     click.echo(f"report: {out / 'report.html'}")
@@ -177,8 +178,9 @@ def _demo_sim(seed: int, out: Path | None) -> None:
         properties={"unicast3": {"xmit_interval": "200ms"}},
     )
     out = out or Path("runs") / f"demo-sim-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    code, elapsed, (result, _) = run_sim_case(raw, out)
-    print_pairs(out, result, f"unicast3, 3 members, seed {seed}   (first the plain-Python checker's view)")
+    code, elapsed, (result, outcome) = run_sim_case(raw, out)
+    print_pairs(out, result, f"unicast3, 3 members, seed {seed} (plain-Python checker)")
+    _print_handled(outcome.handled)
     console.print(f"{result.events:,} events; the simulated run took {elapsed:.2f} s real; run folder: {out}")
     # The same checks, recomputed from the histories on Spark, with the HTML report.
     check_code = _run_checks(out, None)
