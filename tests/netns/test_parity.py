@@ -31,7 +31,14 @@ def faults_log(out: Path) -> list[dict]:
 
 
 def test_the_shipped_scenarios_are_the_ones_the_parity_suite_runs() -> None:
-    assert {p.name for p in SCENARIOS} >= {"partition-heal.toml", "unicast2-reopen.toml"}
+    assert {p.name for p in SCENARIOS} >= {
+        "partition-heal.toml",
+        "unicast2-reopen.toml",
+        "lossy-network.toml",
+        "crash-rejoin.toml",
+        "slow-member.toml",
+        "flapping-link.toml",
+    }
 
 
 @pytest.mark.netns
