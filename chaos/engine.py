@@ -117,14 +117,7 @@ class Chaos:
             # one sample of CLOCK_REALTIME - CLOCK_MONOTONIC for the whole plan: nft compares real time
             state["clock_offset"] = time.time_ns() - time.monotonic_ns()
             state["faults"] = [f for f in state["faults"] if f["id"] not in ids]
-            for f in faults:
-                start, end = f["start"], f.get("end")
-                window = {
-                    "from": t0_ns + round(start * 1e9),
-                    "until": None if end is None else t0_ns + round(end * 1e9),
-                }
-                record = {k: v for k, v in f.items() if k not in ("start", "end")}
-                state["faults"].append({**record, "window": window, "since": time.time()})
+            state["faults"].extend(planned_record(f, t0_ns) for f in faults)
             self._apply(state)
 
     def clock_offset(self) -> int | None:
@@ -527,6 +520,15 @@ def _merge_shaping(s: netem.Shaping, f: dict[str, Any]) -> netem.Shaping:
         max(s.reorder, f["probability"] if kind == "reorder" else 0.0),
         max(s.duplicate, f["probability"] if kind == "duplicate" else 0.0),
     )
+
+
+def planned_record(fault: dict[str, Any], t0_ns: int) -> dict[str, Any]:
+    """A planned fault (`start`/`end` in seconds after t0_ns, end None = no end) as a fault-table record with its
+    `window`: CLOCK_MONOTONIC (or virtual) ns `from`/`until`. Both fault tables (netns, simulator) store this."""
+    start, end = fault["start"], fault.get("end")
+    record = {k: v for k, v in fault.items() if k not in ("start", "end")}
+    window = {"from": t0_ns + round(start * 1e9), "until": None if end is None else t0_ns + round(end * 1e9)}
+    return {**record, "window": window, "since": time.time()}
 
 
 def _real_window(window: dict[str, int | None], clock_offset: int) -> kernel.Window:

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.address import incarnation_of, make_address, name_of
+from node.address import make_address, name_of
 from node.history import HistoryWriter
 from node.payload import make_msg_id, make_payload
 from node.stack import Stack, build_stack
@@ -295,7 +295,7 @@ class Member:
         return make_msg_id(self.address, dest, n)
 
     def send_one(self, dest_name: str, size: int) -> None:
-        dest = make_address(dest_name, self.peer_incarnation(dest_name))
+        dest = self.stack.peer_address(dest_name, self.announced_incarnations)
         msg_id = self.next_msg_id(dest_name)
         payload = make_payload(msg_id, size)
         now = self.loop.time()  # type: ignore[union-attr]
@@ -310,19 +310,11 @@ class Member:
         self.history.sent("multicast", None, None, seqno, msg_id, len(payload))
 
     def peer_address(self, name: str) -> str:
+        """The address this member sends to for peer `name` (Stack.peer_address: its view, else what the
+        orchestrator announced)."""
         if name not in self.peers:
             raise ValueError(f"unknown peer {name!r}; peers: {', '.join(sorted(self.peers))}")
-        return make_address(name, self.peer_incarnation(name))
-
-    def peer_incarnation(self, name: str) -> int:
-        """The incarnation of a peer as the current view knows it; without membership, as the orchestrator
-        announced it (1 if never). See Stack.peer_address."""
-        return incarnation_of(self.stack.peer_address(name, self.announced_incarnations))
-
-    def unacked(self, dest_name: str) -> int:
-        dest = make_address(dest_name, self.peer_incarnation(dest_name))
-        entry = self.stack.unicast.send_table.get(dest)
-        return len(entry.table) if entry is not None else 0
+        return self.stack.peer_address(name, self.announced_incarnations)
 
     def new_workload(self, kind: str, dest: str | None, count: int, size: int, rate: float | None) -> Workload:
         """A workload task starting now (node/workload.py); run it with `run_workload`."""
@@ -340,7 +332,7 @@ class Member:
             if self.stopped.is_set():
                 task.stop()
                 return
-            dest = make_address(task.dest, self.peer_incarnation(task.dest)) if task.dest is not None else None
+            dest = self.stack.peer_address(task.dest, self.announced_incarnations) if task.dest is not None else None
             n = task.due_on(self.stack, loop.time(), dest)
             for _ in range(n):
                 if task.kind == "unicast":

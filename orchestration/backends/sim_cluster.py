@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos.engine import ChaosError, links, normalize
+from chaos.engine import ChaosError, links, normalize, planned_record
 from chaos.rules import parse_match
 from orchestration.backends.sim import LinkFaults, MessageRule, Simulation
 from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
@@ -89,10 +89,9 @@ class SimChaos:
         self.records = [f for f in self.records if f["id"] not in ids]
         self._active -= ids
         for f in faults:
-            start = t0_ns + round(f["start"] * 1e9)
-            end = None if f.get("end") is None else t0_ns + round(f["end"] * 1e9)
-            record = {k: v for k, v in f.items() if k not in ("start", "end")}
-            self.records.append({**record, "window": {"from": start, "until": end}, "since": time.time()})
+            record = planned_record(f, t0_ns)
+            self.records.append(record)
+            start, end = record["window"]["from"], record["window"]["until"]
             self.sim.at(start / 1e9, self._switch, generation, f["id"], True)
             if end is not None:
                 self.sim.at(end / 1e9, self._switch, generation, f["id"], False)
