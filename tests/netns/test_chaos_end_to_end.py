@@ -181,7 +181,12 @@ def test_the_demo_scenario_runs_clean_on_netns(tmp_path: Path) -> None:
         for e in read_history(str(tmp_path / "demo" / "history" / f"{m}.jsonl"))
         if e["event"] == "view"
     ]
-    assert any(set(v["members"]) == {"C", "D"} for v in views), "the one-way partition left C and D on their own"
+    # From 2.5 s to the heal at 5.5 s, C and D do not hear A and B: they install a view without the coordinator A.
+    # Which view exactly ([C, D], or [C, B, D] when the heal comes before B is suspected too) and which intermediate
+    # views the merge passes through are races between failure detection and the heal; the end state is not.
+    (start,) = [json.loads(line) for line in (tmp_path / "demo" / "faults.jsonl").read_text().splitlines()[:1]]
+    split = [v for v in views if 2.5e9 <= v["t"] - start["t"] < 5.5e9 and v["member"] in ("C", "D")]
+    assert split and all("A" not in v["members"] for v in split), "the one-way partition took A out of C's and D's view"
     assert any(v["merge"] for v in views), "the heal was followed by a merge"
     last = {v["member"]: v for v in views}  # history order: each member's last view
     assert all(len(v["members"]) == 4 for v in last.values()) and len({v["view_id"] for v in last.values()}) == 1
