@@ -30,9 +30,21 @@ FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
     "resume": ({"member"}, set()),
     "close-connection": ({"member", "peer"}, set()),
     "set": ({"member", "property", "value"}, set()),
+    "leave": ({"member"}, set()),
 }
 NETWORK_FAULTS = {"partition", "split", "heal", "loss", "delay", "reorder", "duplicate", "discard"}
-CHECKS = {"fifo", "exactly_once", "complete", "no_phantoms", "views_converge"}
+CHECKS = {
+    "fifo",
+    "exactly_once",
+    "complete",
+    "no_phantoms",
+    "views_converge",
+    "delivered_within",
+    "control_per_heal",
+}
+# What a bug's `violates` may name: the checks, and the runner's own `timeout`.
+VIOLATIONS = CHECKS | {"timeout"}
+BUG_KEYS = {"id", "title", "layer", "breaks", "source", "flawed", "fixed", "violates"}
 
 
 class ScenarioError(ValueError):
@@ -75,6 +87,27 @@ class Scenario:
     faults: list[Fault]
     checks: dict[str, Any]
     raw: dict[str, Any] = field(repr=False)
+    bug: Bug | None = None
+
+
+@dataclass
+class Bug:
+    """A known-bug scenario's `[bug]` table: the same schedule FAILS on the flawed variant (exactly the checks in
+    `violates`) and PASSES on the fixed one. Variants are settings (dotted keys as in --set) applied to the file."""
+
+    id: str
+    title: str
+    layer: str
+    breaks: str
+    source: str
+    flawed: dict[str, Any]
+    fixed: dict[str, Any]
+    violates: list[str]
+
+    def settings(self, variant: str) -> dict[str, Any]:
+        if variant not in ("flawed", "fixed"):
+            raise ValueError(f"variant must be flawed or fixed, not {variant!r}")
+        return dict(self.flawed if variant == "flawed" else self.fixed)
 
 
 def _need(cond: bool, path: str, reason: str) -> None:
@@ -124,31 +157,61 @@ def _member_list(value: Any, path: str, members: list[str], *, allow_star: bool 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """--set a.b.c=VALUE: VALUE is parsed as TOML (numbers, booleans, strings, lists), else taken as a string."""
-    data = copy.deepcopy(raw)
+    settings: dict[str, Any] = {}
     for item in overrides:
         key, eq, text = item.partition("=")
         _need(bool(eq and key), f"--set {item}", "write KEY=VALUE with a dotted key, e.g. cluster.stack=unicast2")
         try:
-            value = tomllib.loads(f"v = {text}")["v"]
+            settings[key] = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
-            value = text
-        node = data
+            settings[key] = text
+    return apply_settings(raw, settings, origin="--set")
+
+
+def apply_settings(raw: dict[str, Any], settings: dict[str, Any], *, origin: str = "--set") -> dict[str, Any]:
+    """A copy of `raw` with each dotted key set to its value. A numeric part indexes an array of tables:
+    `faults.1.match` is the `match` of the second `[[faults]]` (counting from 0)."""
+    data = copy.deepcopy(raw)
+    for key, value in settings.items():
+        where = f"{origin} {key}"
         parts = key.split(".")
-        for p in parts[:-1]:
-            nxt = node.setdefault(p, {})
-            _need(isinstance(nxt, dict), f"--set {item}", f"{p} is not a table")
-            node = nxt
-        node[parts[-1]] = value
+        _need(all(parts), where, "a dotted key with no empty part, e.g. cluster.stack")
+        node: Any = data
+        for i, p in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                _need(p.isdigit(), where, f"{'.'.join(parts[:i])} is an array: index it with a number")
+                _need(int(p) < len(node), where, f"{'.'.join(parts[:i])} has {len(node)} entries, no [{p}]")
+                if last:
+                    node[int(p)] = value
+                else:
+                    node = node[int(p)]
+            elif isinstance(node, dict):
+                if last:
+                    node[p] = value
+                else:
+                    node = node.setdefault(p, {})
+            else:
+                _need(False, where, f"{'.'.join(parts[:i])} is not a table")
     return data
 
 
-def load(path: str | Path, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
+def load(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    seed: int | None = None,
+    settings: dict[str, Any] | None = None,
+) -> Scenario:
+    """A scenario file with `settings` (dotted key -> value: matrix axes, bug variants) then `--set` overrides
+    applied, and the seed if given."""
     try:
         raw = tomllib.loads(Path(path).read_text())
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    if settings:
+        raw = apply_settings(raw, settings, origin="setting")
     raw = apply_overrides(raw, overrides or [])
     if seed is not None:
         raw["seed"] = seed
@@ -158,7 +221,7 @@ def load(path: str | Path, overrides: list[str] | None = None, seed: int | None 
 def parse(raw: dict[str, Any]) -> Scenario:
     from node.stack import STACKS
 
-    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks"}
+    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
     name = raw.get("name", "scenario")
@@ -203,11 +266,45 @@ def parse(raw: dict[str, Any]) -> Scenario:
     _need(isinstance(checks, dict), "checks", "must be a table")
     for key, value in checks.items():
         _need(key in CHECKS, f"checks.{key}", f"unknown check; checks: {', '.join(sorted(CHECKS))}")
-        if key == "views_converge":
-            checks[key] = _duration(value, "checks.views_converge")
+        if key in ("views_converge", "delivered_within") and value is not False:
+            checks[key] = 10.0 if value is True else _duration(value, f"checks.{key}")
+        elif key == "control_per_heal" and value is not False:
+            _need(
+                isinstance(value, dict) and bool(value),
+                f"checks.{key}",
+                "a table of history event kinds and their bound per heal, e.g. { sync = 20 }",
+            )
+            for event, bound in value.items():
+                _int(bound, f"checks.{key}.{event}")
         else:
             _need(isinstance(value, bool), f"checks.{key}", "must be true or false")
-    return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw)
+    bug = _bug(raw["bug"]) if "bug" in raw else None
+    return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug)
+
+
+def _bug(b: Any) -> Bug:
+    _need(isinstance(b, dict), "bug", "must be a table")
+    for key in b:
+        _need(key in BUG_KEYS, f"bug.{key}", f"unknown key; a [bug] table has: {', '.join(sorted(BUG_KEYS))}")
+    for key in ("id", "title"):
+        _need(isinstance(b.get(key), str) and bool(b.get(key)), f"bug.{key}", "a non-empty string is required")
+    for key in ("layer", "breaks", "source"):
+        _need(isinstance(b.get(key, ""), str), f"bug.{key}", "must be a string")
+    for key in ("flawed", "fixed"):
+        _need(isinstance(b.get(key), dict), f"bug.{key}", "a table of --set keys and values is required ({} for none)")
+    _need(bool(b["flawed"]) or bool(b["fixed"]), "bug", "flawed and fixed must differ in at least one setting")
+    violates = b.get("violates")
+    _need(
+        isinstance(violates, list) and bool(violates) and all(isinstance(v, str) for v in violates),
+        "bug.violates",
+        "a non-empty list of check names",
+    )
+    for v in violates:
+        _need(v in VIOLATIONS, "bug.violates", f"unknown check {v!r}; checks: {', '.join(sorted(VIOLATIONS))}")
+    return Bug(
+        b["id"], b["title"], b.get("layer", ""), b.get("breaks", ""), b.get("source", ""),
+        dict(b["flawed"]), dict(b["fixed"]), list(violates),
+    )  # fmt: skip
 
 
 def _list(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
