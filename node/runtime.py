@@ -266,6 +266,10 @@ class Member:
         if out.events:
             h.protocol_events(out.events)
         h.flush()
+        if self.stack.has_left and not self.stopped.is_set():
+            # left the group gracefully: the member ends (stop event, exit) as a disconnected JGroups member does
+            self.loop.call_soon(asyncio.ensure_future, self.stop())  # type: ignore[union-attr]
+            return
         self._arm_timer()
 
     def _arm_timer(self) -> None:

@@ -129,6 +129,14 @@ class Cluster(ABC):
     @abstractmethod
     def resume(self, name: str) -> None: ...
 
+    def leave(self, name: str) -> None:
+        """The member leaves the group gracefully (LEAVE_REQ, or installs the next view if it is the coordinator);
+        once its membership protocol is done it stops by itself (the real member exits after its `stop` event), as
+        a JGroups member disconnects. Returns at once: the leave takes protocol time, like any fault."""
+        if name not in self.running():
+            raise ClusterError(f"member {name} is not running")
+        self.control(name, "leave")
+
     @abstractmethod
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
         """One control command (node/control.py) to a member; returns the reply (ClusterError if not ok)."""

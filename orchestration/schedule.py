@@ -3,7 +3,7 @@
 A scenario's schedule is compiled once (`compile_schedule`): every network fault gets an id and a window
 [start, end) in seconds after t0 (end = its `for` running out or the first later `heal`, whichever comes first), and
 the instants of the schedule list what happens at each: network faults switched on and off, workloads started,
-member actions (kill, restart, pause, resume, close-connection, set).
+member actions (kill, restart, pause, resume, leave, close-connection, set).
 
 `run_schedule` then drives a Cluster through it on the cluster's own clock (virtual in the simulator, CLOCK_MONOTONIC
 on real backends). Before t0 it hands every network fault with its window to the cluster's fault table
@@ -241,6 +241,8 @@ def _member_action(cluster: Cluster, f: Fault) -> None:
         cluster.pause(a["member"])
     elif f.kind == "resume":
         cluster.resume(a["member"])
+    elif f.kind == "leave":
+        cluster.leave(a["member"])
     elif f.kind == "close-connection":
         cluster.control(a["member"], "close", peer=a["peer"])
     elif f.kind == "set":
