@@ -457,8 +457,8 @@ def _warn_late(outcome: Any) -> None:
         console.print(f"[bold red]WARNING[/bold red]: {w}")
 
 
-# `chaosbed fault ...` and `chaosbed sim` live in their own modules; importing them registers them on `main`.
-from orchestration import cli_fault, cli_sim  # noqa: E402, F401
+# `chaosbed fault ...`, `matrix`, `bugs` and `sim` live in their own modules; importing them registers them on `main`.
+from orchestration import cli_fault, cli_matrix, cli_sim  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

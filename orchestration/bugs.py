@@ -1,0 +1,67 @@
+"""The known-bug catalogue (scenarios/bugs/*.toml, SCENARIO.md): each file is a scenario with a `[bug]` table.
+
+Running a bug = a matrix of two cells per backend, the flawed variant (expected to fail with exactly the checks the
+file names) and the fixed one (expected to pass), checked in one pass like any matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestration.matrix import Cell, Expectation, Matrix, MatrixError, _slug, default_backend_name
+from orchestration.scenario import Bug, ScenarioError, load
+
+CATALOGUE = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+VARIANTS = ("flawed", "fixed")
+
+
+@dataclass
+class Entry:
+    path: Path
+    name: str  # the scenario's name
+    bug: Bug
+
+
+def catalogue(folder: Path = CATALOGUE) -> list[Entry]:
+    """Every bug file, validated with both variants applied (a bad file raises MatrixError naming it)."""
+    entries = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            sc = load(path)
+            if sc.bug is None:
+                raise ScenarioError("bug: a catalogue file needs a [bug] table")
+            for variant in VARIANTS:
+                load(path, settings=sc.bug.settings(variant))
+        except ScenarioError as e:
+            raise MatrixError(f"{path.name}: {e}") from None
+        entries.append(Entry(path, sc.name, sc.bug))
+    return entries
+
+
+def find(entries: list[Entry], name: str) -> Entry:
+    """By file stem, scenario name or bug id (case-insensitive)."""
+    key = name.lower().removesuffix(".toml")
+    for e in entries:
+        if key in (e.path.stem.lower(), e.name.lower(), e.bug.id.lower()):
+            return e
+    known = ", ".join(e.path.stem for e in entries)
+    raise MatrixError(f"no bug {name!r} in the catalogue; bugs: {known}")
+
+
+def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: str = "bugs") -> Matrix:
+    """Each bug x (flawed, fixed) x backend as matrix cells with their expectations."""
+    backends = backends or [default_backend_name()]
+    cells: list[Cell] = []
+    for e in entries:
+        for backend in backends:
+            for variant in VARIANTS:
+                settings = e.bug.settings(variant)
+                sc = load(e.path, settings=settings)
+                expect = Expectation("fail", list(e.bug.violates)) if variant == "flawed" else Expectation("pass")
+                cell = Cell(len(cells) + 1, e.path, sc.name, settings, backend, sc.seed, expect, label=variant)
+                cell.folder = f"{cell.id}-{_slug(sc.name)}-{variant}-{backend}"
+                cells.append(cell)
+    axes = {"backend": backends}
+    columns = ["variant", "backend"] if len(backends) > 1 else ["variant"]
+    return Matrix(name, None, cells, axes, rows=["scenario"], columns=columns)

@@ -1,0 +1,233 @@
+"""`chaosbed matrix FILE` and `chaosbed bugs [run NAME|--all]`: many runs, a live progress display, one check
+pass, matrix.json and the grid report. Exit 0: every cell as expected; 1: some cell not; 2: could not run."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from orchestration.cli import console, main
+from orchestration.matrix import Matrix, MatrixError, load_matrix
+from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
+
+_BACKEND = click.Choice(["sim", "process", "netns"])
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+def _out_folder(out: Path | None, name: str) -> Path:
+    out = out or Path("runs") / f"matrix-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and any(out.iterdir()):
+        _fail(f"--out {out}: the folder exists and is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _preflight(matrix: Matrix) -> None:
+    """Fails before anything runs: a backend this machine cannot run, a cell its backend cannot run."""
+    from orchestration.cluster import ClusterError
+    from orchestration.runner import backend_problem
+
+    if any(c.backend == "netns" for c in matrix.cells):
+        from orchestration.backends.netns import check_netns_available
+
+        try:
+            check_netns_available()
+        except ClusterError as e:
+            _fail(str(e))
+    for c in matrix.cells:
+        problem = backend_problem(c.load(), c.backend)
+        if problem:
+            _fail(f"{c.scenario.name} on {c.backend}: {problem}")
+
+
+def execute(matrix: Matrix, out: Path, jobs: int, master: str | None) -> MatrixResult:
+    """Runs the cells with a live display (cells done/failed, elapsed, ETA), then checks them in one pass."""
+    failed = 0
+    total = len(matrix.cells)
+    live = console.is_terminal
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[red]{task.fields[failed]} failed[/]  running: {task.fields[running]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not live,
+    )
+    running: list[str] = []
+    task = progress.add_task(matrix.name, total=total, failed=0, running="")
+
+    def started(cell) -> None:  # type: ignore[no-untyped-def]
+        running.append(cell.id)
+        progress.update(task, running=" ".join(running))
+
+    def done(r: CellResult) -> None:
+        nonlocal failed
+        running.remove(r.cell.id)
+        failed += r.status != "ran" or bool(r.outcome.get("timed_out"))
+        progress.update(task, advance=1, failed=failed, running=" ".join(running))
+        if not live:  # logs, CI: one line per cell
+            state = r.status if r.status != "ran" else "ran (timeout)" if r.outcome.get("timed_out") else "ran"
+            console.print(f"{r.cell.id} {r.cell.folder}: {state} in {r.seconds:.1f} s", markup=False)
+
+    t0 = time.perf_counter()
+    with progress:
+        results, interrupted = run_cells(matrix, out, jobs, on_start=started, on_done=done)
+    result = MatrixResult(matrix, out, results, interrupted, run_seconds=time.perf_counter() - t0)
+    set_aside(out, results)
+    if interrupted:
+        console.print(
+            f"[bold red]interrupted[/]: {sum(r.status == 'ran' for r in results)} of {total} cells finished; "
+            "checking those"
+        )
+    with console.status(f"checking {sum(r.status == 'ran' for r in results)} runs in one pass"):
+        check_all(result, master)
+    write_matrix(result)
+    return result
+
+
+def summarize(result: MatrixResult) -> int:
+    """The cells table, the replay command of each failed cell, the last line; returns the exit code."""
+    table = Table(title=f"matrix {result.matrix.name}", title_justify="left")
+    for col in ("cell", "scenario", "settings", "backend", "seed", "expected", "result", "as expected"):
+        table.add_column(col)
+    for r in result.results:
+        c = r.cell
+        settings = " ".join(f"{k}={v}" for k, v in c.settings.items()) or "-"
+        if c.label:
+            settings = f"{c.label}: {settings}"
+        got = ("PASS" if r.passed else "FAIL " + ",".join(r.violated)) if r.checked else (r.error or r.status)
+        mark = "[green]yes[/]" if r.ok else "[bold red]NO[/]"
+        table.add_row(c.id, c.scenario_name, settings, c.backend, str(c.seed), c.expect.describe(), got, mark)
+    console.print(table)
+    for r in result.results:
+        if (r.checked and not r.passed) or not r.ok:
+            console.print(f"{r.cell.id} replay: {r.cell.replay()}", markup=False, soft_wrap=True)
+    n_ok = sum(r.ok for r in result.results)
+    summary = (
+        f"{n_ok} of {len(result.results)} cells as expected; runs {result.run_seconds:.1f} s, one check pass "
+        f"{result.check_seconds:.1f} s; {result.out / 'report.html'}"
+    )
+    if result.check_error:
+        console.print(f"[bold red]the checker could not run[/]: {result.check_error}")
+    errors = [r for r in result.results if r.status == "error"]
+    for r in errors:
+        console.print(f"[bold red]{r.cell.id} could not run[/]: {r.error}", soft_wrap=True)
+    if result.interrupted or result.check_error or errors:
+        console.print(f"verdict: INCOMPLETE — {summary}")
+        return 2
+    console.print(f"verdict: {'PASS' if result.ok else 'FAIL'} — {summary}")
+    return 0 if result.ok else 1
+
+
+@main.command()
+@click.argument("matrix_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="cells run at once")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/matrix-*")
+@click.option("--backend", type=_BACKEND, default=None, help="replaces the matrix's backend axis")
+@click.option("--master", default=None, help="Spark master for the checks (default: local)")
+def matrix(matrix_file: Path, jobs: int, out: Path | None, backend: str | None, master: str | None) -> None:
+    """Run a matrix file (scenarios x axes x seeds x backends), check every cell in one pass, write matrix.json
+    and report.html: exit 0 every cell as expected, 1 some cell not, 2 could not run."""
+    try:
+        m = load_matrix(matrix_file, backend=backend)
+    except MatrixError as e:
+        _fail(str(e))
+    _preflight(m)
+    folder = _out_folder(out, m.name)
+    sys.exit(summarize(execute(m, folder, jobs, master)))
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def bugs(ctx: click.Context) -> None:
+    """The known-bug catalogue (scenarios/bugs/): list it, or `bugs run NAME` / `bugs run --all`."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from orchestration.bugs import catalogue
+
+    try:
+        entries = catalogue()
+    except MatrixError as e:
+        _fail(str(e))
+    table = Table(title=f"known bugs ({len(entries)})", title_justify="left")
+    for col in ("name", "id", "layer", "title", "what breaks", "flawed variant", "violates"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        flawed = " ".join(f"{k}={v}" for k, v in e.bug.flawed.items()) or "-"
+        table.add_row(e.path.stem, e.bug.id, e.bug.layer, e.bug.title, e.bug.breaks, flawed, ", ".join(e.bug.violates))
+    console.print(table)
+    console.print("run one: chaosbed bugs run NAME; all: chaosbed bugs run --all [-j 2]")
+
+
+@bugs.command(name="run")
+@click.argument("name", required=False)
+@click.option("--all", "all_", is_flag=True, help="every bug of the catalogue (a matrix)")
+@click.option("--backend", "backends", type=_BACKEND, multiple=True, help="repeatable; default: netns as root")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="runs at once")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--master", default=None, help="Spark master for the checks (default: local)")
+def bugs_run(
+    name: str | None, all_: bool, backends: tuple[str, ...], jobs: int, out: Path | None, master: str | None
+) -> None:
+    """Run a bug's flawed and fixed variants side by side: exit 0 when the flawed one violates exactly what the
+    file names and the fixed one passes, 1 otherwise, 2 for bad input."""
+    from orchestration.bugs import bug_matrix, catalogue, find
+
+    if bool(name) == all_:
+        _fail("name one bug (chaosbed bugs run NAME) or --all")
+    try:
+        entries = catalogue()
+        chosen = entries if all_ else [find(entries, name or "")]
+        m = bug_matrix(chosen, list(backends) or None, name="bugs" if all_ else chosen[0].path.stem)
+    except MatrixError as e:
+        _fail(str(e))
+    _preflight(m)
+    folder = _out_folder(out, m.name)
+    result = execute(m, folder, jobs, master)
+    if not all_:
+        _side_by_side(result)
+    sys.exit(summarize(result))
+
+
+def _side_by_side(result: MatrixResult) -> None:
+    """Per check and a few counters, the flawed and fixed runs next to each other: what differed."""
+    cols = [r for r in result.results if r.checked]
+    if not cols:
+        return
+    stats = {}
+    for r in cols:
+        try:
+            stats[r.cell.id] = json.loads((result.out / r.cell.folder / "verdict.json").read_text())["stats"]
+        except (OSError, ValueError, KeyError):
+            stats[r.cell.id] = {}
+    table = Table(title="side by side", title_justify="left")
+    table.add_column("")
+    for r in cols:
+        table.add_column(f"{r.cell.label} ({r.cell.backend})", justify="right")
+    checks = sorted({c for r in cols for c in r.violated} | {"fifo", "exactly_once", "complete", "no_phantoms"})
+    for check in checks:
+        row = [str(stats[r.cell.id].get("violations", {}).get(check, 0)) for r in cols]
+        table.add_row(f"{check} violations", *row, style="red" if len(set(row)) > 1 else None)
+    for key in ("sends", "deliveries", "xmit", "ack"):
+        row = [_count(stats[r.cell.id].get(key)) for r in cols]
+        table.add_row(key, *row, style="bold" if len(set(row)) > 1 else None)
+    console.print(table)
+
+
+def _count(v: object) -> str:
+    if isinstance(v, dict):
+        return f"{sum(x for x in v.values() if isinstance(x, int)):,}"
+    return f"{v:,}" if isinstance(v, int) else "-"

@@ -1,0 +1,262 @@
+"""Runs a matrix: each cell as a `chaosbed run` in its own process (at most `jobs` at once), then ONE pass of the
+analysis pipeline over every finished run folder, then `matrix.json` and the grid report.
+
+Why a process per cell: runs are isolated from each other (a netns cluster gets its own label, namespaces, subnet
+and multicast group; a simulator run gets its own core), a cell that hangs or crashes cannot take the others with
+it, and Ctrl-C reaches every running cell at once (the terminal sends SIGINT to the whole process group): each
+cell takes its cluster down (runner.run's `finally`), the matrix waits for them, sets unfinished folders aside
+(renamed to hidden `.unfinished-*` folders, which the checker skips) and checks what finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestration.matrix import Cell, Matrix
+
+CELL_OUTCOME = "outcome.json"  # the runner's own result in a cell's folder (timeout, late actions, ...)
+CELL_LOG = "run.log"  # what the cell printed
+GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
+INTERRUPT_WAIT_S = 60.0  # how long cells get to take their clusters down after Ctrl-C
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    status: str  # "ran" | "error" (could not run: exit 2 of the cell) | "interrupted" | "not run"
+    seconds: float = 0.0
+    error: str | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+    violated: list[str] = field(default_factory=list)
+    checked: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ran" and self.checked and not self.violated
+
+    @property
+    def ok(self) -> bool:
+        """As expected: passed where a pass is expected, failed (with exactly the named checks) where not."""
+        return self.status == "ran" and self.checked and self.cell.expect.met(self.violated)
+
+
+@dataclass
+class MatrixResult:
+    matrix: Matrix
+    out: Path
+    results: list[CellResult]
+    interrupted: bool = False
+    check_seconds: float = 0.0
+    run_seconds: float = 0.0
+    check_error: str | None = None
+    events: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and self.check_error is None and all(r.ok for r in self.results)
+
+
+def cell_command(cell: Cell, out: Path) -> list[str]:
+    spec = {
+        "scenario": str(cell.scenario.resolve()),
+        "settings": cell.settings,
+        "seed": cell.seed,
+        "backend": cell.backend,
+        "out": str(out / cell.folder),
+    }
+    return [sys.executable, "-m", "orchestration.matrix_cell", json.dumps(spec)]
+
+
+def run_cells(
+    matrix: Matrix,
+    out: Path,
+    jobs: int,
+    *,
+    on_start: Callable[[Cell], None] | None = None,
+    on_done: Callable[[CellResult], None] | None = None,
+) -> tuple[list[CellResult], bool]:
+    """Runs every cell, `jobs` at a time; returns the results in cell order and whether Ctrl-C stopped it."""
+    pending = list(matrix.cells)
+    running: dict[int, tuple[Cell, subprocess.Popen[bytes], float, float]] = {}
+    results: dict[int, CellResult] = {}
+    interrupted = False
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                cell = pending.pop(0)
+                (out / cell.folder).mkdir(parents=True, exist_ok=True)
+                log = open(out / cell.folder / CELL_LOG, "wb")  # noqa: SIM115 (the child owns it until it exits)
+                proc = subprocess.Popen(cell_command(cell, out), stdout=log, stderr=subprocess.STDOUT)
+                log.close()
+                deadline = time.monotonic() + cell.load().timeout + GRACE_S
+                running[cell.index] = (cell, proc, time.monotonic(), deadline)
+                if on_start:
+                    on_start(cell)
+            for idx, (cell, proc, started, deadline) in list(running.items()):
+                code = proc.poll()
+                if code is None and time.monotonic() > deadline:
+                    _stop(proc)
+                    code = proc.returncode
+                    results[idx] = _finished(cell, out, code, time.monotonic() - started, hung=True)
+                elif code is not None:
+                    results[idx] = _finished(cell, out, code, time.monotonic() - started)
+                else:
+                    continue
+                del running[idx]
+                if on_done:
+                    on_done(results[idx])
+            if running:
+                _wait_any([p for _, p, _, _ in running.values()], 0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        # The terminal sent SIGINT to the whole group: each cell is taking its cluster down. Wait for them (a cell
+        # started outside a terminal's group gets the signal from us).
+        for _, proc, _, _ in running.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + INTERRUPT_WAIT_S
+        for idx, (cell, proc, started, _) in running.items():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _stop(proc)
+            results[idx] = CellResult(cell, "interrupted", time.monotonic() - started)
+        for cell in pending:
+            results[cell.index] = CellResult(cell, "not run")
+    return [results[c.index] for c in matrix.cells], interrupted
+
+
+def _wait_any(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    """Returns when a child exits or after `timeout` (children are polled; os.waitid would reap foreign ones)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(p.poll() is not None for p in procs):
+            return
+        time.sleep(0.02)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT (the cell takes its cluster down), then SIGKILL by pid if it does not exit."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(INTERRUPT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _finished(cell: Cell, out: Path, code: int | None, seconds: float, *, hung: bool = False) -> CellResult:
+    folder = out / cell.folder
+    outcome: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        outcome = json.loads((folder / CELL_OUTCOME).read_text())
+    if hung:
+        return CellResult(cell, "error", seconds, f"did not end within its timeout + {GRACE_S:g}s; interrupted")
+    if code == 0 and outcome:
+        return CellResult(cell, "ran", seconds, outcome=outcome)
+    error = outcome.get("error") or _last_line(folder / CELL_LOG) or f"exit {code}"
+    return CellResult(cell, "error", seconds, error)
+
+
+def _last_line(path: Path) -> str | None:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    return lines[-1] if lines else None
+
+
+def set_aside(out: Path, results: list[CellResult]) -> None:
+    """Folders of cells that did not finish are renamed to hidden ones: kept for a look, never checked."""
+    for r in results:
+        folder = out / r.cell.folder
+        if r.status != "ran" and folder.exists():
+            target = out / f".unfinished-{r.cell.folder}"
+            if not target.exists():
+                os.replace(folder, target)
+
+
+def check_all(result: MatrixResult, master: str | None) -> None:
+    """ONE pass of the analysis pipeline over every finished cell (one Spark session, one job per check phase),
+    plus the runner's own violations (a cell that never became quiet: `timeout`); writes each run's verdict.json
+    and report.html. Fills in each result's `violated`."""
+    from analysis.command import write_outputs
+    from analysis.config import InputError
+    from analysis.pipeline import SparkUnavailable, analyze
+    from analysis.verdict import Violation
+
+    ran = [r for r in result.results if r.status == "ran"]
+    if not ran:
+        return
+    t0 = time.perf_counter()
+    try:
+        analysis = analyze(result.out, master)
+        for r in ran:
+            res = analysis.results.get(r.cell.folder)
+            if res is None:
+                raise InputError(f"{r.cell.folder}: the checker found no run there")
+            for v in r.outcome.get("extra_violations", []):
+                res.violations.append(Violation(**{**v, "run": r.cell.folder}))
+                counts = analysis.stats[r.cell.folder]["violations"]
+                counts[v["check"]] = counts.get(v["check"], 0) + 1
+            r.violated = sorted({v.check for v in res.violations})
+            r.checked = True
+        write_outputs(analysis)
+        result.events = analysis.events
+    except (InputError, SparkUnavailable, OSError) as e:
+        result.check_error = str(e)
+    result.check_seconds = time.perf_counter() - t0
+
+
+def matrix_doc(result: MatrixResult) -> dict[str, Any]:
+    """matrix.json (SCENARIO.md): ok and one entry per cell; extended with status, expect, seconds and timings."""
+    cells = []
+    for r in result.results:
+        c = r.cell
+        cells.append(
+            {
+                "id": c.id,
+                "scenario": c.scenario_name,
+                "scenario_file": str(c.scenario),
+                "settings": c.settings,
+                "backend": c.backend,
+                "seed": c.seed,
+                "label": c.label or None,
+                "ok": r.ok,
+                "passed": r.passed if r.checked else None,
+                "expect": c.expect.describe(),
+                "status": r.status,
+                "violated": r.violated,
+                "run": c.folder if r.status == "ran" else None,
+                "replay": c.replay(),
+                "seconds": round(r.seconds, 2),
+                "error": r.error,
+            }
+        )
+    return {
+        "ok": result.ok,
+        "name": result.matrix.name,
+        "interrupted": result.interrupted,
+        "check_error": result.check_error,
+        "timings": {"runs_s": round(result.run_seconds, 2), "check_s": round(result.check_seconds, 2)},
+        "events": result.events,
+        "cells": cells,
+    }
+
+
+def write_matrix(result: MatrixResult) -> None:
+    from orchestration.matrix_report import render
+
+    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+    (result.out / "report.html").write_text(render(result), encoding="utf-8")
