@@ -356,4 +356,5 @@ class Member:
         stats["runtime"] = dict(self.c)
         stats["unacked_by_peer"] = self.stack.unacked_by_peer()
         stats["waiting_on"] = self.stack.waiting_on()
+        stats["multicast_heard"] = self.stack.multicast_heard()
         return stats

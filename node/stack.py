@@ -363,6 +363,15 @@ class Stack:
             add(peer, w.num_missing() if hasattr(w, "num_missing") else w.table.num_missing())
         return out
 
+    def multicast_heard(self) -> dict[str, int]:
+        """Sender address -> the highest multicast seqno received from it, this member's own address -> the highest
+        it sent ({} without a multicast protocol). A lost tail (no later message reveals the gap) is not in
+        `waiting_on`; the orchestrator finds it by comparing what the members of a view heard with what each sent."""
+        mcast = self.multicast_protocol
+        if mcast is None or not hasattr(mcast, "digest"):
+            return {}
+        return {member: hr for member, (_, hr) in mcast.digest().items()}
+
 
 def build_stack(
     local: str,

@@ -264,6 +264,7 @@ class SimCluster(Cluster):
         counters: dict[str, Any] = dict(m.stack.counters())
         counters["unacked_by_peer"] = m.stack.unacked_by_peer()
         counters["waiting_on"] = m.stack.waiting_on()
+        counters["multicast_heard"] = m.stack.multicast_heard()
         return {"counters": counters}
 
     def _cmd_view(self, name: str, m: Any) -> dict[str, Any]:
