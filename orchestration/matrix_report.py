@@ -75,9 +75,9 @@ def grid(result: MatrixResult) -> str:
     shown = rows_axes + col_axes
     head = "".join(f"<th>{_e(a)}</th>" for a in rows_axes) or "<th></th>"
     head += "".join(f"<th>{_e(' / '.join(ck)) or 'result'}</th>" for ck in col_keys)
-    header = (
-        f"<tr><th colspan='{max(1, len(rows_axes))}' class='muted'>rows: {_e(', '.join(rows_axes) or '-')}; "
-        f"columns: {_e(', '.join(col_axes) or '-')}</th>{''.join('<th></th>' for _ in col_keys)}</tr>"
+    caption = (
+        f"<caption class='muted' style='text-align:left'>rows: {_e(', '.join(rows_axes) or '-')}; "
+        f"columns: {_e(', '.join(col_axes) or '-')}</caption>"
     )
     body = []
     for rk in row_keys:
@@ -86,7 +86,7 @@ def grid(result: MatrixResult) -> str:
             here = [r for r in result.results if _combo(r, rows_axes) == rk and _combo(r, col_axes) == ck]
             cells += "<td>" + "".join(_badge(r, shown) for r in here) + "</td>"
         body.append(f"<tr>{cells}</tr>")
-    return f"<table>{header}<tr>{head}</tr>{''.join(body)}</table>"
+    return f"<table>{caption}<tr>{head}</tr>{''.join(body)}</table>"
 
 
 def render(result: MatrixResult) -> str:
