@@ -8,9 +8,12 @@ Sender: `multicast` assigns the next seqno at once. If the send window has space
 and delivered locally in the same call; otherwise it is held in a FIFO and released, in seqno order, when acks free
 space (nothing overtakes a held message). The ack map holds the highest ACK of every other current member; the send
 window is purged to its minimum (the sender's own entry counts as fully acked). View changes restrict the ack map to
-the new members, which can release held messages. When the window's low end does not move across two retransmit
-runs, the highest sent message is resent (unicast) to every member that has not acked it, so a lost tail message
-shows up as a gap and a lost last ACK is repeated (receivers re-ACK duplicates).
+the new members and purge the send window to the minimum ack of the remaining ones (`purge_on_view_change`, the fix
+of JGRP-2853/2875), which can release held messages; with it off (the bug) only an ACK that raises the minimum
+purges, so once the members that stopped acking are removed, the remaining ones (which acked everything sent) send no
+further ACK and the sender stays blocked on its full window. When the window's low end does not move across two
+retransmit runs, the highest sent message is resent (unicast) to every member that has not acked it, so a lost tail
+message shows up as a gap and a lost last ACK is repeated (receivers re-ACK duplicates).
 
 Receiver: a message outside `(highest delivered, low + capacity]` is dropped; in-window ones are delivered in order
 and freed at once. An ACK of the highest delivered seqno goes to the sender after `ack_threshold` deliveries, else
@@ -49,6 +52,9 @@ class McastProps(Properties):
     ack_threshold: int = 0  # a receiver ACKs after this many deliveries; 0 = capacity // 4
     xmit_interval: float = 1.0  # retransmit task: pending ACKs, XMIT_REQs, resend of the highest unacked message
     max_xmit_req_size: int = 1024  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
+    # a view change purges the send window to the minimum ack of the remaining members (JGRP-2853/2875); False
+    # purges only when an ACK arrives: a sender blocked by members that were removed stays blocked (the bug)
+    purge_on_view_change: bool = True
 
     def validate(self) -> None:
         if self.capacity < 1:
@@ -308,7 +314,8 @@ class Mcast:
 
     def install_view(self, view: View, now: float, out: Outbox) -> None:
         """Receiver windows for new members (empty, offset 0), none for members gone; the ack map follows the view
-        (a member gone no longer holds back purging: held messages may be released)."""
+        and, with purge_on_view_change, the send window is purged to its new minimum (a member gone no longer holds
+        back purging: held messages may be released)."""
         others = [m for m in view.members if m != self.local]
         current = set(others)
         self.members = tuple(view.members)
@@ -320,7 +327,8 @@ class Mcast:
         floor = self._ack_floor
         self.acks = {m: self.acks.get(m, floor.get(m, 0)) for m in others}
         floor.clear()
-        self._purge(out)
+        if self.props.purge_on_view_change:
+            self._purge(out)
 
     def digest(self) -> Digest:
         """member -> (highest delivered, highest received) for every window, own included as (hs, hs)."""

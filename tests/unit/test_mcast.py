@@ -545,7 +545,13 @@ def test_xmit_req_answers_each_seqno_once_and_counts_what_is_gone() -> None:
 
 def test_properties() -> None:
     m = Mcast("A")
-    assert m.props.as_dict() == {"capacity": 16384, "ack_threshold": 0, "xmit_interval": 1.0, "max_xmit_req_size": 1024}
+    assert m.props.as_dict() == {
+        "capacity": 16384,
+        "ack_threshold": 0,
+        "xmit_interval": 1.0,
+        "max_xmit_req_size": 1024,
+        "purge_on_view_change": True,
+    }
     out = Outbox()
     m.tick(5.0, out)
     assert m.next_wakeup() == 6.0
