@@ -66,6 +66,8 @@ HEADER_TABLE: list[tuple[str, str, int, list[tuple[str, str]]]] = [
     ("UNICAST2", "XMIT_REQ", 1, [("conn_id", "u32"), ("ranges", "ranges")]),
     ("UNICAST2", "SEND_FIRST_SEQNO", 2, [("seqno", "u64")]),
     ("UNICAST2", "STABLE", 3, [("low", "u64"), ("high", "u64"), ("conn_id", "u32")]),
+    # the receiver's ack of a connection's first message (JGRP-1563): the sender stops resending it
+    ("UNICAST2", "ACK", 4, [("seqno", "u64"), ("conn_id", "u32")]),
     # NAKACK2 (JGroups NAKACK2, design/NAKACK2-no-retransmission.txt): per-sender multicast seqnos, NAK-based.
     # XMIT_RSP carries the original sender and seqno, the payload is the original payload.
     ("NAKACK2", "MSG", 0, [("seqno", "u64")]),

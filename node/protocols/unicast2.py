@@ -11,6 +11,16 @@ Known flaw, kept on purpose (UNICAST2.txt scenario #6): a non-first message has 
 whatever connection it has. After A reopens the connection and #1 is late, B takes the new #2 for a duplicate of
 the old connection's #2 and acks it with a STABLE that A, not checking conn-ids on STABLE, applies to the new
 connection: A purges #2 before B has it, and B's XMIT_REQs for #2 go unanswered forever.
+
+The first and last message problems (UNICAST3.txt [1] [2]) have JGroups' fixes, each behind a property named after
+it (both off by default, see Unicast2Props). With either on, B acks a connection's first message (ACK with its
+conn-id), so A knows B has the connection. JGRP-1563: until that ACK (or a STABLE of the connection) arrives,
+`resend_first_msg` makes A's retransmit task resend the first unpurged message, flagged first.
+Without it a lost first message is repaired only when A's next message makes B ask (SEND_FIRST_SEQNO). JGRP-1548:
+B cannot miss what it never heard of, so a lost last message stays lost until something later reveals it;
+`resend_last_seqno` makes A's retransmit task resend its highest-sent message on an established connection when
+highest-sent is not yet STABLE and did not move since the previous run (as UNICAST3's HA/HS and NAKACK2's
+resend_last_seqno); B takes it, or acks it as a duplicate (STABLE), which purges A's window.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ DATA = header_class("UNICAST2", "DATA")
 XMIT_REQ = header_class("UNICAST2", "XMIT_REQ")
 SEND_FIRST_SEQNO = header_class("UNICAST2", "SEND_FIRST_SEQNO")
 STABLE = header_class("UNICAST2", "STABLE")
+ACK = header_class("UNICAST2", "ACK")
 
 CONN_ID_MOD = 1 << 32  # conn-ids are u32 on the wire; 0 means "unset" and is never assigned
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
@@ -44,6 +55,10 @@ class Unicast2Props(Properties):
     max_bytes: int = 500_000  # payload bytes received on a connection that trigger a STABLE at once
     max_stable_msgs: int = 1  # STABLEs sent for the same highest delivered (1: only when it moved; JGroups uses 5)
     conn_expiry_timeout: float = 0.0  # idle connections are removed after this; 0 (default here) disables reaping
+    # JGroups' fixes, off by default: this UNICAST2 is the design note's, whose sender never retransmits on its own
+    # (tests/unit/test_unicast2.py pins that); UNICAST3 is the protocol with the fixes built in.
+    resend_first_msg: bool = False  # JGRP-1563: resend the first message until the receiver acks it
+    resend_last_seqno: bool = False  # JGRP-1548: resend the highest-sent message while not STABLE and not moving
 
     def validate(self) -> None:
         if self.xmit_interval <= 0:
@@ -57,12 +72,15 @@ class Unicast2Props(Properties):
 
 
 class SenderEntry:
-    __slots__ = ("conn_id", "last_active", "table")
+    __slots__ = ("conn_id", "established", "last_active", "runs", "table", "watermark")
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
         self.table: RetransmitTable[Any] = RetransmitTable(0)  # hd = highest purged by STABLE, hr = highest sent
         self.last_active = now  # last send: drives conn_expiry_timeout
+        self.established = False  # the receiver acked the first message (ACK) or sent a STABLE of this connection
+        self.watermark = (0, 0)  # (highest purged, highest sent) as seen by the previous retransmit run
+        self.runs = 0  # retransmit runs that saw this entry (the first one does not resend: the ACK may be on its way)
 
 
 class ReceiverEntry:
@@ -96,6 +114,10 @@ COUNTERS = (
     "send_first_seqno_sent",
     "send_first_seqno_received",
     "send_first_seqno_unknown",
+    "first_acks_sent",
+    "first_acks_received",
+    "first_msg_resends",
+    "last_msg_resends",
     "dropped_unknown_conn",
     "dropped_out_of_window",
     "conns_created",
@@ -205,6 +227,8 @@ class Unicast2:
                 self._handle_xmit_req(src, m, out)
             elif t is SEND_FIRST_SEQNO:
                 self._handle_send_first_seqno(src, m, out)
+            elif t is ACK:
+                self._handle_ack(src, m)
         if data:
             self._handle_data(src, data, now, out)
 
@@ -214,6 +238,7 @@ class Unicast2:
         entry = self.recv_table.get(src)
         dup_high = 0  # highest duplicate <= highest delivered on `entry`: acked (STABLE) nevertheless, once per batch
         sfs_seqno = 0  # highest dropped seqno: one SEND_FIRST_SEQNO per batch
+        first_ack: tuple[int, int] | None = None  # (seqno, conn_id) of the batch's last first message: ACKed (1563)
         matched = False
         for m in data:
             if m.first:
@@ -223,6 +248,7 @@ class Unicast2:
                         dup_high = 0
                     entry = self._new_receiver_entry(src, m.seqno, m.conn_id, now, out)
                 # else: same conn-id, a retransmitted first message: NOP (no second connection establishment)
+                first_ack = (m.seqno, m.conn_id)
             elif entry is None or (m.conn_id != 0 and m.conn_id != entry.conn_id):
                 c["dropped_unknown_conn"] += 1
                 if m.seqno > sfs_seqno:
@@ -251,6 +277,9 @@ class Unicast2:
                 self._ack_duplicate(src, entry, dup_high, out)
             if entry.received_bytes >= self.props.max_bytes and entry.table.hd != entry.stable_high:
                 self._stable(src, entry, out)
+        if first_ack is not None and (self.props.resend_first_msg or self.props.resend_last_seqno):
+            out.sends.append((src, ACK(*first_ack)))
+            c["first_acks_sent"] += 1
         if sfs_seqno:
             out.sends.append((src, SEND_FIRST_SEQNO(sfs_seqno)))
             c["send_first_seqno_sent"] += 1
@@ -280,6 +309,15 @@ class Unicast2:
         # No conn-id check: UNICAST2.txt checks conn-ids only for SEND_FIRST_SEQNO. A STABLE of B's previous
         # connection (or B's ack of a "duplicate") therefore purges the current one: scenario #6.
         entry.table.purge(m.high)  # purges up to min(high, highest sent)
+        if m.conn_id == entry.conn_id:
+            entry.established = True  # B has this connection (it may have lost the first message's ACK)
+
+    def _handle_ack(self, src: str, m: Any) -> None:
+        """B acked the first message of a connection (JGRP-1563): A stops resending it if the conn-id is A's."""
+        self.c["first_acks_received"] += 1
+        entry = self.send_table.get(src)
+        if entry is not None and entry.conn_id == m.conn_id:
+            entry.established = True
 
     def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
         c = self.c
@@ -392,8 +430,42 @@ class Unicast2:
                 ranges = tuple(table.missing()[:MAX_XMIT_RANGES])
                 out.sends.append((peer, XMIT_REQ(entry.conn_id, ranges)))
                 self.c["xmit_reqs_sent"] += 1
+        if self.props.resend_first_msg or self.props.resend_last_seqno:
+            self._resend_run(out)
         if self.props.conn_expiry_timeout > 0:
             self._reap(now, out)
+
+    def _resend_run(self, out: Outbox) -> None:
+        """The sender's part of the retransmit task (JGroups' fixes of JGRP-1563 and JGRP-1548): the first message
+        of a connection the receiver has not acknowledged by the second run that sees it, flagged first with the
+        conn-id; on an established one,
+        the highest-sent message when it is not STABLE and (highest purged, highest sent) did not move since the
+        previous run (so a stream in progress is not resent)."""
+        props = self.props
+        members = self.members
+        for peer, entry in self.send_table.items():
+            table = entry.table
+            watermark = (table.hd, table.hr)
+            previous, entry.watermark = entry.watermark, watermark
+            entry.runs += 1
+            if (members is not None and peer not in members) or table.hd == table.hr:
+                continue  # a member that left will not answer; nothing unpurged
+            if not entry.established:
+                if props.resend_first_msg and entry.runs > 1:
+                    msg = table.get(table.low + 1)
+                    if msg is not None:
+                        self._resend(peer, entry, msg._replace(first=True, conn_id=entry.conn_id), out)
+                        self.c["first_msg_resends"] += 1
+            elif props.resend_last_seqno and previous == watermark:
+                msg = table.get(table.hr)
+                if msg is not None:
+                    self._resend(peer, entry, msg, out)
+                    self.c["last_msg_resends"] += 1
+
+    def _resend(self, peer: str, entry: SenderEntry, msg: Any, out: Outbox) -> None:
+        out.sends.append((peer, msg))
+        out.events.append({"event": "xmit", "peer": peer, "conn_id": entry.conn_id, "seqno": msg.seqno})
+        self.c["xmits"] += 1
 
     def _reap(self, now: float, out: Outbox) -> None:
         timeout = self.props.conn_expiry_timeout
