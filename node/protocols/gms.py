@@ -77,14 +77,18 @@ class GmsProps(Properties):
     break_on_coord_rsp: bool = True  # stop discovery at the first answer from a coordinator (Discovery)
     max_join_attempts: int = 10  # discovery + join rounds before becoming a singleton; 0 = never give up
     view_ack_collection_timeout: float = 2.0  # wait for VIEW_ACKs before the next view change
-    view_xmit_interval: float = 0.5  # resend VIEW (and LEAVE_REQ) this often while unacked (not in JGroups)
+    # resend VIEW (and LEAVE_REQ) this often while unacked (not in JGroups, whose VIEW rides on NAKACK2); 0 = send
+    # once only: a lost VIEW is never repaired (scenarios/bugs/gms-leave-view-lost.toml)
+    view_xmit_interval: float = 0.5
     leave_timeout: float = 2.0  # a leaving member waits this long for LEAVE_RSP, then leaves anyway
     merge_timeout: float = 5.0  # wait for MERGE_RSPs (leader); how long a participant stays locked
 
     def validate(self) -> None:
-        for name in sorted(self.DURATIONS):
+        for name in sorted(self.DURATIONS - {"view_xmit_interval"}):
             if getattr(self, name) <= 0:
                 raise ValueError(f"gms.{name} must be > 0")
+        if self.view_xmit_interval < 0:
+            raise ValueError("gms.view_xmit_interval must be >= 0 (0: never resend a VIEW or LEAVE_REQ)")
         if self.max_join_attempts < 0:
             raise ValueError("gms.max_join_attempts must be >= 0 (0: never give up)")
 
@@ -397,7 +401,7 @@ class Gms:
             view,
             unacked,
             now + p.view_ack_collection_timeout,
-            now + p.view_xmit_interval,
+            self._next_xmit(now),
             joiners,
             leavers or [],
             leaving_self,
@@ -498,7 +502,13 @@ class Gms:
         if coord is not None and coord != self.local:
             out.sends.append((coord, LEAVE_REQ()))
             self.c["leave_reqs_sent"] += 1
-        self._leave_xmit = now + self.props.view_xmit_interval
+        self._leave_xmit = self._next_xmit(now)
+
+    def _next_xmit(self, now: float) -> float:
+        """When an unacked VIEW or LEAVE_REQ is sent again: never with view_xmit_interval = 0 (the flawed variant of
+        reliable view installation: a VIEW lost on the way is lost for good, see gms-leave-view-lost.toml)."""
+        interval = self.props.view_xmit_interval
+        return now + interval if interval > 0 else NEVER
 
     def _left(self, out: Outbox) -> None:
         self.state = State.LEFT
@@ -861,7 +871,7 @@ class Gms:
         if now >= pending.deadline:
             self._finish_view_change(now, out)
         elif now >= pending.next_xmit:
-            pending.next_xmit = now + self.props.view_xmit_interval
+            pending.next_xmit = self._next_xmit(now)
             for member, msg in pending.unacked.items():
                 out.sends.append((member, msg))
             self.c["view_xmits"] += len(pending.unacked)
