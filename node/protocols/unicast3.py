@@ -6,9 +6,10 @@ across two runs. Receiver B delivers in order, acks once per message batch (imme
 `ack_threshold`, otherwise delayed by at most `min_time_between_acks`), and asks for missing ranges (XMIT_REQ) from
 its retransmit task. A message on a connection B does not know (no entry, or a non-first message with another
 conn-id) is dropped and B asks A for the first seqno (SEND_FIRST_SEQNO), at most once per `sync_min_interval`,
-from its retransmit task. ACKs and SEND_FIRST_SEQNOs carry receiver-made increasing timestamps; A drops ones older
-than the last it accepted, so a delayed ACK of an earlier connection incarnation cannot purge messages B has not
-seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce the bug.
+from its retransmit task; each one sent is a `sync` history event (the sender, and the conn-id B did not know), which
+a scenario's control_per_heal bounds (JGRP-1874). ACKs and SEND_FIRST_SEQNOs carry receiver-made increasing
+timestamps; A drops ones older than the last it accepted, so a delayed ACK of an earlier connection incarnation
+cannot purge messages B has not seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce the bug.
 """
 
 from __future__ import annotations
@@ -152,7 +153,8 @@ class Unicast3:
         self.send_table: dict[str, SenderEntry] = {}
         self.recv_table: dict[str, ReceiverEntry] = {}
         self.last_sync_sent: dict[str, float] = {}  # sender -> when we last asked it for its first seqno
-        self.sync_wanted: set[str] = set()  # senders to ask for their first seqno on the next retransmit run
+        # senders to ask for their first seqno on the next retransmit run -> conn-id of the message that asked
+        self.sync_wanted: dict[str, int] = {}
         self.members: frozenset[str] | None = None  # None: no membership (max_retransmit_time applies to all)
         self._next_conn_id = conn_id_start % TS_MOD or 1
         self._timestamp = 0
@@ -243,7 +245,7 @@ class Unicast3:
         for m in data:
             if entry is None or entry.conn_id != m.conn_id:
                 c["dropped_unknown_conn"] += 1
-                self._want_sync(src, now)
+                self._want_sync(src, m.conn_id, now)
                 continue
             matched += 1
             if m.seqno - entry.table.hd > MAX_SEQNO_AHEAD:
@@ -285,10 +287,10 @@ class Unicast3:
         self.c["conns_created"] += 1
         self._conn_event(out, src, conn_id, "recv", "open")
 
-    def _want_sync(self, src: str, now: float) -> None:
+    def _want_sync(self, src: str, conn_id: int, now: float) -> None:
         last = self.last_sync_sent.get(src)
         if last is None or now - last >= self.props.sync_min_interval - TIME_EPSILON:
-            self.sync_wanted.add(src)
+            self.sync_wanted[src] = conn_id
 
     def _handle_ack(self, src: str, m: Any, now: float) -> None:
         entry = self.send_table.get(src)
@@ -426,12 +428,14 @@ class Unicast3:
                 out.sends.append((peer, XMIT_REQ(entry.conn_id, tuple(ranges))))
                 c["xmit_reqs_sent"] += 1
         # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
-        for peer in sorted(self.sync_wanted):
+        for peer, conn_id in sorted(self.sync_wanted.items()):
             last = self.last_sync_sent.get(peer)
             if last is None or now - last >= props.sync_min_interval - TIME_EPSILON:
                 out.sends.append((peer, SEND_FIRST_SEQNO(self._new_timestamp())))
                 self.last_sync_sent[peer] = now
                 c["send_first_seqno_sent"] += 1
+                # conn_id: the connection B did not know (JGRP-1874's storms are counted per heal from these)
+                out.events.append({"event": "sync", "peer": peer, "conn_id": conn_id})
         self.sync_wanted.clear()
         for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval - TIME_EPSILON]:
             del self.last_sync_sent[peer]  # expired: keeps the table bounded
