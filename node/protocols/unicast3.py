@@ -10,6 +10,9 @@ from its retransmit task; each one sent is a `sync` history event (the sender, a
 a scenario's control_per_heal bounds (JGRP-1874). ACKs and SEND_FIRST_SEQNOs carry receiver-made increasing
 timestamps; A drops ones older than the last it accepted, so a delayed ACK of an earlier connection incarnation
 cannot purge messages B has not seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce the bug.
+Duplicates are acked too (JGRP-1578: a sender whose ACKs were lost resends its highest message until one gets
+through); `ack_duplicates = False` acks only batches that delivered something, as UNICAST did before that fix, to
+reproduce the endless retransmission.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class Unicast3Props(Properties):
     max_retransmit_time: float = 60.0  # a sender entry without any ack progress for this long is removed; 0 = never
     max_xmit_req_size: int = 0  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
     sync_timestamps: bool = True  # legacy switch: False drops the ACK/SEND_FIRST_SEQNO timestamp check (JGRP-1873)
+    ack_duplicates: bool = True  # legacy switch: False acks only batches that delivered something (JGRP-1578)
 
     def validate(self) -> None:
         if self.xmit_interval <= 0:
@@ -118,6 +122,7 @@ COUNTERS = (
     "acks_sent",
     "acks_received",
     "acks_dropped_conn_id",
+    "acks_withheld",
     "stale_acks_dropped",
     "xmits",
     "xmit_reqs_sent",
@@ -261,12 +266,14 @@ class Unicast3:
         if entry.state is not State.OPEN:
             entry.state = State.OPEN
             self._conn_event(out, src, entry.conn_id, "recv", "open")
-        if added:
-            delivered = entry.table.remove_deliverable()
-            if delivered:
-                conn_id = entry.conn_id
-                out.delivers.extend(Delivery("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
-                c["msgs_delivered"] += len(delivered)
+        delivered = entry.table.remove_deliverable() if added else []
+        if delivered:
+            conn_id = entry.conn_id
+            out.delivers.extend(Delivery("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
+            c["msgs_delivered"] += len(delivered)
+        if not delivered and not self.props.ack_duplicates:
+            c["acks_withheld"] += 1  # JGRP-1578's flaw: nothing new delivered, nothing acked
+            return
         # Ack once per batch: at once for big batches, else delayed (duplicates are acked too, or a sender whose
         # ack was lost would retransmit forever).
         if matched >= self.props.ack_threshold or now - entry.last_ack_sent >= self.props.min_time_between_acks:

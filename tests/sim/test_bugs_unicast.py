@@ -157,3 +157,118 @@ def test_last_message_resend_does_not_resend_a_stream_in_progress() -> None:
     assert sim.protocol("A").c["last_msg_resends"] >= 1
     assert sim.run_until(lambda: sim.protocol("A").send_table["B"].table.hd == 200, 2.0)
     assert_exactly_once_in_order(sim, "A", "B")
+
+
+# --- JGRP-1873/1875: a delayed ACK of a closed window purges what the new one never got (delayed-ack-purge.toml) -----
+
+
+def _delayed_ack_after_close(sync_timestamps: bool) -> tuple[Simulation, list[str]]:
+    """The scenario file's sequence with the simulator's own controls: B's ACKs are held; A->B is cut and B closes
+    its connection to A (gone after conn_close_timeout); after the heal, once B's SEND_FIRST_SEQNO has reached A
+    (which restarts B's window at its lowest unacked message), A's non-first DATA are held back, and only then the
+    old ACKs arrive."""
+    sim = u3(sync_timestamps=sync_timestamps, conn_close_timeout="300ms", conn_expiry_timeout="0s")
+    b = sim.protocol("B")
+    burst(sim, "A", "B", 1)
+    settle(sim)  # #1 acked: A's lowest unacked will be #2
+    old_acks = sim.add_rule(MessageRule("UNICAST3", "ACK", src="B", dst="A", action="hold"))
+    first = burst(sim, "A", "B", 9)
+    assert sim.run_until(lambda: set(first) <= set(sim.delivered("B", "A")), 1.0)
+    sim.cut("A", "B")
+    sim.close_connection("B", "A")
+    assert sim.run_until(lambda: "A" not in b.recv_table, 2.0)
+    sim.rules.remove(old_acks)
+    sim.heal(keep_rules=True)
+    a = sim.protocol("A")
+    assert sim.run_until(lambda: a.c["send_first_seqno_received"] >= 1, 2.0, check_every=0.001)
+    later = sim.add_rule(MessageRule("UNICAST3", "DATA", {"first": False}, src="A", dst="B", action="hold"))
+    assert sim.run_until(lambda: "A" in b.recv_table, 0.1, check_every=0.001)
+    sim.run(0.3)
+    assert b.recv_table["A"].table.hr == 2  # B's new window started at A's lowest unacked, #2, and has only it
+    assert sim.release(old_acks) >= 1  # ACK(10) of the closed window, older than the SEND_FIRST_SEQNO
+    sim.run(0.1)
+    sim.rules.remove(later)
+    sim.release(later)
+    return sim, burst(sim, "A", "B", 5)  # sent after everything: they must arrive
+
+
+def test_delayed_ack_without_timestamps_purges_what_the_new_window_lacks() -> None:
+    sim, new = _delayed_ack_after_close(sync_timestamps=False)
+    a, b = sim.protocol("A"), sim.protocol("B")
+    sim.run(10.0)
+    assert not set(new) & set(sim.delivered("B", "A"))  # B stalls behind the gap ...
+    assert b.recv_table["A"].table.missing()[0][0] == 3  # ... at #3, which A purged on the old ACK(10)
+    assert a.send_table["B"].table.get(3) is None and a.c["stale_acks_dropped"] == 0
+    assert b.c["xmit_reqs_sent"] >= 40 and not sim.quiet()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_delayed_ack_with_timestamps_is_dropped_and_nothing_is_lost(seed: int) -> None:
+    sim, new = _delayed_ack_after_close(sync_timestamps=True)
+    settle(sim, timeout=30)
+    assert sim.protocol("A").c["stale_acks_dropped"] >= 1
+    got = sim.delivered("B", "A")
+    assert [m for m in got if m in new] == new
+    # what B's closed window had delivered it gets again in its new window (#2-#10: A never saw those acks),
+    # once each there and in order; everything was delivered at least once
+    assert set(sim.sent("A", "B")) <= set(got)
+    again = got[10:]
+    assert again[: len(again) - len(new)] == sim.sent("A", "B")[1:10]
+
+
+# --- JGRP-1874: SEND_FIRST_SEQNO storms, counted by their `sync` history events (unicast3-sync-storm.toml) -----------
+
+
+@pytest.mark.parametrize(("sync_min_interval", "most"), [("0s", 60), ("2s", 4)])
+def test_every_send_first_seqno_is_a_sync_event(sync_min_interval: str, most: int) -> None:
+    """B has no window for A, hears A's stream and cannot reach A for 6 s (retransmit runs every 100 ms): one sync
+    event per SEND_FIRST_SEQNO, with A's name and the conn-id B did not know; 0s means one per run."""
+    sim = u3(sync_min_interval=sync_min_interval)
+    burst(sim, "A", "B", 1)
+    settle(sim)
+    b = sim.protocol("B")
+    b.remove_receive_connection("A")
+    sim.cut("B", "A")
+    sim.stream("A", "B", 1200, rate=200)
+    sim.run(6.0)
+    syncs = [e for e in sim.history["B"] if e["event"] == "sync"]
+    assert len(syncs) == b.c["send_first_seqno_sent"]
+    assert {(e["peer"], e["conn_id"]) for e in syncs} == {("A", sim.protocol("A").send_table["B"].conn_id)}
+    assert most - 4 <= len(syncs) <= most  # 0s: 57-60 runs saw dropped messages; 2s: 3-4
+    sim.heal()
+    settle(sim, timeout=30)
+    assert_exactly_once_in_order(sim, "A", "B")
+
+
+# --- JGRP-1578: duplicates not re-acked (unicast3-duplicates-not-reacked.toml) ----------------------------------------
+
+
+def _acks_lost(ack_duplicates: bool) -> Simulation:
+    sim = u3(ack_duplicates=ack_duplicates)
+    acks = sim.add_rule(MessageRule("UNICAST3", "ACK", src="B", dst="A"))
+    burst(sim, "A", "B", 10)
+    sim.run(1.0)
+    assert acks.matched >= 1 and sim.delivered("B", "A") == sim.sent("A", "B")
+    sim.rules.remove(acks)  # the network is fine again
+    return sim
+
+
+def test_duplicates_not_reacked_mean_endless_retransmission() -> None:
+    sim = _acks_lost(ack_duplicates=False)
+    a, b = sim.protocol("A"), sim.protocol("B")
+    xmits = a.c["xmits"]
+    sim.run(10.0)
+    assert a.c["xmits"] - xmits >= 90  # A resends #10 on every run (100 ms) ...
+    assert b.c["acks_withheld"] >= 90 and b.c["duplicates_received"] >= 90  # ... and B never acks it
+    assert a.send_table["B"].table.hd == 0 and not sim.quiet()
+    assert_exactly_once_in_order(sim, "A", "B")  # nothing lost or delivered twice: just endless traffic
+
+
+def test_duplicates_reacked_stop_the_retransmission() -> None:
+    sim = _acks_lost(ack_duplicates=True)
+    settle(sim, timeout=2.0)
+    a = sim.protocol("A")
+    xmits = a.c["xmits"]
+    sim.run(10.0)
+    assert a.c["xmits"] == xmits and a.send_table["B"].table.hd == 10
+    assert_exactly_once_in_order(sim, "A", "B")
