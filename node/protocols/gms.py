@@ -82,6 +82,10 @@ class GmsProps(Properties):
     view_xmit_interval: float = 0.5
     leave_timeout: float = 2.0  # a leaving member waits this long for LEAVE_RSP, then leaves anyway
     merge_timeout: float = 5.0  # wait for MERGE_RSPs (leader); how long a participant stays locked
+    # a merge view restarts the multicast windows of the members that came from another subgroup, even those in our
+    # previous view (JGRP-940: they purged what only their subgroup had); False = only of members new to our view
+    # (the flawed variant: scenarios/bugs/merge-overlapping.toml)
+    reset_subgroup_windows: bool = True
 
     def validate(self) -> None:
         for name in sorted(self.DURATIONS - {"view_xmit_interval"}):
@@ -354,6 +358,8 @@ class Gms:
             return candidates
         before = set(previous.members)
         if not view.is_merge:
+            return [m for m in candidates if m not in before]
+        if not self.props.reset_subgroup_windows:
             return [m for m in candidates if m not in before]
         group = _subgroup_of(view, subgroups)
         ours = group.get(self.local)

@@ -144,6 +144,7 @@ def test_properties_have_jgroups_names_and_defaults() -> None:
         "view_xmit_interval": 0.5,
         "leave_timeout": 2.0,
         "merge_timeout": 5.0,
+        "reset_subgroup_windows": True,
     }
     assert FdProps().as_dict() == {"interval": 8.0, "timeout": 40.0, "timeout_check_interval": 2.0}
     m = Merge3Props()
