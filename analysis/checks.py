@@ -2,9 +2,10 @@
 
 The cache already holds one Parquet file per (run, sender) group (`ingest.py` did the shuffle while parsing), so a
 check is a single Spark job with no shuffle: each task reads its groups' files and runs `streams.check_sender`, which
-computes fifo, exactly_once, complete, no_phantoms, latency, counters and delivery progress in one pass.
-`fifo`, `exactly_once`, ... are that result filtered to one check, so asking for all of them costs one job.
-`views_converge` works on the (small) view events in the driver.
+computes fifo, exactly_once, complete, no_phantoms, delivered_within, latency, counters and delivery progress in one
+pass, and counts the control events control_per_heal bounds. `fifo`, `exactly_once`, ... are that result filtered to
+one check, so asking for all of them costs one job. `views_converge` works on the (small) view events in the driver,
+and `control_per_heal` on the control counts summed over the groups.
 """
 
 from __future__ import annotations
@@ -28,14 +29,21 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def message_events(events: DataFrame) -> DataFrame:
-    """Send and deliver events keyed by (run, sender): a send by its member, a delivery by its sender field."""
+def message_events(events: DataFrame, control_kinds: tuple[str, ...] = ()) -> DataFrame:
+    """Send and deliver events (and those of `control_kinds`) keyed by (run, sender): a delivery by its sender field,
+    any other event by its member (the groups of the cache)."""
     from pyspark.sql import functions as F
 
-    key = F.when(F.col("event") == "send", F.col("member")).otherwise(F.col("sender")).alias("key")
+    key = F.when(F.col("event") == "deliver", F.col("sender")).otherwise(F.col("member")).alias("key")
     if "dest_address" not in events.columns:  # events from before sends named the receiver's incarnation
         events = events.withColumn("dest_address", F.lit(None).cast("string"))
-    return events.filter(F.col("event").isin("send", "deliver")).select("run", key, *INPUT_COLUMNS)
+    kinds = ["send", "deliver", *control_kinds]
+    return events.filter(F.col("event").isin(*kinds)).select("run", key, *INPUT_COLUMNS)
+
+
+def control_kinds(infos: dict[str, RunInfo]) -> tuple[str, ...]:
+    """Every event kind some run's control_per_heal counts."""
+    return tuple(sorted({k for info in infos.values() for k in info.checks.control_kinds}))
 
 
 def plan_tasks(groups: list[Group], slots: int, rows_per_task: int = 400_000) -> list[list[Group]]:
@@ -60,11 +68,12 @@ def group_tasks(spark: SparkSession, cache: Path, groups: list[Group]) -> DataFr
     return spark.createDataFrame(rows, "task int, groups string").repartitionByRange(len(rows), "task")
 
 
-def read_group(path: str) -> pa.Table:
-    """The send and deliver events of one cached group (a folder of Parquet parts)."""
+def read_group(path: str, control_kinds: tuple[str, ...] = ()) -> pa.Table:
+    """The send and deliver events of one cached group (a folder of Parquet parts), and those of `control_kinds`."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(path, columns=INPUT_COLUMNS, filters=[("event", "in", ["send", "deliver"])])
+    kinds = ["send", "deliver", *control_kinds]
+    return pq.read_table(path, columns=INPUT_COLUMNS, filters=[("event", "in", kinds)])
 
 
 def stream_results(tasks: DataFrame, infos: dict[str, RunInfo]) -> DataFrame:
@@ -76,7 +85,8 @@ def stream_results(tasks: DataFrame, infos: dict[str, RunInfo]) -> DataFrame:
         for batch in batches:
             for spec in batch.column("groups").to_pylist():
                 for run, key, path in json.loads(spec):
-                    yield from check_sender(read_group(path), infos[run], key).to_batches()
+                    info = infos[run]
+                    yield from check_sender(read_group(path, info.checks.control_kinds), info, key).to_batches()
 
     return tasks.mapInArrow(run_tasks, from_arrow_schema(OUT_SCHEMA))
 
@@ -89,7 +99,8 @@ def stream_results_from_events(events: DataFrame, infos: dict[str, RunInfo]) -> 
     def per_sender(table: pa.Table) -> pa.Table:
         return check_sender(table, infos[table["run"][0].as_py()], table["key"][0].as_py())
 
-    return message_events(events).groupBy("run", "key").applyInArrow(per_sender, from_arrow_schema(OUT_SCHEMA))
+    rows = message_events(events, control_kinds(infos))
+    return rows.groupBy("run", "key").applyInArrow(per_sender, from_arrow_schema(OUT_SCHEMA))
 
 
 def _only(check: str) -> Callable[[DataFrame, dict[str, RunInfo]], DataFrame]:
@@ -108,6 +119,7 @@ fifo = _only("fifo")
 exactly_once = _only("exactly_once")
 complete = _only("complete")
 no_phantoms = _only("no_phantoms")
+delivered_within = _only("delivered_within")
 
 
 def views_converge(info: RunInfo) -> tuple[list[Violation], str | None]:
@@ -167,6 +179,22 @@ class RunResult:
     hist: dict[str, Counter] = field(default_factory=dict)  # kind -> bin -> count
     progress: dict[str, np.ndarray] = field(default_factory=dict)  # receiver -> deliveries per bucket
     notes: list[str] = field(default_factory=list)
+    recovery_max: int = -1  # delivered_within: the longest time from the later of send and heal to delivery (ns)
+    control: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (member, kind) -> count per interval
+
+
+def control_per_heal(info: RunInfo, control: dict[tuple[str, str], list[int]]) -> list[Violation]:
+    """One violation per (member, event kind, recovery interval) whose count exceeds the kind's bound."""
+    heals = info.heals()
+    out = []
+    for kind, bound in info.checks.control_bounds:
+        for m in info.members:
+            for i, n in enumerate(control.get((m, kind), [])):
+                if n > bound:
+                    detail = f"{m} wrote {n} {kind} events {info.interval_label(heals, i)} (bound {bound} per heal)"
+                    t = info.t_min if i == 0 else heals[i - 1]
+                    out.append(Violation("control_per_heal", m, None, None, None, None, detail, info.run, kind, t))
+    return out
 
 
 def collect(rows: pa.Table, infos: dict[str, RunInfo]) -> dict[str, RunResult]:
@@ -202,12 +230,18 @@ def collect(rows: pa.Table, infos: dict[str, RunInfo]) -> dict[str, RunResult]:
         elif kind == "progress":
             arr = res.progress.setdefault(r["receiver"], np.zeros(PROGRESS_BUCKETS, np.int64))
             arr[r["a"]] += r["b"]
+        elif kind == "recovery":
+            res.recovery_max = max(res.recovery_max, r["a"])
+        elif kind == "control":
+            counts = res.control.setdefault((r["sender"], r["kind"]), [0] * (len(res.info.heals()) + 1))
+            counts[r["a"]] += r["b"]
     for run, res in results.items():
         res.hist = dict(hist.get(run, {}))
         vs, note = views_converge(res.info)
         res.violations.extend(vs)
         if note:
             res.notes.append(note)
+        res.violations.extend(control_per_heal(res.info, res.control))
     return results
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis.config import CHECKS, InputError
+from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
 from analysis.verdict import Violation, sort_violations, verdict_doc, write_verdict
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 SHOWN = 20  # violations printed; verdict.json has them all
 _LEGEND = "violations per check: fifo, exactly_once, complete, no_phantoms, views_converge; skipped = cut-off lines"
+_COLUMNS = {"delivered_within": "within", "control_per_heal": "control"}  # the bounds' columns, when configured
 
 
 def write_outputs(analysis: Analysis) -> list[Path]:
@@ -50,18 +51,20 @@ def write_outputs(analysis: Analysis) -> list[Path]:
 
 def print_verdict(console: Console, analysis: Analysis) -> None:
     """The verdict table (one row per run), the first violations, and a last line with the verdict."""
-    table = Table(
-        title=f"chaosbed check {analysis.root}", title_justify="left", caption=_LEGEND, caption_justify="left"
-    )
-    for col in ("run", "verdict", "events", "fifo", "once", "complete", "phantoms", "views", "skipped"):
+    bounds = configured_bounds(analysis)
+    legend = _LEGEND.replace(";", "".join(f", {b}" for b in bounds) + ";", 1)
+    table = Table(title=f"chaosbed check {analysis.root}", title_justify="left", caption=legend, caption_justify="left")
+    columns = ("run", "verdict", "events", "fifo", "once", "complete", "phantoms", "views")
+    for col in (*columns, *(_COLUMNS[b] for b in bounds), "skipped"):
         table.add_column(col, justify="right" if col not in ("run", "verdict") else "left")
     for run in analysis.runs:
         s = analysis.stats[run.name]
         verdict = "[green]OK[/]" if not s["violations"] else "[bold red]FAIL[/]"
         cells = []
-        for c in CHECKS[:5]:
+        for c in (*CORE_CHECKS, *bounds):
             n = s["violations"].get(c, 0)
-            cells.append("off" if s["checks"].get(c) is False else f"[red]{n}[/]" if n else "0")
+            off = s["checks"].get(c) is False or c not in s["checks"]
+            cells.append("off" if off else f"[red]{n}[/]" if n else "0")
         table.add_row(run.name, verdict, f"{s['events']:,}", *cells, str(s["skipped_lines"]))
     console.print(table)
     every = sort_violations([v for r in analysis.results.values() for v in r.violations])
@@ -89,6 +92,11 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
             f"[bold red]FAIL[/]: {len(every)} violation(s) in {bad} of {len(analysis.runs)} run(s) — "
             f"{analysis.events:,} events in {secs:.1f} s; {out}"
         )
+
+
+def configured_bounds(analysis: Analysis) -> list[str]:
+    """The bound checks (delivered_within, control_per_heal) that some run of the analysis configures."""
+    return [b for b in BOUND_CHECKS if any(b in s["checks"] for s in analysis.stats.values())]
 
 
 def check(

@@ -2,8 +2,11 @@
 
 - Incarnations: each `restart` of a member in faults.jsonl starts a new one; an event at time t belongs to
   incarnation (number of restarts of its member at or before t). The final incarnation is the last one.
-- Alive at the end: the member's history ends with a `stop` event and, in faults.jsonl order, its last kill is
-  followed by a restart (or it was never killed).
+- Alive at the end: the member's history ends with a `stop` event and, in faults.jsonl order, its last kill or
+  leave is followed by a restart (or it was never killed and never left). A member whose last kill/leave comes
+  after its last restart has ended; `left` holds those whose end was a graceful `leave`.
+- Recovery points ("heals"): the distinct ends of the fault windows (`fault_intervals`), sorted; they cut the run
+  into recovery intervals for delivered_within and control_per_heal.
 - Views: a member's current view at time t is the last `view` event of its incarnation at or before t.
 - Addresses: a unicast send may name the incarnation it was addressed to (`dest_address`: "C", "C/2", ...);
   `addressed_incarnation` reads it the same way for both checkers.
@@ -24,6 +27,7 @@ from node.address import incarnation_of, name_of
 NEVER = 1 << 62  # "no end": a fault still in force
 LASTING = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard", "link"}
 BLOCKS_VIEWS = {"partition", "split"}  # faults that keep views apart while in force
+ENDS_MEMBER = {"kill", "leave"}  # faults after which the member's incarnation is over (a restart starts another)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class RunInfo:
     t_max: int = 0
     has_views: bool = False
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # member -> event -> count
+    left: frozenset[str] = frozenset()  # members whose final incarnation ended with a graceful leave
 
     def final_start(self, member: str) -> int:
         """The start of the member's final incarnation (a very small number when it never restarted)."""
@@ -105,6 +110,23 @@ class RunInfo:
         if not self.faults:
             return None
         return max(f.end for f in self.faults)
+
+    def heals(self) -> list[int]:
+        """The recovery points: the distinct ends of the fault windows (faults never healed have none), sorted."""
+        return sorted({f.end for f in self.faults if f.end != NEVER})
+
+    def seconds(self, t: int) -> str:
+        """A time as seconds since the run's first event (as in the report), e.g. "5.000 s"."""
+        return f"{(t - self.t_min) / 1e9:.3f} s"
+
+    def interval_label(self, heals: list[int], i: int) -> str:
+        """Recovery interval i (0: before the first heal; i: from heal i, 1-based, to the next one or the end)."""
+        if not heals:
+            return "during the run (no fault ended)"
+        if i == 0:
+            return f"before the first heal at {self.seconds(heals[0])}"
+        start = f"between the heal at {self.seconds(heals[i - 1])}"
+        return f"{start} and the end" if i == len(heals) else f"{start} and the heal at {self.seconds(heals[i])}"
 
 
 def parse_address(address: object) -> tuple[str, int] | None:
@@ -189,12 +211,15 @@ def build_run_info(
     members = sorted(set(member_events) | {str(r["member"]) for r in fault_records if r.get("member")})
     restarts: dict[str, list[int]] = {m: [] for m in members}
     up = dict.fromkeys(members, True)
-    for r in fault_records:  # file order decides when a kill and a restart share a time
+    ended_by: dict[str, str] = {}
+    for r in fault_records:  # file order decides when a kill (or leave) and a restart share a time
         m = r.get("member")
-        if r.get("kind") == "kill" and m in up:
+        if r.get("kind") in ENDS_MEMBER and m in up:
             up[m] = False
+            ended_by[m] = str(r["kind"])
         elif r.get("kind") == "restart" and m in up:
             up[m] = True
+            ended_by.pop(m, None)
             restarts[m].append(int(r["t"]))
     for m in members:
         restarts[m].sort()
@@ -216,6 +241,7 @@ def build_run_info(
         t_max=t_range[1],
         has_views=any(all_views.values()),
         counters=member_events,
+        left=frozenset(m for m, kind in ended_by.items() if kind == "leave"),
     )
     for m, vs in all_views.items():
         vs.sort(key=lambda v: (v.t, v.pos))

@@ -151,13 +151,14 @@ def run_stats(res: RunResult, summary: RunSummary, skipped: list[dict], fault_li
     """The `stats` of a run's verdict.json."""
     info, c = res.info, res.counters
     members = {}
+    counted = dict.fromkeys(("send", "deliver", "view", "xmit", "ack", "conn", *info.checks.control_kinds))
     for m in info.members:
         evs = info.counters.get(m, {})
         members[m] = {
             "alive": bool(info.alive.get(m)),
             "incarnations": info.final_inc(m) + 1,
             "events": sum(evs.values()),
-            **{k: evs.get(k, 0) for k in ("send", "deliver", "view", "xmit", "ack", "conn")},
+            **{k: evs.get(k, 0) for k in counted},
         }
     per_link: dict[str, dict] = {}
     for (s, r, kind), lat in sorted(res.latency.items(), key=lambda kv: tuple(map(str, kv[0]))):
@@ -186,7 +187,7 @@ def run_stats(res: RunResult, summary: RunSummary, skipped: list[dict], fault_li
         },
         "not_required": {
             k: {"messages": c[f"not_required_{k}"], "delivered": c[f"not_required_{k}_delivered"]}
-            for k in ("to_crashed", "from_crashed", "excluded")
+            for k in ("to_crashed", "from_crashed", "left", "excluded")
         },
         "xmit": sum(m["xmit"] for m in members.values()),
         "ack": sum(m["ack"] for m in members.values()),
@@ -195,4 +196,30 @@ def run_stats(res: RunResult, summary: RunSummary, skipped: list[dict], fault_li
             "per_link": per_link,
         },
         "notes": res.notes,
+        **bound_stats(res),
     }
+
+
+def bound_stats(res: RunResult) -> dict:
+    """What the configured bounds measured: `delivered_within` (owed deliveries timed, late ones, the longest time
+    from the later of send and heal, in ms) and `control_per_heal` (the heals in seconds since the run's first event,
+    and per member and kind the events of each recovery interval)."""
+    info, out = res.info, {}
+    if info.checks.delivery_bound is not None:
+        out["delivered_within"] = {
+            "bound_s": info.checks.delivery_bound,
+            "checked": res.counters["within_checked"],
+            "late": res.counters["within_late"],
+            "max_ms": round(res.recovery_max / 1e6, 3) if res.recovery_max >= 0 else None,
+        }
+    if info.checks.control_bounds:
+        heals = info.heals()
+        out["control_per_heal"] = {
+            "bounds": dict(info.checks.control_bounds),
+            "heals_s": [round((h - info.t_min) / 1e9, 6) for h in heals],
+            "counts": {
+                m: {k: res.control.get((m, k), [0] * (len(heals) + 1)) for k in info.checks.control_kinds}
+                for m in info.members
+            },
+        }
+    return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.checks import views_converge
-from analysis.config import InputError, read_checks
+from analysis.config import InputError, bound_ns, read_checks
 from analysis.membership import RunInfo, addressed_incarnation, build_run_info, read_faults
 from analysis.schema import RunFolder, discover_runs
 from analysis.verdict import Violation, sort_violations
@@ -40,14 +40,17 @@ class RefResult:
     events: int
     info: RunInfo | None = None
     notes: list[str] = field(default_factory=list)
+    recovery_max: int = -1  # delivered_within: the longest time from the later of send and heal to delivery (ns)
+    control: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (member, kind) -> count per interval
 
 
 def _text(v: object) -> str | None:
     return None if v is None else v if isinstance(v, str) else json.dumps(v)
 
 
-def _read(run: RunFolder):
+def _read(run: RunFolder, control_kinds: tuple[str, ...] = ()):
     counts: dict[str, dict[str, list[int]]] = defaultdict(dict)  # member -> event -> [n, tmin, tmax, last pos]
+    control: dict[tuple[str, str], list[int]] = defaultdict(list)  # (member, kind) -> times of its events
     views: list[tuple] = []
     sends: dict[str, dict[str, _Send]] = defaultdict(dict)  # sender -> msg_id -> send
     delivers: list[tuple] = []  # (receiver, t, pos, sender, msg_id, kind, conn, seqno)
@@ -115,16 +118,18 @@ def _read(run: RunFolder):
                 )
             elif ev == "view":
                 views.append((m, t, pos, _text(e.get("view_id")), e.get("members") or [], bool(e.get("merge"))))
+            if ev in control_kinds:
+                control[(m, ev)].append(t)
             pos += 1
             events += 1
-    return counts, views, sends, delivers, bad, events
+    return counts, views, sends, delivers, bad, events, control
 
 
 def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
     """All checks of one run folder, in plain Python."""
     checks = read_checks(run.scenario_file, bound_views)
     fault_records, fault_skipped = read_faults(run.faults_file)
-    counts, views, sends, delivers, bad, events = _read(run)
+    counts, views, sends, delivers, bad, events, control_times = _read(run, checks.control_kinds)
     for b in bad:
         lo = -(1 << 62) if b["prev_t"] is None else b["prev_t"]
         hi = (1 << 62) if b["next_t"] is None else b["next_t"]
@@ -192,7 +197,30 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
         stream_max[stream] = s.seqno if top is None else max(top, s.seqno)
         delivered.add((sender, mid, recv))
 
-    # what each receiver was owed: delivered, a gap (fifo) or lost (complete)
+    # delivered_within: from the later of the send and the last heal at or before the delivery
+    heals = info.heals()
+    within = None if checks.delivery_bound is None else bound_ns(checks.delivery_bound)
+    recovery_max = -1
+
+    def timed(sender: str, mid: str, r: str, s: _Send) -> None:
+        nonlocal recovery_max
+        first = firsts.get((r, info.final_inc(r), sender, mid))
+        if first is None:  # not delivered by the incarnation it was owed to
+            return
+        t_del = first[0]
+        i = bisect.bisect_right(heals, t_del) - 1
+        base, since = s.t, f"it was sent at {info.seconds(s.t)}"
+        if i >= 0 and heals[i] > s.t:
+            base, since = heals[i], f"the heal at {info.seconds(heals[i])}"
+        took = t_del - base
+        c["within_checked"] += 1
+        recovery_max = max(recovery_max, took)
+        if took > within:
+            c["within_late"] += 1
+            detail = f"{r} delivered it {took / 1e9:.3f} s after {since} (bound {checks.delivery_bound:g} s)"
+            out.append(Violation("delivered_within", sender, r, s.conn, s.seqno, mid, detail, run.name, s.kind, t_del))
+
+    # what each receiver was owed: delivered (in time), a gap (fifo) or lost (complete)
     vpos = {m: [v.pos for v in vs] for m, vs in info.views.items()}
     vpos_all = {m: [v.pos for v in vs] for m, vs in info.all_views.items()}
     vtime = {m: [v.t for v in vs] for m, vs in info.views.items()}
@@ -212,11 +240,11 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
                 to_inc = addressed_incarnation(s.dest, s.dest_address)
             else:
                 continue
+            sender_left = sender in info.left and s_inc == s_final  # its final incarnation left the group
             for r in targets:
-                if to_inc is None:  # by time: sent once the receiver's final incarnation had started
-                    recv_ok = bool(info.alive.get(r)) and s.t >= info.final_start(r)
-                else:  # by address: sent to the receiver's final incarnation
-                    recv_ok = bool(info.alive.get(r)) and to_inc == info.final_inc(r) + 1
+                # by time (sent once the receiver's final incarnation had started), or by address (sent to it)
+                to_final = s.t >= info.final_start(r) if to_inc is None else to_inc == info.final_inc(r) + 1
+                recv_ok = bool(info.alive.get(r)) and to_final
                 got = (sender, mid, r) in delivered
                 if multicast:
                     stream = (sender, s_inc, r, "m", info.final_inc(r))
@@ -240,7 +268,12 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
                     together = True
                 required = sender_ok and recv_ok and together
                 if not required:
-                    reason = "from_crashed" if not sender_ok else "to_crashed" if not recv_ok else "excluded"
+                    if not sender_ok:
+                        reason = "left" if sender_left else "from_crashed"
+                    elif not recv_ok:
+                        reason = "left" if to_final and r in info.left else "to_crashed"
+                    else:
+                        reason = "excluded"
                     c[f"not_required_{reason}"] += 1
                 top = stream_max.get(stream)
                 gap = not got and top is not None and s.seqno < top and (required or not multicast)
@@ -248,9 +281,26 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
                     add("fifo", sender, r, s.conn, s.seqno, mid, s.kind, f"gap below {top}")
                 elif required and not got:
                     add("complete", sender, r, s.conn, s.seqno, mid, s.kind, "missing")
+                if required and within is not None:
+                    timed(sender, mid, r, s)
     vc, note = views_converge(info)
     out.extend(vc)
-    return RefResult(sort_violations(out), c, len(bad) + fault_skipped, events, info, [note] if note else [])
+
+    # control_per_heal: each member's events of each listed kind, per recovery interval
+    control: dict[tuple[str, str], list[int]] = {}
+    for (m, kind), times in sorted(control_times.items()):
+        per = control[(m, kind)] = [0] * (len(heals) + 1)
+        for t in times:
+            per[bisect.bisect_right(heals, t)] += 1
+    for kind, bound in checks.control_bounds:
+        for m in info.members:
+            for i, n in enumerate(control.get((m, kind), [])):
+                if n > bound:
+                    detail = f"{m} wrote {n} {kind} events {info.interval_label(heals, i)} (bound {bound} per heal)"
+                    t = info.t_min if i == 0 else heals[i - 1]
+                    out.append(Violation("control_per_heal", m, None, None, None, None, detail, run.name, kind, t))
+    notes = [note] if note else []
+    return RefResult(sort_violations(out), c, len(bad) + fault_skipped, events, info, notes, recovery_max, control)
 
 
 def _index(keys: list[int], x: int) -> int | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.config import CHECKS
+from analysis.config import BOUND_CHECKS, CORE_CHECKS
 from analysis.membership import NEVER
 from analysis.streams import PROGRESS_BUCKETS, bin_value
 from analysis.verdict import sort_violations
@@ -98,13 +98,13 @@ def timeline_figure(res: RunResult) -> Figure:
     instants: dict[tuple[int, str], list[str]] = {}
     for f in info.faults:
         x0 = (f.t - t0) / 1e9
-        if f.end != f.t and f.kind not in ("kill", "restart"):
+        if f.end != f.t and f.kind not in ("kill", "restart", "leave"):
             x1 = (min(f.end, info.t_max) - t0) / 1e9 if f.end != NEVER else span / 1e9
             ax.axvspan(x0, x1, color="#f9ab00", alpha=0.18)
             ax.text(x0, top * 0.02, f" {f.label}", fontsize=8, va="bottom")
         else:  # instantaneous faults at the same time share one line and one label
             instants.setdefault((f.t, f.kind), []).append(f.label)
-    colors = {"kill": "#c5221f", "restart": "#137333"}
+    colors = {"kill": "#c5221f", "restart": "#137333", "leave": "#8430ce"}
     for (t, kind), labels in sorted(instants.items()):
         x0 = (t - t0) / 1e9
         text = labels[0] if len(labels) == 1 else f"{len(labels)} x {kind}"
@@ -169,9 +169,19 @@ def latency_figure(res: RunResult) -> Figure | None:
     return fig
 
 
+def _bound_text(check: str, on: object) -> str:
+    """The bound column of the verdict table: "10 s" for durations, "sync ≤ 10, xmit ≤ 500" for control_per_heal."""
+    if isinstance(on, dict):
+        return ", ".join(f"{k} ≤ {v} per heal" for k, v in on.items())
+    if check in ("views_converge", "delivered_within") and isinstance(on, float | int) and not isinstance(on, bool):
+        return f"{on:g} s"
+    return ""
+
+
 def _verdict_rows(stats: dict) -> list[list[object]]:
     rows = []
-    for check in CHECKS[:5]:
+    shown = [*CORE_CHECKS, *(b for b in BOUND_CHECKS if b in stats["checks"])]
+    for check in shown:
         on = stats["checks"].get(check)
         n = stats["violations"].get(check, 0)
         unchecked = any(note.startswith(f"{check} not checked") for note in stats.get("notes", []))
@@ -183,12 +193,41 @@ def _verdict_rows(stats: dict) -> list[list[object]]:
             status = ("html", '<span class="ok">held</span>')
         else:
             status = ("html", '<span class="fail">violated</span>')
-        bound = f"{on:g} s" if check == "views_converge" and isinstance(on, float) else ""
-        rows.append([check, status, n, bound])
+        rows.append([check, status, n, _bound_text(check, on)])
     for check, n in stats["violations"].items():
-        if check not in CHECKS[:5]:
+        if check not in shown:
             rows.append([check, ("html", '<span class="fail">violated</span>'), n, ""])
     return rows
+
+
+def _bound_sections(stats: dict) -> list[str]:
+    """What delivered_within and control_per_heal measured, when the scenario configures them."""
+    parts = []
+    within = stats.get("delivered_within")
+    if within:
+        worst = "none delivered" if within["max_ms"] is None else f"{within['max_ms']:,} ms"
+        parts += [
+            "<h2>Delivery after heals</h2>",
+            f'<p class="muted">Each owed delivery timed from the later of its send and the last heal before it '
+            f"(bound {within['bound_s']:g} s): {within['checked']:,} timed, {within['late']:,} late, "
+            f"longest {worst}.</p>",
+        ]
+    control = stats.get("control_per_heal")
+    if control:
+        heals = control["heals_s"]
+        names = ["start", *(f"heal {h:.3f} s" for h in heals)]
+        rows = [
+            [m, f"{k} (≤ {control['bounds'][k]})", *counts]
+            for m, kinds in control["counts"].items()
+            for k, counts in kinds.items()
+        ]
+        numeric = set(range(2, len(names) + 2))
+        parts += [
+            "<h2>Control events per recovery interval</h2>",
+            '<p class="muted">Events each member wrote from the start, or from each heal, to the next heal.</p>',
+            _table(["member", "kind (bound)", *(f"from {n}" for n in names)], rows, numeric),
+        ]
+    return parts
 
 
 def render_run(name: str, res: RunResult, stats: dict) -> str:
@@ -277,12 +316,14 @@ def render_run(name: str, res: RunResult, stats: dict) -> str:
     for reason, label in (
         ("to_crashed", "to a crashed member"),
         ("from_crashed", "from a crashed member"),
+        ("left", "from or to a member that left the group"),
         ("excluded", "to a member that left the view"),
     ):
         crows.append(
             [f"not owed: {label} (delivered anyway)", f"{nreq[reason]['messages']:,} ({nreq[reason]['delivered']:,})"]
         )
     parts.append(_table(["counter", "value"], crows))
+    parts += _bound_sections(stats)
     if stats["skipped"]:
         rows = [[s["file"], s["line"], s["reason"], s["text"]] for s in stats["skipped"]]
         parts += ["<h2>Skipped lines</h2>", _table(["file", "line", "why", "text"], rows, {1})]
@@ -321,14 +362,17 @@ def render_matrix(analysis: Analysis) -> str:
         f'<p class="muted">{len(analysis.runs)} runs, {analysis.events:,} events; {bad_runs} runs with violations</p>',
     ]
     rows = []
+    bounds = [b for b in BOUND_CHECKS if any(b in s["checks"] for s in analysis.stats.values())]
+    columns = [*CORE_CHECKS, *bounds]
     for run in analysis.runs:
         s = analysis.stats[run.name]
         link = ("html", f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
         verdict = ("html", '<span class="ok">OK</span>' if not s["violations"] else '<span class="fail">FAIL</span>')
-        rows.append([link, verdict, s["events"], *[s["violations"].get(c, 0) for c in CHECKS[:5]], s["skipped_lines"]])
+        counts = [s["violations"].get(c, 0) if c in s["checks"] else "off" for c in columns]
+        rows.append([link, verdict, s["events"], *counts, s["skipped_lines"]])
     parts += [
         "<h2>Runs</h2>",
-        _table(["run", "verdict", "events", *CHECKS[:5], "skipped lines"], rows, {2, 3, 4, 5, 6, 7, 8}),
+        _table(["run", "verdict", "events", *columns, "skipped lines"], rows, set(range(2, len(columns) + 4))),
     ]
     fig = matrix_figure(analysis)
     if fig is not None:

@@ -5,8 +5,11 @@ the sender's sends and every delivery of a message claiming that sender, at any 
 
 Order of the work (DESIGN.md): phantoms and duplicates are taken out first; FIFO compares each delivery with the
 running maximum seqno of its stream; then each message owed to a receiver is either delivered, a FIFO gap (a later
-seqno of the same stream was delivered) or a lost tail (`complete`). A unicast is owed to the receiver's final
-incarnation when it was addressed to it (`dest_address`), or, without an address, sent once it had started. Streams:
+seqno of the same stream was delivered) or a lost tail (`complete`); an owed message that was delivered is timed
+against the later of its send and the last heal before the delivery (`delivered_within`). A unicast is owed to the
+receiver's final incarnation when it was addressed to it (`dest_address`), or, without an address, sent once it had
+started. The same pass counts the group's control events (`control_per_heal`) per member, kind and recovery
+interval; the driver sums them over the groups. Streams:
   unicast   (sender incarnation, receiver, conn_id)      seqno = the connection's seqno
   multicast (sender incarnation, receiver incarnation)   seqno = the sender's multicast seqno
 """
@@ -22,11 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.config import bound_ns
 from analysis.membership import RunInfo, parse_address
 
 OUT_SCHEMA = pa.schema(
     [
-        ("rtype", pa.string()),  # violation | stats | latency | hist | progress
+        ("rtype", pa.string()),  # violation | stats | latency | hist | progress | recovery | control
         ("run", pa.string()),
         ("check", pa.string()),
         ("sender", pa.string()),
@@ -243,6 +247,11 @@ class _SenderPass:
         self.s = _Sends.read(tbl, info, sender)
         self.d = _Deliveries.read(tbl, info, self.s)
         self.alive = np.array([bool(info.alive.get(m)) for m in self.members])
+        self.left = np.array([m in info.left for m in self.members], bool)
+        self.sender_left = sender in info.left
+        self.heals = np.array(info.heals(), np.int64)
+        self.within = None if self.conf.delivery_bound is None else bound_ns(self.conf.delivery_bound)
+        self.recovery_max = -1  # the longest delivery time counted from the later of send and heal (ns)
         self.fstart = np.array([info.final_start(m) for m in self.members], np.int64)
         self.finc = np.array([info.final_inc(m) for m in self.members], np.int64)
         incs = [self.s.inc.max(initial=0), self.d.rinc.max(initial=0), *(info.final_inc(m) for m in self.members)]
@@ -273,12 +282,15 @@ class _SenderPass:
         self.counts.update(sends_unicast=int((~s.mc).sum()), sends_multicast=int(s.mc.sum()), deliveries=len(d.t))
         self.phantoms()
         first = self.first_deliveries()
+        self.final_deliveries(first)
         self.fifo_order(first)
         self.owed_unicast(first)
         self.owed_multicast(first)
         f_idx = d.idx[first]
         _latency(self.out, self.sender, self.members, d.recv[first], d.t[first] - s.t[f_idx], s.mc[f_idx])
         _progress(self.out, self.info, self.members, d.recv[first], d.t[first])
+        if self.recovery_max >= 0:
+            self.out.add("recovery", sender=self.sender, a=self.recovery_max)
         self.out.add("stats", sender=self.sender, payload=json.dumps(dict(self.counts)))
         return self.out.table()
 
@@ -339,6 +351,23 @@ class _SenderPass:
                 self.violation("exactly_once", d.idx[di], r, int(d.t[di]), f"delivered {times[j]} times to {r}")
         return first
 
+    def final_deliveries(self, first: np.ndarray) -> None:
+        """The first delivery of each message by each receiver's final incarnation (the one it is owed to), keyed by
+        send index * members + receiver, for delivered_within."""
+        d = self.d
+        fin = first[d.rinc[first] == self.finc[d.recv[first]]]
+        key = d.idx[fin] * len(self.members) + d.recv[fin]
+        o = np.argsort(key, kind="stable")
+        self.final_key, self.final_t = key[o], d.t[fin][o]
+
+    def final_delivery_time(self, idx: np.ndarray, recv: np.ndarray) -> np.ndarray:
+        """When the receiver's final incarnation first delivered each message (-1: never)."""
+        keys = idx * len(self.members) + recv
+        if not len(self.final_key):
+            return np.full(len(keys), -1, np.int64)
+        p = np.minimum(np.searchsorted(self.final_key, keys), len(self.final_key) - 1)
+        return np.where(self.final_key[p] == keys, self.final_t[p], -1)
+
     def fifo_order(self, first: np.ndarray) -> None:
         """Each delivery against the running maximum seqno of its stream (one late message, one violation);
         keeps the highest delivered seqno of each stream for the gap check."""
@@ -377,9 +406,10 @@ class _SenderPass:
         delivered[f_idx[~s.mc[f_idx]]] = True
         dest = s.dest[uni]
         to_inc = s.to_inc[uni]  # addressed: to the final incarnation; else by time: once it had started
-        recv_ok = self.alive[dest] & np.where(to_inc > 0, to_inc == self.finc[dest] + 1, s.t[uni] >= self.fstart[dest])
+        to_final = np.where(to_inc > 0, to_inc == self.finc[dest] + 1, s.t[uni] >= self.fstart[dest])
+        recv_ok = self.alive[dest] & to_final
         top = self.max_delivered(self.stream_key(np.zeros(len(uni), bool), dest, s.conn[uni], s.inc[uni]))
-        self.classify(uni, dest, s.ok[uni] & recv_ok, delivered[uni], top, s.ok[uni], recv_ok, False)
+        self.classify(uni, dest, s.ok[uni] & recv_ok, delivered[uni], top, s.ok[uni], recv_ok, to_final, False)
 
     def owed_multicast(self, first: np.ndarray) -> None:
         """Per receiver: the multicasts it was owed (see docs/analysis.md: both alive, in each other's view at the
@@ -403,7 +433,8 @@ class _SenderPass:
                 addressed = in_view | (s_has_r & r_has_s)
             else:
                 s_has_r = r_has_s = addressed = np.ones(len(mc), bool)
-            recv_ok = self.alive[r] & (s.t[mc] >= self.fstart[r])
+            to_final = s.t[mc] >= self.fstart[r]
+            recv_ok = self.alive[r] & to_final
             owed = s.ok[mc] & recv_ok & s_has_r & r_has_s
             n = len(mc)
             top = self.max_delivered(
@@ -418,6 +449,7 @@ class _SenderPass:
                 top[sel],
                 s.ok[mc][sel],
                 recv_ok[sel],
+                to_final[sel],
                 True,
             )
 
@@ -430,10 +462,13 @@ class _SenderPass:
         top: np.ndarray,
         sender_ok: np.ndarray,
         recv_ok: np.ndarray,
+        to_final: np.ndarray,
         multicast: bool,
     ) -> None:
-        """(message, receiver) pairs: an owed one is delivered, a gap (fifo) or missing (complete); the others are
-        counted by reason: from_crashed, to_crashed, excluded (they left each other's view)."""
+        """(message, receiver) pairs: an owed one is delivered (in time: delivered_within), a gap (fifo) or missing
+        (complete); the others are counted by reason: from_crashed, to_crashed, left (the sender's or the receiver's
+        final incarnation left the group, and the message was its), excluded (they left each other's view).
+        `to_final`: the message was for the receiver's final incarnation (alive at the end or not)."""
         seq = self.s.seq[idx]
         gap = ~delivered & (seq < top)  # a later seqno of the same stream was delivered
         if multicast:  # a unicast gap is one even if someone crashed later; a multicast one only if it was owed
@@ -443,9 +478,12 @@ class _SenderPass:
         c = self.counts
         c[f"required_{kind}"] += int(owed.sum())
         c[f"required_delivered_{kind}"] += int((owed & delivered).sum())
+        from_left = ~sender_ok & (self.s.inc[idx] == self.info.final_inc(self.sender)) & self.sender_left
+        to_left = sender_ok & ~recv_ok & to_final & self.left[recv]
         reasons = {
-            "from_crashed": ~sender_ok,
-            "to_crashed": sender_ok & ~recv_ok,
+            "from_crashed": ~sender_ok & ~from_left,
+            "to_crashed": sender_ok & ~recv_ok & ~to_left,
+            "left": from_left | to_left,
             "excluded": ~owed & sender_ok & recv_ok,
         }
         for name, sel in reasons.items():
@@ -461,11 +499,68 @@ class _SenderPass:
                 r = self.members[recv[j]]
                 why = "which stayed in the sender's view and is alive at the end" if multicast else "alive at the end"
                 self.violation("complete", idx[j], r, int(self.s.t[idx[j]]), f"never delivered to {r}, {why}")
+        if self.within is not None:
+            self.delivered_within(idx[owed], recv[owed])
+
+    def delivered_within(self, idx: np.ndarray, recv: np.ndarray) -> None:
+        """Owed (message, receiver) pairs: the final incarnation's first delivery must come within the bound of the
+        later of the send and the end of the last fault window that ended at or before the delivery."""
+        dt = self.final_delivery_time(idx, recv)
+        got = dt >= 0
+        idx, recv, dt = idx[got], recv[got], dt[got]
+        sent = self.s.t[idx]
+        h = np.searchsorted(self.heals, dt, side="right") - 1
+        heal = np.where(h >= 0, self.heals[np.maximum(h, 0)], sent) if len(self.heals) else sent
+        after_heal = heal > sent
+        base = np.where(after_heal, heal, sent)
+        took = dt - base
+        self.counts["within_checked"] += len(idx)
+        if len(took):
+            self.recovery_max = max(self.recovery_max, int(took.max()))
+        late = np.flatnonzero(took > self.within)
+        self.counts["within_late"] += len(late)
+        bound = f"(bound {self.conf.delivery_bound:g} s)"
+        for j in late:
+            r = self.members[recv[j]]
+            since = (
+                f"the heal at {self.info.seconds(int(base[j]))}"
+                if after_heal[j]
+                else f"it was sent at {self.info.seconds(int(sent[j]))}"
+            )
+            detail = f"{r} delivered it {took[j] / 1e9:.3f} s after {since} {bound}"
+            self.violation("delivered_within", idx[j], r, int(dt[j]), detail)
 
 
 def check_sender(tbl: pa.Table, info: RunInfo, sender: str | None) -> pa.Table:
-    """All violations, counters, latencies and progress for the messages of one sender of one run (OUT_SCHEMA)."""
-    return _SenderPass(tbl, info, sender).run()
+    """All violations, counters, latencies and progress for the messages of one sender of one run (OUT_SCHEMA), and
+    the counts of the group's control events (the kinds control_per_heal lists; rows of other events are ignored)."""
+    out = _SenderPass(tbl, info, sender).run()
+    control = control_counts(tbl, info)
+    return pa.concat_tables([out, control]) if control.num_rows else out
+
+
+def control_counts(tbl: pa.Table, info: RunInfo) -> pa.Table:
+    """Rows `control`: how many events of each kind control_per_heal lists each member wrote in each recovery
+    interval (a = interval: 0 before the first heal, i from heal i on; b = count), for the events of `tbl`."""
+    out = _Out(info.run)
+    kinds = list(info.checks.control_kinds)
+    if not kinds or not tbl.num_rows:
+        return out.table()
+    rows = tbl.filter(pc.is_in(tbl["event"], value_set=pa.array(kinds, pa.string())))
+    if not rows.num_rows:
+        return out.table()
+    member = _codes(rows["member"], info.members)
+    kind = _codes(rows["event"], kinds)
+    heals = np.array(info.heals(), np.int64)
+    interval = np.searchsorted(heals, _np(rows["t"], 0).astype(np.int64), side="right")
+    n_int = len(heals) + 1
+    keys, counts = np.unique((member * len(kinds) + kind) * n_int + interval, return_counts=True)
+    for key, n in zip(keys, counts, strict=True):
+        mk, i = divmod(int(key), n_int)
+        m, k = divmod(mk, len(kinds))
+        if m >= 0:  # members outside the run's member list cannot occur (it is built from the histories)
+            out.add("control", sender=info.members[m], kind=kinds[k], a=i, b=int(n))
+    return out.table()
 
 
 def _kind(is_multicast: bool) -> str:

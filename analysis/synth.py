@@ -330,8 +330,8 @@ class _Run:
                         self._push(m, t + 4, ("ack",))
         t_end = T0 + self.rounds * ROUND + 2_000_000
         for m in names:
-            if self.alive(m, t_end):
-                self._push(m, t_end, ("stop",))
+            if self.alive(m, t_end):  # last, after a delivery that a long latency put past t_end
+                self._push(m, max([t_end, *(e[0] + 1 for e in self.events[m])]), ("stop",))
 
     # ---- output ---------------------------------------------------------------------------------------------------
     def write(self, run_dir: Path, seed: int, scenario_checks: dict | None) -> int:
@@ -366,6 +366,8 @@ class _Run:
 def _toml(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, dict):  # an inline table, e.g. control_per_heal = { xmit = 5 }
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(x)}" for k, x in v.items()) + " }"
     return json.dumps(v)
 
 
