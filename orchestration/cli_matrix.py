@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestration.cli import console, main
-from orchestration.matrix import Matrix, MatrixError, load_matrix
+from orchestration.matrix import Matrix, MatrixError, load_matrix, toml_value
 from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
 
 _BACKEND = click.Choice(["sim", "process", "netns"])
@@ -105,7 +105,7 @@ def summarize(result: MatrixResult) -> int:
         table.add_column(col)
     for r in result.results:
         c = r.cell
-        settings = " ".join(f"{k}={v}" for k, v in c.settings.items()) or "-"
+        settings = " ".join(f"{k}={v if isinstance(v, str) else toml_value(v)}" for k, v in c.settings.items()) or "-"
         if c.label:
             settings = f"{c.label}: {settings}"
         got = ("PASS" if r.passed else "FAIL " + ",".join(r.violated)) if r.checked else (r.error or r.status)
@@ -162,12 +162,16 @@ def bugs(ctx: click.Context) -> None:
         entries = catalogue()
     except MatrixError as e:
         _fail(str(e))
-    table = Table(title=f"known bugs ({len(entries)})", title_justify="left")
-    for col in ("name", "id", "layer", "title", "what breaks", "flawed variant", "violates"):
-        table.add_column(col, overflow="fold")
+    table = Table(title=f"known bugs ({len(entries)})", title_justify="left", show_lines=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("layer", no_wrap=True)
+    table.add_column("title / what breaks / flawed variant", overflow="fold")
+    table.add_column("violates", overflow="fold")
     for e in entries:
-        flawed = " ".join(f"{k}={v}" for k, v in e.bug.flawed.items()) or "-"
-        table.add_row(e.path.stem, e.bug.id, e.bug.layer, e.bug.title, e.bug.breaks, flawed, ", ".join(e.bug.violates))
+        flawed = " ".join(f"{k}={toml_value(v)}" for k, v in e.bug.flawed.items()) or "(the file as written)"
+        about = f"[bold]{e.bug.title}[/]\n{e.bug.breaks}\n[dim]flawed: {flawed}[/]"
+        table.add_row(e.path.stem, e.bug.id, e.bug.layer, about, ", ".join(e.bug.violates))
     console.print(table)
     console.print("run one: chaosbed bugs run NAME; all: chaosbed bugs run --all [-j 2]")
 
