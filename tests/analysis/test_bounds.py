@@ -491,6 +491,24 @@ def test_report_renders_the_bounds(spark_checked: Analysis) -> None:
     assert "<th>delivered_within</th>" in matrix and "<th>control_per_heal</th>" in matrix
 
 
+@pytest_spark
+def test_dataframe_entry_point_and_spark_reader_agree(checked: tuple, spark_checked: Analysis, spark: object) -> None:
+    """stream_results_from_events (any DataFrame of events, one shuffle; control events keyed by their member) and
+    the Spark JSON reader (cluster masters) give the same bounds as the cached groups."""
+    from analysis.checks import stream_results_from_events
+    from analysis.ingest import CACHE_DIR
+
+    root = checked[0]
+    events = spark.read.option("recursiveFileLookup", "true").parquet(str(root / CACHE_DIR / "groups"))
+    infos = {name: res.info for name, res in spark_checked.results.items()}
+    from_events = collect(stream_results_from_events(events, infos).toArrow(), infos)
+    on_spark = analyze(root, reader="spark")
+    for name, want in spark_checked.results.items():
+        for got in (from_events[name], on_spark.results[name]):
+            assert _keys(got.violations) == _keys(want.violations), name
+            assert (got.control, got.recovery_max) == (want.control, want.recovery_max), name
+
+
 # ---- property: the per-group pass and the reference agree on delayed synthetic runs --------------------------------
 
 
