@@ -86,6 +86,10 @@ class GmsProps(Properties):
     # previous view (JGRP-940: they purged what only their subgroup had); False = only of members new to our view
     # (the flawed variant: scenarios/bugs/merge-overlapping.toml)
     reset_subgroup_windows: bool = True
+    # the merge leader also asks the members listed in the views it is answered with that it had not heard of (a
+    # coordinator whose INFO it missed, JGRP-1876); False = only the members it knew of when the merge started (the
+    # flawed variant: scenarios/bugs/merge-coordinator-left-out.toml)
+    merge_ask_listed_members: bool = True
 
     def validate(self) -> None:
         for name in sorted(self.DURATIONS - {"view_xmit_interval"}):
@@ -753,7 +757,11 @@ class Gms:
             self.note_view_id(view.view_id)
             rnd.answers[src] = (view, digest)
             # members of its view we did not know of (no INFO from them yet): ask them too if they are alive
-            more = [m for m in view.members if m != self.local and m not in rnd.asked and self._alive(m, now)]
+            more = [
+                m
+                for m in (view.members if self.props.merge_ask_listed_members else ())
+                if m != self.local and m not in rnd.asked and self._alive(m, now)
+            ]
             for m in more:
                 rnd.asked.append(m)
                 out.sends.append((m, MERGE_REQ(merge_id)))

@@ -7,6 +7,9 @@ in the simulator: each flawed switch really misbehaves, its fix recovers, and no
 - gms.reset_subgroup_windows = false (merge-overlapping, JGRP-940): after overlapping views ({A,B,C} at A, {B,C} at B
   and C) A missed multicasts of B that B and C purged; the merge view keeps A's window for B with its gap, and A
   never delivers B's later multicasts. With the fix A restarts B's window at the merge digest.
+- gms.merge_ask_listed_members = false (merge-coordinator-left-out, JGRP-1876): the merge leader A never hears C's
+  INFO, learns of {C,D} from D only, and merges {A,B} with D: C is left out for good. With the fix A asks C too (it
+  is listed in D's answer) and the merge view holds all four.
 """
 
 from __future__ import annotations
@@ -177,3 +180,61 @@ def test_subgroup_reset_restarts_a_window_and_delivers_everything_after_the_merg
     assert multicast_seqnos(sim, "C", "B") == list(range(1, 1501))
     rep = check_multicast(sim)
     assert not rep.problems, rep.problems[:5]
+
+
+# --- merge-coordinator-left-out: the merge leader never hears a subgroup coordinator's INFO (JGRP-1876) -----------
+
+
+def merge_without_cs_info(ask_listed: bool, seed: int) -> tuple[Simulation, MessageRule]:
+    """Every member streams unicasts to the others; every MERGE.INFO from C to A is dropped; a split {A,B} | {C,D}
+    for 3 s, then heal: A leads the merge and hears of {C,D}'s view only from D."""
+    sim = group(4, seed, stack="unicast3+gms", gms={"merge_ask_listed_members": ask_listed})
+    for s in "ABCD":
+        for d in "ABCD":
+            if s != d:
+                sim.stream(s, d, 600, rate=100)
+    rule = sim.add_rule(MessageRule("MERGE", "INFO", src="C", dst="A"))
+    sim.run(0.5)
+    sim.split([["A", "B"], ["C", "D"]])
+    sim.run(3.0)
+    assert sim.view_names("A") == ["A", "B"] and sim.view_names("D") == ["C", "D"]
+    sim.heal(keep_rules=True)
+    return sim, rule
+
+
+def assert_unicasts_in_order(sim: Simulation) -> None:
+    """Each receiver delivered each sender's unicasts without duplicates and in send order (a subsequence)."""
+    for s in "ABCD":
+        for r in "ABCD":
+            if s == r:
+                continue
+            got, sent = sim.delivered(r, s), sim.sent(s, r)
+            pos = [sent.index(m) for m in got]
+            assert pos == sorted(set(pos)), f"{s}->{r}: duplicates or out of order"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_without_asking_listed_members_the_unheard_coordinator_is_left_out(seed: int) -> None:
+    sim, rule = merge_without_cs_info(False, seed)
+    assert sim.run_until(lambda: bool(sim.view("A").is_merge), CONVERGENCE_BOUND)  # type: ignore[union-attr]
+    sim.run(2 * CONVERGENCE_BOUND)  # no later merge takes C in: A, the only leader, never hears C's view id
+    assert rule.matched > 0
+    assert sim.view_names("A") == sim.view_names("B") == sim.view_names("D") == ["A", "B", "D"], views_of(sim)
+    assert sim.view_names("C") == ["C", "D"]
+    assert not sim.views_agree()
+    assert sim.protocol_counters("A", "gms")["merges_completed"] == 1
+    assert_unicasts_in_order(sim)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_asking_listed_members_takes_the_unheard_coordinator_in(seed: int) -> None:
+    sim, rule = merge_without_cs_info(True, seed)
+    converge(sim, CONVERGENCE_BOUND)
+    assert rule.matched > 0
+    v = sim.view("C")
+    assert v is not None and v.is_merge and sorted(v.members) == ["A", "B", "C", "D"]
+    assert sim.run_until(sim.quiet, 30.0), views_of(sim)
+    for s in "ABCD":
+        for r in "ABCD":
+            if s != r:
+                assert sim.delivered(r, s) == sim.sent(s, r), f"{s}->{r}"

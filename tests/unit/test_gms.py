@@ -145,6 +145,7 @@ def test_properties_have_jgroups_names_and_defaults() -> None:
         "leave_timeout": 2.0,
         "merge_timeout": 5.0,
         "reset_subgroup_windows": True,
+        "merge_ask_listed_members": True,
     }
     assert FdProps().as_dict() == {"interval": 8.0, "timeout": 40.0, "timeout_check_interval": 2.0}
     m = Merge3Props()
