@@ -41,6 +41,9 @@ class RealCluster(Cluster):
         self.clock = RealClock()
         self.token = secrets.token_hex(8)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        # members asked to leave: they finish the leave protocol and exit on their own; until then their control
+        # endpoint may already be closed, so the orchestrator no longer counts them as running
+        self._leaving: set[str] = set()
 
     # --- to be provided by a backend ------------------------------------------------------------------------------
 
@@ -170,9 +173,19 @@ class RealCluster(Cluster):
             raise ClusterError(f"member {name} is not running")
         m.paused = False
 
+    def leave(self, name: str) -> None:
+        super().leave(name)
+        self._leaving.add(name)
+
     def restart(self, name: str, timeout: float = 30.0) -> None:
-        """Starts a killed member again as a new incarnation."""
+        """Starts a killed (or left) member again as a new incarnation."""
         m = self.members[name]
+        if name in self._leaving and name in self._procs:
+            try:  # it is finishing its leave: a new incarnation starts once the old one has exited
+                self._procs[name].wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise ClusterError(f"member {name} did not finish leaving within {timeout:g}s") from None
+        self._leaving.discard(name)
         if m.pid is not None and _alive(m.pid, self.label):
             raise ClusterError(f"member {name} is running; kill it first")
         m.incarnation += 1
@@ -207,7 +220,11 @@ class RealCluster(Cluster):
         return reply
 
     def running(self) -> list[str]:
-        return [n for n, m in self.members.items() if m.pid is not None and _alive(m.pid, self.label)]
+        return [
+            n
+            for n, m in self.members.items()
+            if m.pid is not None and n not in self._leaving and _alive(m.pid, self.label)
+        ]
 
     def stop_members(self) -> None:
         """Graceful stop of every running member (each writes its `stop` event), waiting for them to exit."""
