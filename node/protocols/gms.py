@@ -361,9 +361,7 @@ class Gms:
         if previous is None:
             return candidates
         before = set(previous.members)
-        if not view.is_merge:
-            return [m for m in candidates if m not in before]
-        if not self.props.reset_subgroup_windows:
+        if not view.is_merge or not self.props.reset_subgroup_windows:  # flawed variant: JGRP-940
             return [m for m in candidates if m not in before]
         group = _subgroup_of(view, subgroups)
         ours = group.get(self.local)
