@@ -11,6 +11,7 @@ from rich.table import Table
 
 from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
+from analysis.report_workers import write_reports
 from analysis.verdict import Violation, sort_violations, verdict_doc, write_verdict
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
@@ -21,15 +22,18 @@ _COLUMNS = {"delivered_within": "within", "control_per_heal": "control"}  # the 
 
 def write_outputs(analysis: Analysis) -> list[Path]:
     """verdict.json and report.html in every run folder, and matrix-level ones when a folder of runs was checked."""
-    from analysis.report import render_matrix, render_run
+    from analysis.report import render_matrix
 
     written = []
     for run in analysis.runs:
-        res = analysis.results[run.name]
-        stats = analysis.stats[run.name]
-        write_verdict(run.path / "verdict.json", res.violations, stats)
-        (run.path / "report.html").write_text(render_run(run.name, res, stats), encoding="utf-8")
+        write_verdict(run.path / "verdict.json", analysis.results[run.name].violations, analysis.stats[run.name])
         written += [run.path / "verdict.json", run.path / "report.html"]
+    write_reports(
+        [
+            (run.path / "report.html", run.name, analysis.results[run.name], analysis.stats[run.name])
+            for run in analysis.runs
+        ]
+    )
     if analysis.is_matrix:
         every = [v for r in analysis.results.values() for v in r.violations]
         stats = {
