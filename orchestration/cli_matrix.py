@@ -228,7 +228,38 @@ def _side_by_side(result: MatrixResult) -> None:
     for key in ("sends", "deliveries", "xmit", "ack"):
         row = [_count(stats[r.cell.id].get(key)) for r in cols]
         table.add_row(key, *row, style="bold" if len(set(row)) > 1 else None)
+    for label, values in _bound_rows([stats[r.cell.id] for r in cols]):
+        table.add_row(label, *values, style="bold" if len(set(values)) > 1 else None)
     console.print(table)
+
+
+def _bound_rows(stats: list[dict]) -> list[tuple[str, list[str]]]:
+    """The measured side of the bound checks: the slowest owed delivery after a heal, and the most events of each
+    bounded control kind that one member wrote in one recovery interval."""
+    rows = []
+    within = [s.get("delivered_within") or {} for s in stats]
+    if any(within):
+        bound = next(w["bound_s"] for w in within if w)
+        rows.append(
+            (f"slowest delivery (bound {bound:g} s)", [f"{w['max_ms'] / 1e3:.2f} s" if w else "-" for w in within])
+        )
+    control = [s.get("control_per_heal") or {} for s in stats]
+    kinds = sorted({k for c in control for k in c.get("bounds", {})})
+    for kind in kinds:
+        bound = next(c["bounds"][kind] for c in control if kind in c.get("bounds", {}))
+        most = [
+            str(
+                max(
+                    (max(n) for per in c.get("counts", {}).values() for k, n in per.items() if k == kind and n),
+                    default=0,
+                )
+            )
+            if c
+            else "-"
+            for c in control
+        ]
+        rows.append((f"most {kind} per member per heal (bound {bound})", most))
+    return rows
 
 
 def _count(v: object) -> str:
