@@ -12,7 +12,7 @@ from rich.table import Table
 from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
 from analysis.report_workers import write_reports
-from analysis.verdict import Violation, sort_violations, verdict_doc, write_verdict
+from analysis.verdict import sort_violations, verdict_doc, write_verdict
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 SHOWN = 20  # violations printed; verdict.json has them all
@@ -20,8 +20,13 @@ _LEGEND = "violations per check: fifo, exactly_once, complete, no_phantoms, view
 _COLUMNS = {"delivered_within": "within", "control_per_heal": "control"}  # the bounds' columns, when configured
 
 
+MATRIX_FILE = "matrix.json"  # a folder written by `chaosbed matrix`: its report.html is the matrix's grid
+CHECKS_REPORT = "checks.html"  # there, the table of every run's checks goes here instead
+
+
 def write_outputs(analysis: Analysis) -> list[Path]:
-    """verdict.json and report.html in every run folder, and matrix-level ones when a folder of runs was checked."""
+    """verdict.json and report.html in every run folder, and matrix-level ones when a folder of runs was checked
+    (the table of runs as checks.html in a `chaosbed matrix` folder, whose report.html is the matrix's grid)."""
     from analysis.report import render_matrix
 
     written = []
@@ -48,8 +53,9 @@ def write_outputs(analysis: Analysis) -> list[Path]:
             "events": analysis.events,
         }
         write_verdict(analysis.root / "verdict.json", every, stats)
-        (analysis.root / "report.html").write_text(render_matrix(analysis), encoding="utf-8")
-        written += [analysis.root / "verdict.json", analysis.root / "report.html"]
+        report = analysis.root / (CHECKS_REPORT if (analysis.root / MATRIX_FILE).exists() else "report.html")
+        report.write_text(render_matrix(analysis), encoding="utf-8")
+        written += [analysis.root / "verdict.json", report]
     return written
 
 
@@ -108,16 +114,13 @@ def check(
     master: str | None = None,
     *,
     bound_views: float | None = None,
-    extra: list[Violation] | None = None,
 ) -> int:
     """Checks a run folder or a folder of runs; returns 0 (every check held), 1 (violations) or 2 (unreadable
     input, with a one-line message on stderr). `bound_views` (seconds) overrides the scenario's views_converge.
-    `extra`: violations the runner observed itself (a `timeout`), reported with the rest of a single run."""
+    The runner's own violations (a `timeout`) come from each run folder's outcome.json."""
     console = Console(highlight=False)
     try:
         analysis = analyze(path, master, bound_views=bound_views)
-        if extra:
-            _add_violations(analysis, extra)
         write_outputs(analysis)
     except (InputError, SparkUnavailable) as exc:
         print(f"chaosbed check: {exc}", file=sys.stderr)
@@ -127,16 +130,6 @@ def check(
         return EXIT_UNREADABLE
     print_verdict(console, analysis)
     return EXIT_OK if analysis.ok else EXIT_VIOLATIONS
-
-
-def _add_violations(analysis: Analysis, extra: list[Violation]) -> None:
-    if len(analysis.results) != 1:
-        raise InputError("runner violations apply to one run folder, not a folder of runs")
-    ((name, res),) = analysis.results.items()
-    counts = analysis.stats[name]["violations"]
-    for v in extra:
-        res.violations.append(v)
-        counts[v.check] = counts.get(v.check, 0) + 1
 
 
 def verdict(analysis: Analysis) -> dict:

@@ -13,8 +13,9 @@ from analysis.checks import RunResult, check_events, percentiles_from_hist
 from analysis.config import CheckConfig, InputError, read_checks
 from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
 from analysis.membership import RunInfo, build_run_info, read_faults
-from analysis.schema import RunFolder, discover_runs
+from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.spark import get_spark, is_local
+from analysis.verdict import Violation, sort_violations
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -133,6 +134,10 @@ def analyze(
     t2 = time.perf_counter()
     results = check_events(spark, ing.cache, ing.groups, infos)
     timings["checks"] = time.perf_counter() - t2
+    for run in runs:  # the orchestrator's own observations (a `timeout`), from the run folder
+        found = [Violation(**v, run=run.name) for v in runner_violations(run)]
+        if found:
+            results[run.name].violations = sort_violations(results[run.name].violations + found)
     stats = {
         run.name: run_stats(results[run.name], ing.summaries[run.name], skipped[run.name], faults[run.name][1])
         for run in runs

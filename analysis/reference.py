@@ -17,7 +17,7 @@ from pathlib import Path
 from analysis.checks import views_converge
 from analysis.config import InputError, bound_ns, read_checks
 from analysis.membership import RunInfo, addressed_incarnation, build_run_info, read_faults
-from analysis.schema import RunFolder, discover_runs
+from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.verdict import Violation, sort_violations
 
 
@@ -300,6 +300,7 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
                     t = info.t_min if i == 0 else heals[i - 1]
                     out.append(Violation("control_per_heal", m, None, None, None, None, detail, run.name, kind, t))
     notes = [note] if note else []
+    out += [Violation(**v, run=run.name) for v in runner_violations(run)]  # the orchestrator's own (a `timeout`)
     return RefResult(sort_violations(out), c, len(bad) + fault_skipped, events, info, notes, recovery_max, control)
 
 

@@ -32,11 +32,14 @@ its file: the member's own order of events, which `t` may not break ties of).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from analysis.config import InputError
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -112,8 +115,32 @@ class RunFolder:
     def scenario_file(self) -> Path:
         return self.path / "scenario.toml"
 
+    @property
+    def outcome_file(self) -> Path:
+        return self.path / OUTCOME_FILE
+
 
 MAX_DEPTH = 6
+OUTCOME_FILE = "outcome.json"  # the runner's own result: {"violations": [...], ...} (a `timeout` it observed)
+RUNNER_FIELDS = ("check", "sender", "receiver", "conn_id", "seqno", "msg_id", "detail")
+
+
+def runner_violations(run: RunFolder) -> list[dict[str, Any]]:
+    """The violations the orchestrator observed itself (a run that never became quiet: `timeout`), from the run
+    folder's outcome.json; none if the file is absent (a run not made by chaosbed, or made before wave 2)."""
+    path = run.outcome_file
+    if not path.is_file():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+        found = doc.get("violations", [])
+        if not isinstance(found, list) or not all(
+            isinstance(v, dict) and isinstance(v.get("check"), str) for v in found
+        ):
+            raise ValueError("violations must be a list of objects with a check")
+    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a runner outcome: {exc}") from None
+    return [{k: v.get(k) for k in RUNNER_FIELDS} for v in found]
 
 
 def discover_runs(root: str | Path) -> list[RunFolder]:

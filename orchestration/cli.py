@@ -127,7 +127,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
     for t, what in sorted(timeline):
         console.print(f"  {(t - t0) / 1e9:6.2f}s  {what}", markup=False)
     _print_handled(outcome.handled)
-    code = _run_checks(out, None, outcome.extra_violations)
+    code = _run_checks(out, None)
     verdict = {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}.get(code, str(code))
     click.echo(f"report: {out / 'report.html'}")
     click.echo(f"verdict: {verdict}; replay: chaosbed run scenarios/{DEMO_SCENARIO.name} --backend netns --seed {seed}")
@@ -363,18 +363,18 @@ def down(label: str | None, all_: bool) -> None:
 # --- scenarios and checks ---------------------------------------------------------------------------------------
 
 
-def _run_checks(folder: Path, master: str | None, extra: list[dict] | None = None) -> int:
+def _run_checks(folder: Path, master: str | None) -> int:
     """The analysis pipeline (PySpark) over a run folder: prints the verdict table, writes verdict.json and
-    report.html; exit 0 clean, 1 violations, 2 unreadable input. Runner violations (a timeout) are reported too."""
+    report.html; exit 0 clean, 1 violations, 2 unreadable input. Runner violations (a timeout, in the folder's
+    outcome.json) are reported too."""
     try:
         from analysis.command import check as analysis_check
-        from analysis.verdict import Violation
     except ImportError as e:
         click.echo(
             f"error: the checker needs the analysis extra ({e}); install it: pip install 'chaosbed[analysis]'", err=True
         )
         return 2
-    return analysis_check(folder, master, extra=[Violation(**v) for v in extra or []])
+    return analysis_check(folder, master)
 
 
 @main.command()
@@ -419,7 +419,7 @@ def run(
         sys.exit(2)
     _warn_late(outcome)
     _print_handled(outcome.handled)
-    code = _run_checks(out, master, outcome.extra_violations)
+    code = _run_checks(out, master)
     replay = f"chaosbed run {shlex.quote(str(scenario_file))} --backend {backend} --seed {sc.seed}" + "".join(
         f" --set {shlex.quote(s)}" for s in sets
     )

@@ -1,8 +1,8 @@
 """One matrix cell in its own process: `python -m orchestration.matrix_cell SPEC_JSON`.
 
-Runs the scenario exactly as `chaosbed run` would (runner.run), without checking it (the matrix checks every cell
-in one pass), and leaves `outcome.json` in the run folder: the runner's own violations (a timeout), late member
-actions, warnings, what protocol-aware rules acted on, or the error that kept it from running.
+Runs the scenario exactly as `chaosbed run` would (runner.run, which leaves `outcome.json` in the run folder: the
+runner's own violations, late member actions, warnings, what protocol-aware rules acted on), without checking it
+(the matrix checks every cell in one pass); if it cannot run, `outcome.json` holds the error instead.
 Exit 0: it ran; 2: it could not run; 130: interrupted (SIGINT or SIGTERM; the cluster is taken down first).
 """
 
@@ -31,7 +31,7 @@ def main(spec_json: str) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         sc = load(spec["scenario"], seed=spec["seed"], settings=spec["settings"])
-        outcome = run(sc, spec["backend"], out)
+        run(sc, spec["backend"], out)  # leaves outcome.json (runner.write_outcome)
     except ScenarioError as e:
         _write(out, {"error": str(e)})
         print(f"error: {e}", file=sys.stderr)
@@ -39,16 +39,6 @@ def main(spec_json: str) -> int:
     except KeyboardInterrupt:
         _write(out, {"error": "interrupted"})
         return 130
-    _write(
-        out,
-        {
-            "timed_out": outcome.timed_out,
-            "extra_violations": outcome.extra_violations,
-            "late": outcome.late,
-            "warnings": outcome.warnings,
-            "handled": outcome.handled,
-        },
-    )
     return 0
 
 

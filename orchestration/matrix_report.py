@@ -113,9 +113,12 @@ def render(result: MatrixResult) -> str:
         parts.append("<p class='badge fail'>interrupted (Ctrl-C): unfinished cells were not checked</p>")
     if result.check_error:
         parts.append(f"<p class='badge fail'>the checker could not run: {_e(result.check_error)}</p>")
+    checks = (
+        " <a href='checks.html'>Every run's checks in one table</a>." if (result.out / "checks.html").exists() else ""
+    )
     parts.append(
         "<p class='muted'>green: passed; amber: failed as expected (a known bug reproduced); red: not as expected "
-        "(or could not run); grey: not finished. A cell links to its run's report.</p>"
+        f"(or could not run); grey: not finished. A cell links to its run's report.{checks}</p>"
     )
     parts.append(grid(result))
     failed = [r for r in res if (r.checked and not r.passed) or r.status == "error" or not r.ok]

@@ -188,15 +188,15 @@ def set_aside(out: Path, results: list[CellResult]) -> None:
 
 
 def check_all(result: MatrixResult, master: str | None) -> None:
-    """ONE pass of the analysis pipeline over every finished cell (one Spark session, one job per check phase),
-    plus the runner's own violations (a cell that never became quiet: `timeout`); writes each run's verdict.json
-    and report.html. Fills in each result's `violated`."""
+    """ONE pass of the analysis pipeline over every finished cell (one Spark session, one job per check phase; the
+    runner's own violations, a `timeout`, come from each run's outcome.json); writes each run's verdict.json and
+    report.html. Fills in each result's `violated`."""
     from analysis.command import write_outputs
     from analysis.config import InputError
     from analysis.pipeline import SparkUnavailable, analyze
-    from analysis.verdict import Violation
 
     ran = [r for r in result.results if r.status == "ran"]
+    write_matrix_json(result)  # what ran, before the check (and it marks the folder as a matrix's for the checker)
     if not ran:
         return
     t0 = time.perf_counter()
@@ -206,10 +206,6 @@ def check_all(result: MatrixResult, master: str | None) -> None:
             res = analysis.results.get(r.cell.folder)
             if res is None:
                 raise InputError(f"{r.cell.folder}: the checker found no run there")
-            for v in r.outcome.get("extra_violations", []):
-                res.violations.append(Violation(**{**v, "run": r.cell.folder}))
-                counts = analysis.stats[r.cell.folder]["violations"]
-                counts[v["check"]] = counts.get(v["check"], 0) + 1
             r.violated = sorted({v.check for v in res.violations})
             r.checked = True
         write_outputs(analysis)
@@ -255,8 +251,13 @@ def matrix_doc(result: MatrixResult) -> dict[str, Any]:
     }
 
 
+def write_matrix_json(result: MatrixResult) -> None:
+    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+
+
 def write_matrix(result: MatrixResult) -> None:
+    """matrix.json and the grid report.html (the checker's table of every run is checks.html, linked from it)."""
     from orchestration.matrix_report import render
 
-    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+    write_matrix_json(result)
     (result.out / "report.html").write_text(render(result), encoding="utf-8")

@@ -2,9 +2,10 @@
 
 One runner for every backend (sim, process, netns): the same Cluster API, the same scheduler. The run folder gets
 `scenario.toml` (as run, seed filled in), `history/<member>.jsonl`, `faults.jsonl` (the start of the schedule's clock,
-every fault applied and removed with its planned `at` and its `t`, and the seed). The run ends when every workload is
-sent and the cluster is quiet (nothing unacked, no gaps), or at the scenario's timeout, which is then reported as a
-`timeout` violation.
+every fault applied and removed with its planned `at` and its `t`, and the seed) and `outcome.json` (the runner's
+own violations, which the checker reads with the histories; late member actions; warnings). The run ends when
+every workload is sent and the cluster is quiet (nothing unacked, no gaps), or at the scenario's timeout, which is
+then reported as a `timeout` violation.
 """
 
 from __future__ import annotations
@@ -107,11 +108,26 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
         handled = [f for f in cluster.chaos.faults() if f.get("handled")] if result.planned else []
         cluster.stop_members()
         extra = [] if result.settled else [_timeout_violation(sc)]
-        return RunOutcome(out, not result.settled, extra, result.late, handled, result.warnings)
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, result.warnings)
+        write_outcome(outcome)
+        return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
         raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {e}") from None
     finally:
         cluster.down()
+
+
+def write_outcome(outcome: RunOutcome) -> None:
+    """outcome.json in the run folder: the runner's own violations (read by the checker with the histories, so
+    `chaosbed check` of the folder reports them too), late member actions, warnings, what discard rules acted on."""
+    doc = {
+        "violations": outcome.extra_violations,
+        "timed_out": outcome.timed_out,
+        "late": outcome.late,
+        "warnings": outcome.warnings,
+        "handled": outcome.handled,
+    }
+    (outcome.out / "outcome.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
 def _timeout_violation(sc: Scenario) -> dict[str, Any]:

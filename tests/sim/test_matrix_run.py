@@ -56,6 +56,11 @@ def test_a_12_cell_matrix_runs_with_2_jobs_to_one_report(tmp_path: Path) -> None
     for c in failed:  # the replay command of every failed cell (HTML-escaped quotes)
         assert c["replay"].replace("'", "&#x27;").replace('"', "&quot;") in report
     assert "<th class='row'>crash-rejoin</th><th class='row'>unicast2+nakack2</th>" in report
+    # the checker's table of every run is checks.html, linked from the grid; re-checking the folder keeps the grid
+    assert "href='checks.html'" in report and (out / "checks.html").is_file()
+    again = subprocess.run([*CHAOSBED, "check", str(out)], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert (out / "report.html").read_text() == report
     # one line per failed cell with its replay, and the verdict as the last line
     assert proc.stdout.count("replay: chaosbed run") == 3
     assert proc.stdout.strip().splitlines()[-1].startswith("verdict: FAIL — 10 of 12 cells as expected")
