@@ -23,3 +23,7 @@ if os.geteuid() == 0:
     bench_schedule.main(["--rounds", "2"])
 else:
     print("(real-network benchmark skipped: it needs root for network namespaces)")
+from bench import bench_matrix  # noqa: E402
+
+print("== matrices: cells per minute and the one check pass ==")
+bench_matrix.main([] if os.geteuid() == 0 else ["--sim-only"])

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from orchestration.matrix_run import CellResult, MatrixResult
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1300px;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1300px;color:#222}
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
@@ -40,14 +40,11 @@ def _combo(r: CellResult, axes: list[str]) -> tuple[str, ...]:
     return tuple(_value(r.cell.axis_value(a)) for a in axes)
 
 
-def _badge(r: CellResult, shown: list[str]) -> str:
-    """One cell: green = passed as expected, amber = failed as expected (a bug reproduced), red = not as expected."""
+def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
+    """One cell: green = passed as expected, amber = failed as expected (a bug reproduced), red = not as expected.
+    Its text names the axes the grid does not show (e.g. the seed); the tooltip has everything."""
     c = r.cell
-    rest = [
-        f"{a}={_value(c.axis_value(a))}" for a in ("seed", "variant", *c.settings) if a not in shown and a != "variant"
-    ]
-    if c.label and "variant" not in shown:
-        rest.insert(0, c.label)
+    rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_value(a))}" for a in axes if a not in shown]
     if r.status != "ran" or not r.checked:
         text, cls = {"error": "ERROR", "interrupted": "STOPPED", "not run": "NOT RUN"}.get(r.status, "?"), "none"
         if r.status == "error":
@@ -56,7 +53,8 @@ def _badge(r: CellResult, shown: list[str]) -> str:
         text, cls = "PASS", "pass" if r.ok else "bad"
     else:
         text, cls = f"FAIL: {', '.join(r.violated)}", "xfail" if r.ok else "bad"
-    title = f"{c.id} {c.scenario_name} {c.backend} seed {c.seed}; expected {c.expect.describe()}"
+    settings = " ".join(f"{k}={_value(v)}" for k, v in c.settings.items())
+    title = f"{c.id} {c.scenario_name} {c.label} {c.backend} seed {c.seed} {settings}; expected {c.expect.describe()}"
     href = f' href="{_e(c.folder)}/report.html"' if r.status == "ran" and r.checked else ""
     label = f"{text} <span style='font-weight:normal'>{_e(' '.join(rest))}</span>" if rest else text
     return f'<a class="cell {cls}"{href} title="{_e(title)}">{label}</a>'
@@ -73,6 +71,7 @@ def grid(result: MatrixResult) -> str:
         if ck not in col_keys:
             col_keys.append(ck)
     shown = rows_axes + col_axes
+    varying = [a for a, values in result.matrix.axes.items() if len(values) > 1]
     head = "".join(f"<th>{_e(a)}</th>" for a in rows_axes) or "<th></th>"
     head += "".join(f"<th>{_e(' / '.join(ck)) or 'result'}</th>" for ck in col_keys)
     caption = (
@@ -84,7 +83,7 @@ def grid(result: MatrixResult) -> str:
         cells = "".join(f"<th class='row'>{_e(v)}</th>" for v in rk) or "<th class='row'></th>"
         for ck in col_keys:
             here = [r for r in result.results if _combo(r, rows_axes) == rk and _combo(r, col_axes) == ck]
-            cells += "<td>" + "".join(_badge(r, shown) for r in here) + "</td>"
+            cells += "<td>" + "".join(_badge(r, shown, varying) for r in here) + "</td>"
         body.append(f"<tr>{cells}</tr>")
     return f"<table>{caption}<tr>{head}</tr>{''.join(body)}</table>"
 
