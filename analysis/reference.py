@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.checks import views_converge
+from analysis.checks import control_per_heal, views_converge
 from analysis.config import InputError, bound_ns, read_checks
 from analysis.membership import RunInfo, addressed_incarnation, build_run_info, read_faults
 from analysis.schema import RunFolder, discover_runs, runner_violations
@@ -292,13 +292,7 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
         per = control[(m, kind)] = [0] * (len(heals) + 1)
         for t in times:
             per[bisect.bisect_right(heals, t)] += 1
-    for kind, bound in checks.control_bounds:
-        for m in info.members:
-            for i, n in enumerate(control.get((m, kind), [])):
-                if n > bound:
-                    detail = f"{m} wrote {n} {kind} events {info.interval_label(heals, i)} (bound {bound} per heal)"
-                    t = info.t_min if i == 0 else heals[i - 1]
-                    out.append(Violation("control_per_heal", m, None, None, None, None, detail, run.name, kind, t))
+    out += control_per_heal(info, control)  # the counting above is this checker's own; the bound is shared
     notes = [note] if note else []
     out += [Violation(**v, run=run.name) for v in runner_violations(run)]  # the orchestrator's own (a `timeout`)
     return RefResult(sort_violations(out), c, len(bad) + fault_skipped, events, info, notes, recovery_max, control)

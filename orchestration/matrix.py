@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import glob
 import itertools
-import json
 import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestration.runner import toml_value
 from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, load
 
 BACKENDS = ("sim", "process", "netns")
@@ -108,19 +108,6 @@ class Matrix:
     rows: list[str]
     columns: list[str]
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def toml_value(v: Any) -> str:
-    """A value as --set parses it back (TOML): strings quoted, so "true" stays a string."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
-    return repr(v)
 
 
 def display_path(p: Path) -> str:

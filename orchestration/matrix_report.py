@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from orchestration.matrix_run import CellResult, MatrixResult
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1300px;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1300px;
+ color:#222}
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}

@@ -40,7 +40,8 @@ def _key(k: str) -> str:
     return k if k and all(c.isalnum() or c in "_-" for c in k) else json.dumps(k)
 
 
-def _toml_value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """A value as TOML writes it (and as --set parses it back: strings quoted, so "true" stays a string)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
@@ -48,9 +49,9 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
@@ -58,15 +59,15 @@ def _toml(raw: dict[str, Any]) -> str:
     lines = []
     for k, v in raw.items():
         if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
     for k, v in raw.items():
         if isinstance(v, dict):
             lines.append(f"\n[{k}]")
-            lines.extend(f"{_key(kk)} = {_toml_value(vv)}" for kk, vv in v.items())
+            lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in v.items())
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             for item in v:
                 lines.append(f"\n[[{k}]]")
-                lines.extend(f"{_key(kk)} = {_toml_value(vv)}" for kk, vv in item.items())
+                lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items())
     return "\n".join(lines) + "\n"
 
 
