@@ -56,6 +56,7 @@ def test_same_verdict_on_sim_and_netns(path: Path, tmp_path: Path) -> None:
         for e in log[1:]:  # every fault and heal carries its planned offset and took effect at it (network)
             assert "at" in e and "t" in e, e
     assert outcomes["sim"] == outcomes["netns"], f"sim {outcomes['sim']} vs netns {outcomes['netns']}"
+    assert outcomes["netns"] == (True, set()), f"a shipped scenario must pass: {outcomes['netns']}"
 
 
 @pytest.mark.netns
