@@ -37,6 +37,9 @@ def test_the_shipped_scenarios_are_the_ones_the_parity_suite_runs() -> None:
         "crash-rejoin.toml",
         "slow-member.toml",
         "flapping-link.toml",
+        "one-way-split.toml",
+        "overlapping-partitions.toml",
+        "coordinator-leave.toml",
     }
 
 
