@@ -10,13 +10,19 @@ then reported as a `timeout` violation.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
+
+SHIELDED = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -115,7 +121,8 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
         raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {e}") from None
     finally:
-        cluster.down()
+        with deferred_interrupts():
+            cluster.down()
 
 
 def write_outcome(outcome: RunOutcome) -> None:
@@ -129,6 +136,25 @@ def write_outcome(outcome: RunOutcome) -> None:
         "handled": outcome.handled,
     }
     (outcome.out / "outcome.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done: taking a cluster down must not be cut short by a second
+    Ctrl-C (a matrix cell gets one from the terminal and one from the matrix), or namespaces and rules stay behind.
+    A signal that arrived meanwhile is raised afterwards. Only in the main thread (signals are handled there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in SHIELDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if got:
+            raise KeyboardInterrupt
 
 
 def _timeout_violation(sc: Scenario) -> dict[str, Any]:
