@@ -1,5 +1,6 @@
-"""Ctrl-C during `chaosbed matrix` on netns: every running cell takes its cluster down, the matrix keeps and checks
-what finished, sets the unfinished run aside, and the machine is left as it was (namespaces, processes, state)."""
+"""Ctrl-C during `chaosbed matrix` on netns: every running cell takes its cluster down (also when Ctrl-C comes twice,
+and the matrix sends its cells one more), the matrix keeps and checks what finished, sets the unfinished run aside,
+and the machine is left as it was (namespaces, processes, state)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def test_ctrl_c_takes_every_cluster_down_and_keeps_what_finished(tmp_path: Path)
         wait_for(lambda: any(out.glob("c001-*/outcome.json")), 120, "the first cell to finish")
         wait_for(lambda: any(out.glob("c002-*/history/*.jsonl")), 60, "the second cell's cluster to run")
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: SIGINT to the whole group
+        os.killpg(proc.pid, signal.SIGINT)  # an impatient second Ctrl-C must not cut the clean-up short
         output, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
