@@ -102,10 +102,11 @@ def summarize(result: MatrixResult) -> int:
     """The cells table, the replay command of each failed cell, the last line; returns the exit code."""
     table = Table(title=f"matrix {result.matrix.name}", title_justify="left")
     for col in ("cell", "scenario", "settings", "backend", "seed", "expected", "result", "as expected"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in result.results:
         c = r.cell
-        settings = " ".join(f"{k}={v if isinstance(v, str) else toml_value(v)}" for k, v in c.settings.items()) or "-"
+        settings = " ".join(f"{_short(k)}={v if isinstance(v, str) else toml_value(v)}" for k, v in c.settings.items())
+        settings = settings or "-"
         if c.label:
             settings = f"{c.label}: {settings}"
         got = ("PASS" if r.passed else "FAIL " + ",".join(r.violated)) if r.checked else (r.error or r.status)
@@ -204,6 +205,11 @@ def bugs_run(
     if not all_:
         _side_by_side(result)
     sys.exit(summarize(result))
+
+
+def _short(key: str) -> str:
+    """A settings key as the table shows it: protocol properties without their common prefix."""
+    return key.removeprefix("cluster.properties.")
 
 
 def _side_by_side(result: MatrixResult) -> None:
