@@ -253,19 +253,14 @@ def _bound_rows(stats: list[dict]) -> list[tuple[str, list[str]]]:
     kinds = sorted({k for c in control for k in c.get("bounds", {})})
     for kind in kinds:
         bound = next(c["bounds"][kind] for c in control if kind in c.get("bounds", {}))
-        most = [
-            str(
-                max(
-                    (max(n) for per in c.get("counts", {}).values() for k, n in per.items() if k == kind and n),
-                    default=0,
-                )
-            )
-            if c
-            else "-"
-            for c in control
-        ]
+        most = [str(_most(c, kind)) if c else "-" for c in control]
         rows.append((f"most {kind} per member per heal (bound {bound})", most))
     return rows
+
+
+def _most(control: dict, kind: str) -> int:
+    """The most `kind` events one member wrote in one recovery interval (stats.control_per_heal.counts)."""
+    return max((n for per in control.get("counts", {}).values() for n in per.get(kind, [])), default=0)
 
 
 def _count(v: object) -> str:

@@ -209,13 +209,14 @@ def expand(
     keys = list(axes)
     cells: list[Cell] = []
     for path in scenarios:
+        for key in keys:  # once per scenario file, not per combination
+            if key not in ("backend", "seed"):
+                _check_axis_key(path, key)
         for combo in itertools.product(*(axes[k] for k in keys)):
             values = dict(zip(keys, combo, strict=True))
             backend = values.pop("backend", None) or default_backend or default_backend_name()
             seed = values.pop("seed", None)
             settings = values
-            for key in settings:
-                _check_axis_key(path, key)
             try:
                 sc = load(path, seed=seed, settings=settings)
             except ScenarioError as e:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from orchestration.matrix_run import CELL_OUTCOME
+from orchestration.runner import OUTCOME_FILE
 
 
 def _interrupt(signum: int, frame: Any) -> NoReturn:
@@ -43,7 +43,7 @@ def main(spec_json: str) -> int:
 
 
 def _write(out: Path, doc: dict[str, Any]) -> None:
-    (out / CELL_OUTCOME).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    (out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestration.matrix import Cell, Matrix
+from orchestration.runner import OUTCOME_FILE
 
-CELL_OUTCOME = "outcome.json"  # the runner's own result in a cell's folder (timeout, late actions, ...)
 CELL_LOG = "run.log"  # what the cell printed
 GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
 INTERRUPT_WAIT_S = 60.0  # how long cells get to take their clusters down after Ctrl-C
@@ -160,7 +160,7 @@ def _finished(cell: Cell, out: Path, code: int | None, seconds: float, *, hung: 
     folder = out / cell.folder
     outcome: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        outcome = json.loads((folder / CELL_OUTCOME).read_text())
+        outcome = json.loads((folder / OUTCOME_FILE).read_text())
     if hung:
         return CellResult(cell, "error", seconds, f"did not end within its timeout + {GRACE_S:g}s; interrupted")
     if code == 0 and outcome:

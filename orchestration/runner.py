@@ -23,6 +23,7 @@ from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
+OUTCOME_FILE = "outcome.json"  # the runner's own result in a run folder (analysis.schema reads it)
 
 
 @dataclass
@@ -135,7 +136,7 @@ def write_outcome(outcome: RunOutcome) -> None:
         "warnings": outcome.warnings,
         "handled": outcome.handled,
     }
-    (outcome.out / "outcome.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
 @contextlib.contextmanager
