@@ -1,0 +1,1 @@
+"""The chaosbed pytest plugin (placeholder until it lands in this session)."""
