@@ -252,7 +252,10 @@ def reap_all() -> list[str]:
         except (ClusterError, KeyError, TypeError, ValueError):
             shutil.rmtree(STATE_ROOT / label, ignore_errors=True)
         removed.append(label)
+    from orchestration import claims
     from orchestration.backends.netns import reap_namespaces
 
-    removed.extend(reap_namespaces(keep=set(list_clusters())))
+    # a namespace without a state file here but with a live owner is another state root's cluster mid-start
+    removed.extend(reap_namespaces(keep=set(list_clusters()) | claims.owned_labels()))
+    claims.prune()
     return removed

@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.engine import Chaos, Endpoint
+from orchestration import claims
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
 
@@ -105,7 +105,8 @@ class NetnsCluster(RealCluster):
 
     def _place(self, names: list[str]) -> None:
         check_netns_available()
-        a, b = 100 + secrets.randbelow(100), secrets.randbelow(250)
+        index = claims.claim(self.label, "netns", 100 * 250, self.state_dir)  # no other live cluster has it
+        a, b = 100 + index // 250, index % 250
         self._prefix = f"10.{a}.{b}"
         self._group = f"239.78.{a}.{b}"
         sw = self.switch_ns
@@ -200,7 +201,9 @@ class VethPair:
 def veth_pair(label: str) -> Iterator[VethPair]:
     """Two namespaces <label>-a and <label>-b joined by one veth (eth0 in each; 10.x.y.1 and .2/24, lo up, the
     multicast route), for benchmarks and tests that need a link but no cluster. Both are deleted on exit."""
-    net = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
+    pair_ns = Path(f"/run/netns/{label}-a")  # the claim lives while the pair's namespace does
+    index = claims.claim(label, "veth", 50 * 250, pair_ns)
+    net = f"10.{200 + index // 250}.{index % 250}"
     pair = VethPair(f"{label}-a", f"{label}-b", f"{net}.1", f"{net}.2")
     try:
         _ip("netns", "add", pair.ns_a)
@@ -215,6 +218,7 @@ def veth_pair(label: str) -> Iterator[VethPair]:
     finally:
         _ip("netns", "del", pair.ns_a, check=False)
         _ip("netns", "del", pair.ns_b, check=False)
+        claims.release(label)
 
 
 def _socket_in_namespace(ns: str, addr: tuple[str, int], timeout: float) -> socket.socket:

@@ -3,9 +3,9 @@ shares the host's loopback, so there is no per-link place to apply them; use the
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
+from orchestration import claims
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import MemberInfo
 
@@ -16,8 +16,8 @@ class ProcessCluster(RealCluster):
     backend_name = "process"
 
     def _place(self, names: list[str]) -> None:
-        subnet = 1 + secrets.randbelow(250)
-        self._group = f"239.77.{subnet}.{1 + secrets.randbelow(250)}"
+        subnet = 1 + claims.claim(self.label, "process", 250, self.state_dir)  # no other live cluster has it
+        self._group = f"239.77.{subnet}.1"
         for i, name in enumerate(names):
             self.members[name] = MemberInfo(name, f"127.77.{subnet}.{10 + i}", DATA_PORT)
 

@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from orchestration import claims
 from orchestration.cluster import (
     STATE_ROOT,
     Cluster,
@@ -147,6 +148,7 @@ class RealCluster(Cluster):
                     time.sleep(0.02)
                 _kill(m.pid, self.label, signal.SIGKILL)
         self._teardown_network()
+        claims.release(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     # --- faults on processes ----------------------------------------------------------------------------------------

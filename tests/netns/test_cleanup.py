@@ -179,3 +179,35 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
         time.sleep(0.05)  # polling the handlers' exit, with a deadline
     assert not any(_alive(p, label) for p in handlers), "NFQUEUE handlers left running"
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_down_all_of_another_state_root_leaves_a_cluster_that_is_starting_alone(tmp_path) -> None:
+    """Under pytest-xdist one worker's `down --all` (its own state root) runs while another worker's cluster has its
+    namespaces but no process yet: the live owner's claim keeps them; once the owner is gone they are orphans."""
+    from orchestration import claims
+    from orchestration.cluster import new_label
+
+    label = new_label()
+    ns = f"{label}-A"
+    claims.claim(label, "netns", 100 * 250, tmp_path / "no-state-here")  # owned by this live process
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
+
+    def down_all() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestration.cli", "down", "--all"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    try:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        down_all()
+        assert ns in list_namespaces()
+        claims.release(label)
+        assert ns in down_all()
+        assert ns not in list_namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        claims.release(label)
