@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from analysis.ingest import Group
 from analysis.membership import NEVER, RunInfo
+from analysis.spark import default_parallelism
 from analysis.streams import INPUT_COLUMNS, OUT_SCHEMA, bin_value, check_sender
 from analysis.verdict import Violation
 
@@ -63,7 +64,7 @@ def plan_tasks(groups: list[Group], slots: int, rows_per_task: int = 400_000) ->
 
 def group_tasks(spark: SparkSession, cache: Path, groups: list[Group]) -> DataFrame:
     """A DataFrame with one row per task (`task`, `groups` as JSON: run, key, absolute path), one per partition."""
-    tasks = plan_tasks(groups, spark.sparkContext.defaultParallelism)
+    tasks = plan_tasks(groups, default_parallelism(spark))
     rows = [(i, json.dumps([[g.run, g.key, str(cache / g.path)] for g in t])) for i, t in enumerate(tasks)]
     return spark.createDataFrame(rows, "task int, groups string").repartitionByRange(len(rows), "task")
 

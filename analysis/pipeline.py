@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Future
@@ -14,7 +15,8 @@ from analysis.config import CheckConfig, InputError, read_checks
 from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
 from analysis.membership import RunInfo, build_run_info, read_faults
 from analysis.schema import RunFolder, discover_runs, runner_violations
-from analysis.spark import get_spark, is_local
+from analysis.spark import get_spark, is_local, requested, using
+from analysis.spark_service import SparkServiceError
 from analysis.verdict import Violation, sort_violations
 
 if TYPE_CHECKING:
@@ -70,10 +72,12 @@ def start_spark(master: str | None) -> SparkSession:
         return get_spark(master)
     except Exception as exc:  # Py4J/launcher errors have many types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailable(
-            f"Spark could not start (master {master or 'local'}): {first}. PySpark needs Java 17+ on PATH or in "
-            "JAVA_HOME."
-        ) from exc
+        hint = (
+            "is the Spark Connect server running? (chaosbed spark status)"
+            if master and master.startswith("sc://")
+            else "PySpark needs Java 17+ on PATH or in JAVA_HOME."
+        )
+        raise SparkUnavailable(f"Spark could not start (target {master or 'local'}): {first}. {hint}") from exc
 
 
 def run_infos(
@@ -107,12 +111,26 @@ def _start_into(future: Future, master: str | None) -> None:
 def analyze(
     path: str | Path, master: str | None = None, *, bound_views: float | None = None, reader: str | None = None
 ) -> Analysis:
-    """Reads and checks a run folder or a folder of runs. Raises InputError (exit 2) or SparkUnavailable."""
+    """Reads and checks a run folder or a folder of runs on a Spark target (`master`: any target of analysis/spark.py,
+    None = the running Spark service, else local). Raises InputError (exit 2) or SparkUnavailable."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(f"{root}: no such folder" if not root.exists() else f"{root}: not a folder")
-    timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        try:  # on the Spark service, a lease keeps its idle timeout from stopping it mid-check
+            target = stack.enter_context(using(master))
+        except (SparkServiceError, ValueError) as exc:
+            raise SparkUnavailable(f"Spark target {requested(master)}: {exc}") from exc
+        return run_pipeline(root, target, bound_views, reader, t0)
+
+
+def run_pipeline(
+    root: Path, master: str, bound_views: float | None = None, reader: str | None = None, t0: float | None = None
+) -> Analysis:
+    """analyze() on a concrete target (LOCAL, an sc:// URL, a master), without taking a lease on the service."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter() if t0 is None else t0
     runs = discover_runs(root)
     check_readable(runs, root)
     checks = {run.name: read_checks(run.scenario_file, bound_views) for run in runs}

@@ -1,5 +1,14 @@
 """The one Spark session of a process: quiet and fast in local mode, any master on request.
 
+A "spark target" names where the checks run (one notion everywhere: the CLI's --spark and --master, analyze's
+`master`, the CHAOSBED_SPARK environment variable when none is given):
+  None          the running Spark service of this state root (analysis/spark_service.py), else an in-process
+                local session (no service is started: a cold check costs what it always did)
+  "auto"        the Spark service, started on demand
+  "local"       always an in-process local session (also "local[N]", "local[*]")
+  "sc://H:P"    that Spark Connect server
+  anything else a classic master URL (spark://..., yarn, k8s://...), as --master always did
+
 Settings measured on a 2-core machine (see DESIGN.md, "Performance notes"): no UI, 2 shuffle partitions, bound to
 127.0.0.1, an ERROR-level log4j2 file given to the driver JVM at start (setLogLevel comes too late), 1 GiB driver.
 """
@@ -19,6 +28,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOCAL = "local[*]"
+TARGET_ENV = "CHAOSBED_SPARK"
+AUTO = "auto"
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -38,8 +49,67 @@ def _log4j_file() -> Path:
     return fallback
 
 
+def requested(target: str | None) -> str | None:
+    """The target asked for: `target`, else $CHAOSBED_SPARK, else None (the service if running, else local)."""
+    return target or os.environ.get(TARGET_ENV) or None
+
+
+def is_connect(target: str | None) -> bool:
+    return bool(target) and target.startswith("sc://")
+
+
 def is_local(master: str | None) -> bool:
-    return master is None or master.startswith("local")
+    """True when the target's Python workers run on this machine and read its files: an in-process session, the
+    Spark service (local or auto) or a Connect server on the loopback address."""
+    if master is None or master in (AUTO, "local") or master.startswith("local"):
+        return True
+    if is_connect(master):
+        host = master[len("sc://") :].split("/")[0].split(";")[0].rsplit(":", 1)[0]
+        return host in ("127.0.0.1", "localhost", "[::1]")
+    return False
+
+
+def check_target(target: str | None) -> None:
+    """Raises ValueError for a target that names nothing (an empty string, an sc:// URL without a port)."""
+    if target is None:
+        return
+    if not target.strip():
+        raise ValueError("an empty Spark target: use auto, local, sc://HOST:PORT or a master URL")
+    if is_connect(target) and not target[len("sc://") :].split("/")[0].split(";")[0].rsplit(":", 1)[-1].isdigit():
+        raise ValueError(f"{target}: a Spark Connect URL is sc://HOST:PORT")
+
+
+@contextlib.contextmanager
+def using(target: str | None) -> Iterator[str]:
+    """Resolves a target to a concrete one (LOCAL, an sc:// URL or a master) for one check. When that is the Spark
+    service, the check holds a lease on it: the service's idle timeout does not stop it mid-check."""
+    from analysis import spark_service
+
+    t = requested(target)
+    check_target(t)
+    if t is None or t == AUTO or (is_connect(t) and _is_service(t)):
+        with spark_service.lease(start_if_needed=t == AUTO) as info:
+            if info is not None:
+                yield info.client_url
+                return
+            if t is not None:  # an sc:// URL of a service that just stopped: connect fails with a clear message
+                yield t
+                return
+    yield LOCAL if t in (None, "local") else t
+
+
+def _is_service(url: str) -> bool:
+    from analysis import spark_service
+
+    info = spark_service.status()
+    return info is not None and info.url == url.split("/;")[0].rstrip("/")
+
+
+def resolve(target: str | None) -> str:
+    """The concrete target (without a lease): None -> the service's URL if one runs, else LOCAL; auto -> the
+    service's URL (started if needed); local -> LOCAL."""
+    with using(target) as concrete:
+        return concrete
 
 
 def session_config(master: str | None = None) -> dict[str, str]:
@@ -95,14 +165,28 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
 
 
 def get_spark(master: str | None = None) -> SparkSession:
-    """Returns the process's session, starting it on first use. A different master stops and replaces it."""
+    """Returns the process's session for a target (see the module's docstring), starting it on first use. Another
+    target stops and replaces it."""
     global _session, _master
+    wanted = requested(master)
+    concrete = wanted if is_connect(wanted) else resolve(wanted)  # an sc:// URL as is: no lock, no lease here
     with _lock:
-        if _session is not None and _master == (master or LOCAL):
+        if _session is not None and _master == concrete:
             return _session
         if _session is not None:
-            _session.stop()
+            with contextlib.suppress(Exception):  # a Connect session whose server has gone
+                _session.stop()
             _session = None
+            _master = None
+        if is_connect(concrete):
+            from pyspark.sql import SparkSession
+
+            _session = SparkSession.builder.remote(concrete).getOrCreate()
+            if "session_id=" in concrete:  # the service's shared session: stopping a client must not close it
+                _session.release_session_on_close = False
+            _master = concrete
+            return _session
+        master = None if concrete == LOCAL else concrete
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if is_local(master):
@@ -120,10 +204,36 @@ def get_spark(master: str | None = None) -> SparkSession:
 
 
 def stop_spark() -> None:
-    """Stops the process's session (tests and the benchmark call this to measure a cold start)."""
+    """Stops the process's session (tests and the benchmark call this to measure a cold start). For a Connect
+    session this closes the client only; the server keeps running."""
     global _session, _master
     with _lock:
         if _session is not None:
-            _session.stop()
+            with contextlib.suppress(Exception):
+                _session.stop()
         _session = None
         _master = None
+
+
+def session_is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no sparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The session's task slots: sparkContext.defaultParallelism, or the server's setting on Spark Connect."""
+    if not session_is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    value = spark.conf.get("spark.default.parallelism", None)
+    return int(value) if value and value.isdigit() else (os.cpu_count() or 2)
+
+
+def warm_up_job(url: str) -> None:
+    """Checks a tiny synthetic run on a Connect server: its Python workers import the checks and its JVM compiles
+    the job's path once, so the first real check is as quick as the later ones (measured: 4.7 s -> 1.4 s)."""
+    from analysis.pipeline import run_pipeline
+    from analysis.synth import write_run
+
+    with tempfile.TemporaryDirectory(prefix="chaosbed-warm-up-") as tmp:
+        write_run(Path(tmp) / "run", members=3, rounds=10, inject=("gap",), seed=0)
+        run_pipeline(Path(tmp) / "run", url)

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from analysis.ingest import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
 from analysis.schema import RunFolder, history_spark_schema
+from analysis.spark import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -136,7 +137,7 @@ def ingest_with_spark(
         F.regexp_extract(path, r"([^/]*/[^/]*)$", 1).alias("_file"),
     )
     out = (
-        df.repartition(max(2, spark.sparkContext.defaultParallelism), "run", "key")
+        df.repartition(max(2, default_parallelism(spark)), "run", "key")
         .sortWithinPartitions("run", "key", "pos")
         .mapInArrow(_writer(str(groups_dir)), from_arrow_schema(OUT))
         .toArrow()
