@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,19 @@ def parse_set(values: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:
             raise ValueError(f"--set {item!r}: write PROTOCOL.PROPERTY=VALUE, e.g. unicast3.xmit_interval=200ms")
         props.setdefault(proto, {})[name] = value
     return props
+
+
+SPARK_HELP = (
+    "where the checks run: auto (the warm Spark service, started if needed), local (in this process), "
+    "sc://HOST:PORT (a Spark Connect server) or a master URL; default: $CHAOSBED_SPARK, else the running service, "
+    "else local"
+)
+
+
+def spark_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The `--spark TARGET` option (check, run, matrix, bugs run); orchestration.cli_spark.spark_target combines it
+    with --master."""
+    return click.option("--spark", "spark", default=None, metavar="TARGET", help=SPARK_HELP)(fn)
 
 
 @click.group()
@@ -348,16 +362,30 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 @click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
 @click.option("--all", "all_", is_flag=True, help="remove every chaosbed cluster and leftover of crashed runs")
 def down(label: str | None, all_: bool) -> None:
-    """Stop a cluster and remove everything it created (processes, namespaces, links, state)."""
+    """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
+    warm Spark service of this state root."""
     from orchestration.cluster import reap_all
 
     if all_:
         removed = reap_all()
+        if _stop_spark_service():
+            removed.append("the Spark service")
         console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
         return
     cluster = _attach(label)
     cluster.down()
     console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
+
+
+def _stop_spark_service() -> bool:
+    """`down --all` also stops the warm Spark service of this state root (True if one ran)."""
+    from analysis.spark_service import SparkServiceError, stop
+
+    try:
+        return stop()
+    except (SparkServiceError, OSError) as e:
+        console.print(f"[bold red]the Spark service could not be stopped[/]: {e}")
+        return False
 
 
 # --- scenarios and checks ---------------------------------------------------------------------------------------
@@ -393,7 +421,8 @@ def _run_checks(folder: Path, master: str | None) -> int:
     help="the run folder (default: a new folder under ./runs/)",
 )
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override any key, e.g. cluster.stack=unicast2")
-@click.option("--master", default=None, help="Spark master for the checks (default: local)")
+@click.option("--master", default=None, help="Spark master URL for the checks (same as --spark URL)")
+@spark_option
 def run(
     scenario_file: Path,
     backend: str | None,
@@ -401,10 +430,14 @@ def run(
     out: Path | None,
     sets: tuple[str, ...],
     master: str | None,
+    spark: str | None,
 ) -> None:
     """Run a scenario file (SCENARIO.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
+    from orchestration.cli_spark import spark_target
     from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load
+
+    master = spark_target(spark, master)
 
     try:
         sc = load(scenario_file, list(sets), seed)
@@ -430,10 +463,13 @@ def run(
 
 @main.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--master", default=None, help="Spark master URL (default: local mode)")
-def check(folder: Path, master: str | None) -> None:
+@click.option("--master", default=None, help="Spark master URL (same as --spark URL)")
+@spark_option
+def check(folder: Path, master: str | None, spark: str | None) -> None:
     """Check a finished run folder (or a folder of run folders): exit 0 clean, 1 violations, 2 unreadable."""
-    sys.exit(_run_checks(folder, master))
+    from orchestration.cli_spark import spark_target
+
+    sys.exit(_run_checks(folder, spark_target(spark, master)))
 
 
 def _print_handled(faults: list[dict]) -> None:
@@ -458,7 +494,7 @@ def _warn_late(outcome: Any) -> None:
 
 
 # `chaosbed fault ...`, `matrix`, `bugs` and `sim` live in their own modules; importing them registers them on `main`.
-from orchestration import cli_fault, cli_matrix, cli_sim  # noqa: E402, F401
+from orchestration import cli_fault, cli_matrix, cli_sim, cli_spark  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

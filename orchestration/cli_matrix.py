@@ -12,7 +12,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from orchestration.cli import console, main
+from orchestration.cli import console, main, spark_option
+from orchestration.cli_spark import spark_target
 from orchestration.matrix import Matrix, MatrixError, load_matrix, toml_value
 from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
 
@@ -138,17 +139,21 @@ def summarize(result: MatrixResult) -> int:
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="cells run at once")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/matrix-*")
 @click.option("--backend", type=_BACKEND, default=None, help="replaces the matrix's backend axis")
-@click.option("--master", default=None, help="Spark master for the checks (default: local)")
-def matrix(matrix_file: Path, jobs: int, out: Path | None, backend: str | None, master: str | None) -> None:
+@click.option("--master", default=None, help="Spark master URL for the checks (same as --spark URL)")
+@spark_option
+def matrix(
+    matrix_file: Path, jobs: int, out: Path | None, backend: str | None, master: str | None, spark: str | None
+) -> None:
     """Run a matrix file (scenarios x axes x seeds x backends), check every cell in one pass, write matrix.json
     and report.html: exit 0 every cell as expected, 1 some cell not, 2 could not run."""
     try:
         m = load_matrix(matrix_file, backend=backend)
     except MatrixError as e:
         _fail(str(e))
+    target = spark_target(spark, master)
     _preflight(m)
     folder = _out_folder(out, m.name)
-    sys.exit(summarize(execute(m, folder, jobs, master)))
+    sys.exit(summarize(execute(m, folder, jobs, target)))
 
 
 @main.group(invoke_without_command=True)
@@ -183,9 +188,16 @@ def bugs(ctx: click.Context) -> None:
 @click.option("--backend", "backends", type=_BACKEND, multiple=True, help="repeatable; default: netns as root")
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="runs at once")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--master", default=None, help="Spark master for the checks (default: local)")
+@click.option("--master", default=None, help="Spark master URL for the checks (same as --spark URL)")
+@spark_option
 def bugs_run(
-    name: str | None, all_: bool, backends: tuple[str, ...], jobs: int, out: Path | None, master: str | None
+    name: str | None,
+    all_: bool,
+    backends: tuple[str, ...],
+    jobs: int,
+    out: Path | None,
+    master: str | None,
+    spark: str | None,
 ) -> None:
     """Run a bug's flawed and fixed variants side by side: exit 0 when the flawed one violates exactly what the
     file names and the fixed one passes, 1 otherwise, 2 for bad input."""
@@ -193,6 +205,7 @@ def bugs_run(
 
     if bool(name) == all_:
         _fail("name one bug (chaosbed bugs run NAME) or --all")
+    target = spark_target(spark, master)
     try:
         entries = catalogue()
         chosen = entries if all_ else [find(entries, name or "")]
@@ -201,7 +214,7 @@ def bugs_run(
         _fail(str(e))
     _preflight(m)
     folder = _out_folder(out, m.name)
-    result = execute(m, folder, jobs, master)
+    result = execute(m, folder, jobs, target)
     if not all_:
         _side_by_side(result)
     sys.exit(summarize(result))
