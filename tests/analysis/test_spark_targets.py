@@ -1,0 +1,130 @@
+"""The same checks on every path: an in-process local session, the warm Spark service (Spark Connect) and the
+plain-Python reference checker give the same verdict, violations and counters on the same histories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from analysis import spark_service
+from analysis.reference import check_path
+from analysis.spark import AUTO, LOCAL, is_local, requested, resolve
+from analysis.synth import write_run
+from tests.analysis.helpers import violation_keys
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+# each analyze() of a folder, as JSON: verdict, violation keys, the counters of every run
+SUMMARY = """
+import json, sys
+from analysis.pipeline import analyze
+def key(v):
+    return [v.check, v.sender, v.receiver, None if v.conn_id is None else str(v.conn_id), v.seqno, v.msg_id, v.detail]
+out = {}
+for folder in sys.argv[2:]:
+    a = analyze(folder, sys.argv[1])
+    out[folder] = {
+        "ok": a.ok,
+        "violations": {n: sorted(map(key, r.violations), key=repr) for n, r in a.results.items()},
+        "counters": {n: dict(r.counters) for n, r in a.results.items()},
+        "stats": {n: {k: s[k] for k in ("events", "deliveries", "violations")} for n, s in a.stats.items()},
+    }
+print(json.dumps(out))
+"""
+
+
+def summarize(target: str, folders: list[Path]) -> dict:
+    """analyze() of each folder on `target`, in a fresh process (a process holds one session at a time)."""
+    env = {k: v for k, v in os.environ.items() if k != "CHAOSBED_SPARK"}
+    proc = subprocess.run(
+        [sys.executable, "-c", SUMMARY, target, *map(str, folders)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def histories(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Synthetic runs with each kind of fault injected, a folder of runs, and a seeded simulator run."""
+    from orchestration.runner import run
+    from orchestration.scenario import load
+
+    root = tmp_path_factory.mktemp("targets")
+    folders = []
+    for name, inject in [
+        ("clean", []),
+        ("faults", ["gap", "reorder:multicast", "duplicate", "phantom:multicast", "missing"]),
+        ("crash", ["crash"]),
+        ("restart", ["restart"]),
+        ("partition", ["partition"]),
+    ]:
+        write_run(root / name, members=4, rounds=30, inject=inject, seed=3)
+        folders.append(root / name)
+    for i, inject in enumerate([["gap"], []]):
+        write_run(root / "matrix" / f"run-{i}", members=3, rounds=20, inject=inject, seed=i)
+    folders.append(root / "matrix")
+    sim = root / "sim"
+    run(load(ROOT / "scenarios" / "partition-heal.toml", seed=7), "sim", sim)
+    folders.append(sim)
+    return folders
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[spark_service.ServiceInfo]:
+    """The Spark service of the ambient state root (the suite's shared one); stopped after if this test started it."""
+    running = spark_service.status()
+    info = spark_service.start()
+    yield info
+    if running is None or running.pid != info.pid:
+        spark_service.stop()
+
+
+def test_local_connect_and_reference_agree(histories: list[Path], service: spark_service.ServiceInfo) -> None:
+    local = summarize(LOCAL, histories)
+    connect = summarize(service.client_url, histories)
+    auto = summarize(AUTO, histories[:1])
+    assert connect == local
+    assert auto[str(histories[0])] == local[str(histories[0])]
+    for folder in histories:
+        ref = check_path(folder)
+        got = local[str(folder)]
+        assert got["ok"] == all(not r.violations for r in ref.values()), folder
+        for name, r in ref.items():
+            mine = sorted((tuple(v[:6]) for v in got["violations"][name]), key=repr)
+            assert mine == violation_keys(r.violations), (folder, name)
+    faults = local[str(histories[1])]
+    assert not faults["ok"]
+    assert set(faults["stats"][histories[1].name]["violations"]) == {
+        "fifo",
+        "exactly_once",
+        "complete",
+        "no_phantoms",
+    }
+
+
+def test_targets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Which target a name means; None without a service is an in-process session (no service is started)."""
+    monkeypatch.setenv("CHAOSBED_STATE", str(tmp_path))
+    monkeypatch.delenv("CHAOSBED_SPARK", raising=False)
+    assert requested(None) is None
+    assert resolve(None) == LOCAL
+    assert resolve("local") == LOCAL
+    assert resolve("spark://h:7077") == "spark://h:7077"
+    assert not (tmp_path / "spark" / "state.json").exists()
+    monkeypatch.setenv("CHAOSBED_SPARK", "local[2]")
+    assert requested(None) == "local[2]"
+    assert requested("auto") == "auto"
+    assert all(is_local(t) for t in (None, "auto", "local", "local[2]", "sc://127.0.0.1:15002", "sc://localhost:1/"))
+    assert not any(is_local(t) for t in ("sc://spark.example:15002", "spark://h:7077", "yarn"))
