@@ -64,9 +64,16 @@ def plan_tasks(groups: list[Group], slots: int, rows_per_task: int = 400_000) ->
 
 def group_tasks(spark: SparkSession, cache: Path, groups: list[Group]) -> DataFrame:
     """A DataFrame with one row per task (`task`, `groups` as JSON: run, key, absolute path), one per partition."""
+    from pyspark.sql import functions as F
+
     tasks = plan_tasks(groups, default_parallelism(spark))
-    rows = [(i, json.dumps([[g.run, g.key, str(cache / g.path)] for g in t])) for i, t in enumerate(tasks)]
-    return spark.createDataFrame(rows, "task int, groups string").repartitionByRange(len(rows), "task")
+    specs = F.array(*[F.lit(json.dumps([[g.run, g.key, str(cache / g.path)] for g in t])) for t in tasks])
+    # a range splits evenly: one row per partition, and no sampling job (repartitionByRange ran one; on Spark
+    # Connect every job is a round trip)
+    ids = spark.range(0, len(tasks), 1, len(tasks))
+    return ids.select(
+        F.col("id").cast("int").alias("task"), F.element_at(specs, F.col("id").cast("int") + 1).alias("groups")
+    )
 
 
 def read_group(path: str, control_kinds: tuple[str, ...] = ()) -> pa.Table:

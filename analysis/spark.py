@@ -15,6 +15,7 @@ Settings measured on a 2-core machine (see DESIGN.md, "Performance notes"): no U
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -184,6 +185,9 @@ def get_spark(master: str | None = None) -> SparkSession:
             _session = SparkSession.builder.remote(concrete).getOrCreate()
             if "session_id=" in concrete:  # the service's shared session: stopping a client must not close it
                 _session.release_session_on_close = False
+            # at exit the client would release the session and clean up over RPCs, retrying for minutes when the
+            # server is gone; closing the channel first (atexit runs the later handler first) skips all that
+            atexit.register(_close_client, _session)
             _master = concrete
             return _session
         master = None if concrete == LOCAL else concrete
@@ -203,6 +207,21 @@ def get_spark(master: str | None = None) -> SparkSession:
         return _session
 
 
+def _close_client(session: SparkSession) -> None:
+    with contextlib.suppress(Exception):
+        session.client.close()
+
+
+def drop_connect_session(url: str) -> None:
+    """Closes this process's Connect client when it points at `url` (the service is being stopped)."""
+    global _session, _master
+    with _lock:
+        if _session is not None and _master is not None and _master.split("/;")[0].rstrip("/") == url:
+            _close_client(_session)
+            _session = None
+            _master = None
+
+
 def stop_spark() -> None:
     """Stops the process's session (tests and the benchmark call this to measure a cold start). For a Connect
     session this closes the client only; the server keeps running."""
@@ -210,7 +229,10 @@ def stop_spark() -> None:
     with _lock:
         if _session is not None:
             with contextlib.suppress(Exception):
-                _session.stop()
+                if session_is_connect(_session):
+                    _close_client(_session)  # the server and its shared session keep running
+                else:
+                    _session.stop()
         _session = None
         _master = None
 

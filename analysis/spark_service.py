@@ -286,6 +286,8 @@ def stop() -> bool:
         info = _read_state(folder)
         running = info is not None and _group_alive(info.pid)
         if info is not None:
+            if "analysis.spark" in sys.modules:  # this process's client must not retry a dead server at exit
+                sys.modules["analysis.spark"].drop_connect_session(info.url)
             _kill_group(info.pid)
         _clear(folder)
         return running
