@@ -108,8 +108,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     service = _spark_service()
     now = _spark_pid()
-    if service is not None and now is not None and now != config.stash[_SPARK_BEFORE]:
-        service.stop()
+    if service is None or now is None or now == config.stash[_SPARK_BEFORE]:
+        return
+    in_flight = getattr(service, "_live_leases", None)  # checks of other sessions holding the service right now
+    if in_flight is not None and in_flight(service.service_dir()):
+        return  # theirs to finish: the service's idle timeout stops it later
+    service.stop()
 
 
 def _spark_service() -> Any:
@@ -148,11 +152,11 @@ def marker_options(node: pytest.Item) -> ClusterOptions:
     marker = node.get_closest_marker(MARKER)
     kwargs = dict(marker.kwargs) if marker else {}
     if marker and marker.args:
-        _usage(f"{node.nodeid}: the chaosbed marker takes keyword arguments only: {MARKER_HELP}")
+        _usage(f"the chaosbed marker of {node.nodeid} takes keyword arguments only: {MARKER_HELP}")
     unknown = sorted(set(kwargs) - set(MARKER_DEFAULTS))
     if unknown:
         _usage(
-            f"{node.nodeid}: chaosbed marker: unknown argument(s) {', '.join(unknown)}; "
+            f"the chaosbed marker of {node.nodeid}: unknown argument(s) {', '.join(unknown)}; "
             f"it takes {', '.join(MARKER_DEFAULTS)}"
         )
     return ClusterOptions(**(MARKER_DEFAULTS | kwargs))
@@ -160,7 +164,7 @@ def marker_options(node: pytest.Item) -> ClusterOptions:
 
 def _usage(message: str) -> NoReturn:
     """A wrong marker argument or backend name: the test errors with the message (the session goes on)."""
-    pytest.fail(f"chaosbed: {message}", pytrace=False)
+    pytest.fail(message, pytrace=False)
 
 
 def choose_backend(config: pytest.Config, marked: str | None) -> str:
@@ -212,7 +216,8 @@ def _docker_engine_problem() -> str | None:
     except subprocess.TimeoutExpired:
         return "no Docker engine (`docker info` did not answer within 20s)"
     if probe.returncode != 0:
-        return f"no Docker engine answering (`docker info`: {probe.stderr.strip().splitlines()[-1:] or '?'})"
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"no Docker engine answering (`docker info`: {last})"
     return None
 
 
@@ -242,7 +247,7 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
     try:
         sc = parse(raw)
     except ScenarioError as e:
-        _usage(f"{name}: chaosbed marker: {e}")
+        _usage(f"the chaosbed marker of {name}: {e}")
     return ClusterSpec(sc.members, sc.stack, sc.transport, sc.properties, backend, seed=sc.seed)
 
 

@@ -1,10 +1,19 @@
 """Chaos tests of your own with the chaosbed pytest plugin (docs/pytest.md). Copy this file into your tests and run
-`pytest -n 2 test_my_cluster.py --chaosbed-backend netns` (as root) or `--chaosbed-backend sim` (anywhere)."""
+`pytest -n 2 test_my_cluster.py` (netns as root, else the process backend; `--chaosbed-backend sim` runs it in the
+deterministic simulator anywhere)."""
 
 import pytest
 
+# Quick failure detection, join and merge (JGroups property names), so a test takes seconds, not the defaults' tens
+QUICK = {
+    "nakack2": {"xmit_interval": "200ms"},
+    "fd": {"interval": "0.3s", "timeout": "1s", "timeout_check_interval": "0.3s"},
+    "gms": {"join_timeout": "1s", "discovery_timeout": "1s"},
+    "merge": {"min_interval": "0.5s", "max_interval": "2s"},
+}
 
-@pytest.mark.chaosbed(members=3, stack="unicast3+nakack2")
+
+@pytest.mark.chaosbed(members=3, stack="unicast3+nakack2", properties=QUICK)
 def test_unicast_stream_survives_loss(chaos_cluster, history_check):
     """A streams 300 messages to B while 30% of A's packets to B are lost for a second; UNICAST3 repairs it."""
     cluster = chaos_cluster
@@ -14,14 +23,6 @@ def test_unicast_stream_survives_loss(chaos_cluster, history_check):
     cluster.chaos.remove([loss["id"]])
     result = history_check(cluster, delivered_within="5s")
     assert result.run_stats["required"]["unicast"] == {"messages": 300, "delivered": 300}
-
-
-# quick failure detection and rejoin, so the test takes seconds (JGroups property names)
-QUICK = {
-    "nakack2": {"xmit_interval": "200ms"},
-    "fd": {"interval": "0.3s", "timeout": "1s", "timeout_check_interval": "0.3s"},
-    "gms": {"join_timeout": "1s", "discovery_timeout": "1s"},
-}
 
 
 @pytest.mark.chaosbed(members=3, stack="unicast3+nakack2", properties=QUICK)

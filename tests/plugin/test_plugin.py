@@ -141,3 +141,11 @@ def test_session_stops_the_spark_service_it_started(inner_cold: Inner) -> None:
     assert out.ret == 0, out.output
     assert service_pid(inner_cold.state) is None
     assert (inner_cold.state / "spark" / "server.log").exists()
+
+
+def test_readme_shows_the_tested_example() -> None:
+    """The README's example test file is docs/examples/test_my_cluster.py, character for character."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Your own chaos tests with pytest\n", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
+    assert block == EXAMPLE.read_text()
