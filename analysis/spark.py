@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 LOCAL = "local[*]"
 TARGET_ENV = "CHAOSBED_SPARK"
 AUTO = "auto"
+CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")  # PySpark's Connect mode markers
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -182,6 +183,7 @@ def get_spark(master: str | None = None) -> SparkSession:
         if is_connect(concrete):
             from pyspark.sql import SparkSession
 
+            _probe(concrete)
             _session = SparkSession.builder.remote(concrete).getOrCreate()
             if "session_id=" in concrete:  # the service's shared session: stopping a client must not close it
                 _session.release_session_on_close = False
@@ -191,6 +193,8 @@ def get_spark(master: str | None = None) -> SparkSession:
             _master = concrete
             return _session
         master = None if concrete == LOCAL else concrete
+        for var in CONNECT_ENV:  # set by an earlier Connect session: the builder would make a Connect one again
+            os.environ.pop(var, None)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if is_local(master):
@@ -205,6 +209,18 @@ def get_spark(master: str | None = None) -> SparkSession:
         _session.sparkContext.setLogLevel("ERROR")
         _master = master or LOCAL
         return _session
+
+
+def _probe(url: str) -> None:
+    """Fails at once when nothing listens at a Connect URL (the client would retry for minutes)."""
+    import socket
+
+    hostport = url[len("sc://") :].split("/")[0].split(";")[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=5).close()
+    except (OSError, ValueError) as exc:
+        raise ConnectionError(f"nothing answers at {url.split('/;')[0]} ({exc})") from None
 
 
 def _close_client(session: SparkSession) -> None:

@@ -368,6 +368,8 @@ def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
     log = folder / "server.log"
     cmd = [sys.executable, "-m", "analysis.spark_service", "serve", str(folder), str(_free_port()), str(idle_timeout)]
     env = dict(os.environ, SPARK_HOME=str(home))
+    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):  # the caller's Connect client
+        env.pop(var, None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ANALYSIS.parent), env.get("PYTHONPATH")]))
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,

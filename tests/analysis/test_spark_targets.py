@@ -14,7 +14,7 @@ import pytest
 
 from analysis import spark_service
 from analysis.reference import check_path
-from analysis.spark import AUTO, LOCAL, is_local, requested, resolve
+from analysis.spark import AUTO, CONNECT_ENV, LOCAL, is_local, requested, resolve
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
 
@@ -42,7 +42,7 @@ print(json.dumps(out))
 
 def summarize(target: str, folders: list[Path]) -> dict:
     """analyze() of each folder on `target`, in a fresh process (a process holds one session at a time)."""
-    env = {k: v for k, v in os.environ.items() if k != "CHAOSBED_SPARK"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CHAOSBED_SPARK", *CONNECT_ENV)}
     proc = subprocess.run(
         [sys.executable, "-c", SUMMARY, target, *map(str, folders)],
         capture_output=True,
