@@ -3,9 +3,10 @@
 - `@pytest.mark.chaosbed(members=3, stack="unicast3+nakack2", backend=None, transport="udp", properties=None,
   seed=0)` describes the test's cluster.
 - `chaos_cluster`: that cluster, started (and formed into one group on membership stacks). Every fault done through
-  it (`cluster.chaos.add/remove/heal`, `kill`, `restart`, `pause`, `resume`, `leave`) goes to `faults.jsonl` next to
-  its histories in the test's tmp folder. It is taken down after the test, also when the test fails or is
-  interrupted, and the test fails if anything of it is left (namespaces, processes, state).
+  it (`cluster.chaos.add/remove/heal`, `kill`, `restart`, `pause`, `resume`, `leave`, the control commands `close`
+  and `set`) goes to `faults.jsonl` next to its histories in the test's tmp folder. It is taken down after the
+  test, also when the test fails or is interrupted, and the test fails if anything of it is left (namespaces,
+  processes, state).
 - `history_check(cluster, fifo=True, ...)`: waits until the cluster is quiet (the runner's `wait_quiet`), stops the
   members, lays the folder out as a run folder and checks it with `analysis.pipeline.analyze`; a violation fails the
   test with one line per violation and the command that replays the case.
@@ -328,6 +329,20 @@ class RecordingCluster(Cluster):
 
     def leave(self, name: str) -> None:
         self._member_fault("leave", name, lambda: super(RecordingCluster, self).leave(name))
+
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """Closing a connection and setting a property are member faults of scenario files: recorded as such."""
+        t = self.clock.now_ns()
+        reply = super().control(name, cmd, timeout=timeout, **args)
+        fault: dict[str, Any] | None = None
+        if cmd == "close":
+            fault = {"kind": "close-connection", "member": name, "peer": args.get("peer")}
+        elif cmd == "set":
+            prop = f"{args.get('protocol')}.{args.get('property')}"
+            fault = {"kind": "set", "member": name, "property": prop, "value": args.get("value")}
+        if fault is not None:
+            self.record_fault({"t": t, "event": "fault", "seed": self.spec.seed, **fault})
+        return reply
 
     @property
     def chaos(self) -> RecordingChaos:

@@ -54,7 +54,8 @@ def test_flawed_variant_fails_with_its_violation(inner: Inner, backend: str) -> 
         ("delivered_within", "A", "B", 1)
     ]
     faults = [json.loads(line) for line in (Path(folder[1]) / "faults.jsonl").read_text().splitlines()]
-    assert [f.get("kind", f["event"]) for f in faults] == ["start", "discard"]
+    kinds = [f.get("kind", f["event"]) for f in faults]
+    assert kinds == ["start", "discard", "close-connection", "close-connection"], faults
     if backend == "sim":  # the simulator replays the case exactly: the replay command fails the same way
         replay = inner.run({}, *block[3].removeprefix("replay: pytest ").split())
         assert replay.ret == 1, replay.output
