@@ -63,11 +63,12 @@ def plan_tasks(groups: list[Group], slots: int, rows_per_task: int = 400_000) ->
 
 
 def group_tasks(spark: SparkSession, cache: Path, groups: list[Group]) -> DataFrame:
-    """A DataFrame with one row per task (`task`, `groups` as JSON: run, key, absolute path), one per partition."""
+    """A DataFrame with one row per task (`task`, `groups` as JSON: run, key, absolute path), one per partition.
+    Absolute: the Spark service's workers do not share the caller's working directory."""
     from pyspark.sql import functions as F
 
     tasks = plan_tasks(groups, default_parallelism(spark))
-    specs = F.array(*[F.lit(json.dumps([[g.run, g.key, str(cache / g.path)] for g in t])) for t in tasks])
+    specs = F.array(*[F.lit(json.dumps([[g.run, g.key, str((cache / g.path).absolute())] for g in t])) for t in tasks])
     # a range splits evenly: one row per partition, and no sampling job (repartitionByRange ran one; on Spark
     # Connect every job is a round trip)
     ids = spark.range(0, len(tasks), 1, len(tasks))

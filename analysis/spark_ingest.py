@@ -112,7 +112,7 @@ def ingest_with_spark(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    files = [str(f) for run in runs for f in run.history_files]
+    files = [str(f.absolute()) for run in runs for f in run.history_files]  # the server's cwd is not ours
     mapping = []
     for run in runs:
         for key in {str(run.path.resolve()), run.path.resolve().as_uri()}:
