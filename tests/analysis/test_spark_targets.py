@@ -40,14 +40,14 @@ print(json.dumps(out))
 """
 
 
-def summarize(target: str, folders: list[Path]) -> dict:
+def summarize(target: str, folders: list[Path], cwd: Path = ROOT) -> dict:
     """analyze() of each folder on `target`, in a fresh process (a process holds one session at a time)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CHAOSBED_SPARK", *CONNECT_ENV)}
     proc = subprocess.run(
         [sys.executable, "-c", SUMMARY, target, *map(str, folders)],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         timeout=600,
     )
@@ -94,9 +94,10 @@ def service() -> Iterator[spark_service.ServiceInfo]:
 def test_local_connect_and_reference_agree(histories: list[Path], service: spark_service.ServiceInfo) -> None:
     local = summarize(LOCAL, histories)
     connect = summarize(service.client_url, histories)
-    auto = summarize(AUTO, histories[:1])
+    first = histories[0]
+    auto = summarize(AUTO, [Path(first.name)], cwd=first.parent)  # a relative folder: the server's cwd is elsewhere
     assert connect == local
-    assert auto[str(histories[0])] == local[str(histories[0])]
+    assert auto[first.name] == local[str(first)]
     for folder in histories:
         ref = check_path(folder)
         got = local[str(folder)]
