@@ -32,8 +32,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/chaosbed demo
 
+# One pytest-xdist worker per core; worksteal rebalances the long netns tests. Clusters never clash between workers
+# (orchestration/claims.py), and the Spark checks of every worker share one warm Spark Connect service, which the
+# chaosbed pytest plugin starts on first use and stops when the session ends.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 lint: setup
 	$(BIN)/ruff check .

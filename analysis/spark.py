@@ -176,8 +176,7 @@ def get_spark(master: str | None = None) -> SparkSession:
         if _session is not None and _master == concrete:
             return _session
         if _session is not None:
-            with contextlib.suppress(Exception):  # a Connect session whose server has gone
-                _session.stop()
+            _end_session(_session)
             _session = None
             _master = None
         if is_connect(concrete):
@@ -244,13 +243,20 @@ def stop_spark() -> None:
     global _session, _master
     with _lock:
         if _session is not None:
-            with contextlib.suppress(Exception):
-                if session_is_connect(_session):
-                    _close_client(_session)  # the server and its shared session keep running
-                else:
-                    _session.stop()
+            _end_session(_session)
         _session = None
         _master = None
+
+
+def _end_session(session: SparkSession) -> None:
+    """Ends this process's use of a session. A Connect session is only closed on the client side: stopping it would
+    release the service's shared session over RPCs, retrying for minutes when the server has gone (a worker of the
+    test suite hung there when the service it had used was replaced)."""
+    with contextlib.suppress(Exception):
+        if session_is_connect(session):
+            _close_client(session)  # the server and its shared session keep running
+        else:
+            session.stop()
 
 
 def session_is_connect(spark: SparkSession) -> bool:

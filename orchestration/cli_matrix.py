@@ -128,9 +128,9 @@ def summarize(result: MatrixResult) -> int:
     for r in errors:
         console.print(f"[bold red]{r.cell.id} could not run[/]: {r.error}", soft_wrap=True)
     if result.interrupted or result.check_error or errors:
-        console.print(f"verdict: INCOMPLETE — {summary}")
+        console.print(f"verdict: INCOMPLETE — {summary}", soft_wrap=True)  # one line, for logs and scripts
         return 2
-    console.print(f"verdict: {'PASS' if result.ok else 'FAIL'} — {summary}")
+    console.print(f"verdict: {'PASS' if result.ok else 'FAIL'} — {summary}", soft_wrap=True)
     return 0 if result.ok else 1
 
 

@@ -12,13 +12,9 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from orchestration.runner import OUTCOME_FILE
-
-
-def _interrupt(signum: int, frame: Any) -> NoReturn:
-    raise KeyboardInterrupt
+from orchestration.runner import OUTCOME_FILE, first_interrupt_only
 
 
 def main(spec_json: str) -> int:
@@ -28,7 +24,9 @@ def main(spec_json: str) -> int:
     spec = json.loads(spec_json)
     out = Path(spec["out"])
     out.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGTERM, _interrupt)
+    # the first SIGINT or SIGTERM interrupts the run; the ones after it (the terminal's second Ctrl-C, the matrix's
+    # own signal) must not cut the cluster's teardown short
+    first_interrupt_only((signal.SIGINT, signal.SIGTERM))
     try:
         sc = load(spec["scenario"], seed=spec["seed"], settings=spec["settings"])
         run(sc, spec["backend"], out)  # leaves outcome.json (runner.write_outcome)

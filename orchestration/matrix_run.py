@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestration.matrix import Cell, Matrix
-from orchestration.runner import OUTCOME_FILE
+from orchestration.runner import OUTCOME_FILE, first_interrupt_only
 
 CELL_LOG = "run.log"  # what the cell printed
 GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
@@ -90,6 +90,7 @@ def run_cells(
     running: dict[int, tuple[Cell, subprocess.Popen[bytes], float, float]] = {}
     results: dict[int, CellResult] = {}
     interrupted = False
+    restore = first_interrupt_only()  # a second Ctrl-C must not cut the clean-up short
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -133,6 +134,8 @@ def run_cells(
             results[idx] = CellResult(cell, "interrupted", time.monotonic() - started)
         for cell in pending:
             results[cell.index] = CellResult(cell, "not run")
+    finally:
+        restore()
     return [results[c.index] for c in matrix.cells], interrupted
 
 

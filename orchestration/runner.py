@@ -14,7 +14,7 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,29 @@ def deferred_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
         if got:
             raise KeyboardInterrupt
+
+
+def first_interrupt_only(signals: tuple[int, ...] = (signal.SIGINT,)) -> Callable[[], None]:
+    """From now on the first of `signals` raises KeyboardInterrupt and later ones are ignored, so the clean-up that
+    the first one starts is never cut short (an impatient second Ctrl-C, or the terminal's signal and the matrix's
+    arriving apart under load: deferred_interrupts alone leaves a window between the raise and its block). Returns
+    the function that restores the previous handlers. Only in the main thread (signals are handled there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    seen: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if not seen:
+            seen.append(signum)
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def _timeout_violation(sc: Scenario) -> dict[str, Any]:

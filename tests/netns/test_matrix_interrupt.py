@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.spark import resolve
 from orchestration.backends.netns import list_namespaces
 from tests.netns.test_faults import _skip_reason
 
@@ -71,7 +72,8 @@ def test_ctrl_c_takes_every_cluster_down_and_keeps_what_finished(tmp_path: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "CHAOSBED_STATE": str(state)},
+        # the check uses this session's Spark (the suite's warm service, or local): never a service of its own root
+        env={**os.environ, "CHAOSBED_STATE": str(state), "CHAOSBED_SPARK": resolve(None)},
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
