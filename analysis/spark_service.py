@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_IDLE_TIMEOUT = 900.0
 START_TIMEOUT = 180.0  # JVM start on a loaded 2-core machine: measured 8-20 s
@@ -121,37 +123,14 @@ def _locked(folder: Path | None = None, timeout: float = LOCK_TIMEOUT) -> Iterat
 
 
 def _pid_alive(pid: int) -> bool:
-    """True for a running process (a zombie counts as gone)."""
-    if pid <= 0:
-        return False
+    """True for a running process (a zombie counts as gone). Says nothing about WHICH process it is: pids are reused
+    within minutes here (pid_max 32768), so nothing is ever signalled on this alone (see _supervisor, _jvm)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, ValueError):
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while any process of the group runs (zombies ignored)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def _wait(condition: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
@@ -164,46 +143,77 @@ def _wait(condition: Callable[[], bool], timeout: float, step: float = 0.05) -> 
     return True
 
 
+def _matching(pid: int, *needles: str) -> psutil.Process | None:
+    """The running process `pid` if its command line contains every needle, else None (gone, or the pid now
+    belongs to another process)."""
+    try:
+        proc = psutil.Process(pid)
+        cmdline = "\0".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+    return proc if all(n in cmdline for n in needles) and proc.status() != psutil.STATUS_ZOMBIE else None
+
+
+def _supervisor(info: ServiceInfo, folder: Path) -> psutil.Process | None:
+    """The service's supervisor, verified by its command line (`-m analysis.spark_service serve FOLDER PORT`)."""
+    return _matching(info.pid, "analysis.spark_service", str(folder), str(info.port))
+
+
+def _jvm(info: ServiceInfo) -> psutil.Process | None:
+    """The service's JVM, verified by its command line (the Connect server class on the service's port)."""
+    if not info.jvm_pid:
+        return None
+    return _matching(info.jvm_pid, SERVER_CLASS, f"spark.connect.grpc.binding.port={info.port}")
+
+
 def _descendants(pid: int) -> list[int]:
     """`pid`'s children, grandchildren, ... (Spark's Python daemons run in process groups of their own)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
-def _kill_tree(pids: list[int], timeout: float = 5.0) -> None:
-    """SIGTERM to the processes still running, SIGKILL to those still there after `timeout`."""
+def _terminate(procs: list[psutil.Process], timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` to those still there. psutil.Process objects remember their process's
+    start time, so a pid reused meanwhile by another process is never signalled."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        live = [p for p in pids if _pid_alive(p)]
+        live = [p for p in procs if p.is_running()]
         for p in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        if _wait(lambda live=live: not any(_pid_alive(p) for p in live), wait):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)
+        _, alive = psutil.wait_procs(live, wait)
+        if not alive:
             return
 
 
-def _kill_group(pgid: int) -> None:
-    """Stops a supervisor (the group's leader): SIGTERM to it, which stops the JVM in order; after STOP_TIMEOUT,
-    SIGKILL to the group. Then whatever ran under it (Python daemons in groups of their own) is stopped too."""
-    tree = _descendants(pgid)
-    for sig, timeout in ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(pgid, sig) if sig == signal.SIGTERM else os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        if _wait(lambda: not _group_alive(pgid), timeout):
-            break
-    _kill_tree(tree)
+def _tree(root: psutil.Process | None) -> list[psutil.Process]:
+    if root is None:
+        return []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [root, *root.children(recursive=True)]
+    return []
+
+
+def _stop_service(info: ServiceInfo, folder: Path) -> None:
+    """Stops a service's processes, each verified to be the service's own: SIGTERM to the supervisor (which stops
+    the JVM in order), then whatever is left of the supervisor, the JVM and their descendants (Python daemons in
+    process groups of their own)."""
+    supervisor, jvm = _supervisor(info, folder), _jvm(info)
+    procs = _tree(supervisor) + [p for p in _tree(jvm) if p.pid != (supervisor.pid if supervisor else None)]
+    if supervisor is not None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            supervisor.terminate()
+            supervisor.wait(STOP_TIMEOUT)
+    _terminate(procs)
+
+
+def _stop_child(proc: subprocess.Popen) -> None:
+    """Stops a supervisor this process started (not yet published in a state file) and everything under it."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(psutil.NoSuchProcess):
+        _terminate(_tree(psutil.Process(proc.pid)), STOP_TIMEOUT)
 
 
 def _read_state(folder: Path) -> ServiceInfo | None:
@@ -232,10 +242,9 @@ def _live_state(folder: Path) -> ServiceInfo | None:
     if info is None:
         (folder / "state.json").unlink(missing_ok=True)
         return None
-    if _pid_alive(info.pid):
+    if _supervisor(info, folder) is not None:
         return info
-    if _group_alive(info.pid):  # the supervisor died and left its JVM behind
-        _kill_group(info.pid)
+    _stop_service(info, folder)  # the supervisor died: its JVM may be left behind
     _clear(folder)
     return None
 
@@ -264,7 +273,7 @@ def status() -> ServiceInfo | None:
     if not (folder / "state.json").exists():
         return None
     info = _read_state(folder)
-    if info is not None and _pid_alive(info.pid):
+    if info is not None and _supervisor(info, folder) is not None:
         return info
     with _locked(folder):
         return _live_state(folder)
@@ -284,11 +293,11 @@ def stop() -> bool:
     """Stops the service of this state root: the whole process group, the state file. True if one was running."""
     with _locked() as folder:
         info = _read_state(folder)
-        running = info is not None and _group_alive(info.pid)
+        running = info is not None and _supervisor(info, folder) is not None
         if info is not None:
             if "analysis.spark" in sys.modules:  # this process's client must not retry a dead server at exit
                 sys.modules["analysis.spark"].drop_connect_session(info.url)
-            _kill_group(info.pid)
+            _stop_service(info, folder)
         _clear(folder)
         return running
 
@@ -333,7 +342,7 @@ def _ensure_locked(folder: Path, idle_timeout: float) -> ServiceInfo:
                 file=sys.stderr,
             )
             return info
-        _kill_group(info.pid)
+        _stop_service(info, folder)
         _clear(folder)
     return _spawn(folder, idle_timeout)
 
@@ -380,7 +389,7 @@ def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
         return (folder / "state.json").exists() or proc.poll() is not None
 
     if not _wait(settled, START_TIMEOUT, 0.1) or proc.poll() is not None:
-        _kill_group(proc.pid)
+        _stop_child(proc)
         _clear(folder)
         tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
         what = "exited at start" if proc.poll() is not None else f"did not start within {START_TIMEOUT:.0f} s"
@@ -393,7 +402,7 @@ def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
     try:
         _warm_up(info.client_url)
     except Exception as exc:
-        _kill_group(proc.pid)
+        _stop_child(proc)
         _clear(folder)
         raise SparkServiceError(
             f"the Spark Connect server at {info.url} started but its first job failed: {exc}"
@@ -477,7 +486,10 @@ def _finish(jvm: subprocess.Popen, folder: Path, info: ServiceInfo | None, code:
     current = _read_state(folder)
     if info is not None and current is not None and current.pid == info.pid:
         _clear(folder)
-    tree = _descendants(jvm.pid)
+    tree: list[psutil.Process] = []
+    if jvm.poll() is None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tree = _tree(psutil.Process(jvm.pid))
     if jvm.poll() is None:
         jvm.terminate()
         try:
@@ -485,7 +497,7 @@ def _finish(jvm: subprocess.Popen, folder: Path, info: ServiceInfo | None, code:
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
-    _kill_tree(tree)  # Python daemons and workers the JVM left behind
+    _terminate(tree)  # Python daemons and workers the JVM left behind
     return code
 
 

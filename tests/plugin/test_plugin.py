@@ -117,9 +117,11 @@ def test_something_left_fails_the_test(inner_cold: Inner) -> None:
         block = "\n".join(out.block("ERROR at teardown of test_leaves_a_process"))
         assert re.search(rf"chaosbed: cluster cb[0-9a-f]{{6}} left behind: processes {pid} \(", block), block
     finally:
-        if facts.exists():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(facts.read_text()), signal.SIGKILL)
+        if facts.exists():  # the sleeper, by its pid and its command line (pids are reused quickly here)
+            pid = int(facts.read_text())
+            with contextlib.suppress(OSError):
+                if b"time.sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.spark
