@@ -519,7 +519,7 @@ def check_history(
     from analysis.config import InputError, parse_duration
     from analysis.pipeline import SparkUnavailable, analyze
     from analysis.verdict import write_verdict
-    from orchestration.runner import RunOutcome, scenario_toml, write_outcome
+    from orchestration.runner import RunOutcome, scenario_toml, timeout_violation, write_outcome
     from orchestration.scenario import ScenarioError, parse
     from orchestration.schedule import wait_quiet
 
@@ -543,7 +543,12 @@ def check_history(
         settled = wait_quiet(cluster, cluster.clock.now_ns() + round(wait * 1e9))
         cluster.stop_members()
         if not settled:
-            extra.append(_not_quiet(wait))
+            extra.append(
+                timeout_violation(
+                    "the cluster did not become quiet (every workload sent, nothing unacknowledged or missing) "
+                    f"within history_check's quiet_within of {wait:g}s"
+                )
+            )
         write_outcome(RunOutcome(out, not settled, extra))
     (out / "history").mkdir(parents=True, exist_ok=True)
     (out / "scenario.toml").write_text(scenario_toml(sc))
@@ -560,19 +565,6 @@ def check_history(
 
 def _run_name(out: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", out.parent.name) or "test"
-
-
-def _not_quiet(wait: float) -> dict[str, Any]:
-    return {
-        "check": "timeout",
-        "sender": None,
-        "receiver": None,
-        "conn_id": None,
-        "seqno": None,
-        "msg_id": None,
-        "detail": f"the cluster did not become quiet (every workload sent, nothing unacknowledged or missing) "
-        f"within history_check's quiet_within of {wait:g}s",
-    }
 
 
 def violation_line(v: Violation) -> str:

@@ -115,7 +115,7 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.get("handled")] if result.planned else []
         cluster.stop_members()
-        extra = [] if result.settled else [_timeout_violation(sc)]
+        extra = [] if result.settled else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
         outcome = RunOutcome(out, not result.settled, extra, result.late, handled, result.warnings)
         write_outcome(outcome)
         return outcome
@@ -181,7 +181,12 @@ def first_interrupt_only(signals: tuple[int, ...] = (signal.SIGINT,)) -> Callabl
     return restore
 
 
-def _timeout_violation(sc: Scenario) -> dict[str, Any]:
+_TIMEOUT_DETAIL = "the run did not finish (all sent and quiet) within the scenario's timeout of {timeout:g}s"
+
+
+def timeout_violation(detail: str) -> dict[str, Any]:
+    """The runner's own `timeout` violation (outcome.json): the cluster never became quiet; `detail` says within
+    what."""
     return {
         "check": "timeout",
         "sender": None,
@@ -189,5 +194,5 @@ def _timeout_violation(sc: Scenario) -> dict[str, Any]:
         "conn_id": None,
         "seqno": None,
         "msg_id": None,
-        "detail": f"the run did not finish (all sent and quiet) within the scenario's timeout of {sc.timeout:g}s",
+        "detail": detail,
     }

@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.netns.conftest import netns_skip_reason
+
 CASES = Path(__file__).parent / "cases"
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "test_my_cluster.py"
 INNER_TIMEOUT = 480.0
-
-
-def netns_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    if shutil.which("ip") is None:
-        return "needs the ip tool (iproute2)"
-    return None
 
 
 BACKENDS = [
