@@ -87,11 +87,11 @@ def service_dir() -> Path:
 
 
 def code_fingerprint() -> str:
-    """Changes when any analysis module changes (name, size, mtime)."""
+    """Changes when any analysis module's content changes. Content, not mtimes: two checkouts of the same code (a CI
+    clone next to a working tree) share one service instead of replacing each other's."""
     h = hashlib.sha256()
     for p in sorted(_ANALYSIS.glob("*.py")):
-        st = p.stat()
-        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

@@ -1,5 +1,6 @@
 """Shared by the simulator and the netns catalogue tests: runs every bug of scenarios/bugs/ (flawed and fixed) as
-one matrix (one check pass) on a backend, once per test session, and hands each test its bug's two results."""
+one matrix (one check pass) on a backend, or one bug as a two-cell matrix (so pytest-xdist spreads the slow netns
+bugs over its workers; each check then takes seconds on the warm Spark service)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_ce
 BUG_FILES = sorted(CATALOGUE.glob("*.toml"))
 
 
-def run_catalogue(backend: str, out: Path, jobs: int = 2) -> tuple[list[Entry], MatrixResult]:
-    entries = catalogue()
+def run_catalogue(backend: str, out: Path, jobs: int = 2, only: Path | None = None) -> tuple[list[Entry], MatrixResult]:
+    """Runs the catalogue (or the one bug file `only`) as a matrix on `backend`, checked in one pass."""
+    entries = [e for e in catalogue() if only is None or e.path == only]
+    assert entries, f"no bug file {only}"
     matrix = bug_matrix(entries, [backend], name=f"bugs-{backend}")
     results, interrupted = run_cells(matrix, out, jobs)
     assert not interrupted

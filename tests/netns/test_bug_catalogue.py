@@ -1,5 +1,6 @@
 """The known-bug catalogue on real members in network namespaces: the same verdicts as on the simulator, i.e. every
-flawed variant violates exactly the checks its file names and every fixed variant passes."""
+flawed variant violates exactly the checks its file names and every fixed variant passes. One bug per test (its two
+variants side by side), so pytest-xdist spreads the catalogue over its workers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.matrix_run import MatrixResult
 from tests.bug_catalogue import BUG_FILES, assert_reproduced, run_catalogue
 from tests.netns.test_faults import _skip_reason
 
@@ -19,12 +19,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def netns_catalogue(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, MatrixResult]:
-    return run_catalogue("netns", tmp_path_factory.mktemp("bugs-netns"))
-
-
 @pytest.mark.parametrize("path", BUG_FILES, ids=[p.stem for p in BUG_FILES])
-def test_flawed_fails_with_the_named_checks_and_fixed_passes_on_netns(path: Path, netns_catalogue) -> None:  # type: ignore[no-untyped-def]
-    entries, result = netns_catalogue
+def test_flawed_fails_with_the_named_checks_and_fixed_passes_on_netns(path: Path, tmp_path: Path) -> None:
+    entries, result = run_catalogue("netns", tmp_path, only=path)  # one bug per test: xdist spreads them
     assert_reproduced(result, path, entries)
