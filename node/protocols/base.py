@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
+from node.units import parse_duration
+
 NEVER = math.inf
 
 
@@ -39,27 +41,6 @@ class Outbox:
         self.sends.clear()
         self.delivers.clear()
         self.events.clear()
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a number (seconds) or a string like "500ms", "2s", "1.5m", "100us"."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        s = value.strip().lower()
-        for suffix, factor in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-            if s.endswith(suffix):
-                try:
-                    return float(s[: -len(suffix)]) * factor
-                except ValueError:
-                    break
-        try:
-            return float(s)
-        except ValueError:
-            pass
-    raise ValueError(f"not a duration: {value!r} (use a number of seconds or e.g. '500ms', '2s')")
 
 
 @dataclass
