@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from node import jsonl
 from orchestration import claims
 from orchestration.cluster import (
     STATE_ROOT,
@@ -206,17 +207,11 @@ class RealCluster(Cluster):
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
         """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
         m = self.members[name]
-        with self._connect(m, timeout) as s:
-            s.sendall(json.dumps({"token": self.token, "cmd": cmd, **args}).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                buf += chunk
-        if not buf:
-            raise ClusterError(f"member {name} closed the control connection without a reply to {cmd}")
-        reply = json.loads(buf)
+        req = {"token": self.token, "cmd": cmd, **args}
+        try:
+            reply = jsonl.request(lambda: self._connect(m, timeout), req, timeout, peer=f"member {name}")
+        except jsonl.PeerClosed as e:
+            raise ClusterError(str(e)) from None
         if not reply.get("ok"):
             raise ClusterError(f"member {name}: {reply.get('error')}")
         return reply
