@@ -8,7 +8,7 @@ each receiving namespace must have and installs it:
 - kernel rules (chaos/kernel.py): partitions and loss as nft sets and numgen drops, stateless DISCARD rules as u32
   drops, and NFQUEUE targets for the rest, all replaced in one transaction per namespace;
 - netem shaping (chaos/netem.py) for delay, jitter, reorder and duplicate where the kernel has netem;
-- otherwise, and for stateful DISCARD rules, the rules of that namespace's NFQUEUE handler (chaos/nfqueue.py),
+- otherwise, and for stateful DISCARD rules, the rules of that namespace's NFQUEUE handler (chaos/nfqueue/),
   a process started on demand and stopped when no rule needs it. The handler gets new rules before the kernel sends
   it packets, and is stopped (releasing what it holds) only after the kernel stopped sending.
 
@@ -22,11 +22,8 @@ import fcntl
 import hashlib
 import json
 import os
-import select
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from chaos import kernel, netem
+from chaos.nfqueue import HandlerClient, HandlerProcess, HandlerStartError, default_max_len
 from chaos.rules import RuleError, parse_match
+from node.jsonl import PeerClosed
 
 LINK_FAULTS = ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard")
 SHAPING = ("delay", "reorder", "duplicate")
@@ -65,7 +64,7 @@ class Chaos:
         self.members = members
         self.transport = transport
         self._state_path = self.state_dir / "chaos.json"
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._procs: dict[str, HandlerProcess] = {}  # the handlers this process started
 
     # --- public API -----------------------------------------------------------------------------------------------
 
@@ -263,8 +262,6 @@ class Chaos:
                 self._stop_handler(state, name)
 
     def _ensure_handler(self, state: dict[str, Any], name: str, max_delay_ms: float, rules: list[dict]) -> None:
-        from chaos.nfqueue import default_max_len
-
         need = default_max_len(PEAK_PACKETS_PER_S, max_delay_ms, 0.0)
         h = state["handlers"].get(name)
         if h is not None and (h["max_len"] < need or not _alive(h["pid"], self.tag)):
@@ -295,37 +292,23 @@ class Chaos:
     def _start_handler(self, name: str, max_len: int) -> dict[str, Any]:
         ep = self.members[name]
         sock = self.state_dir / f"nfq-{name}.sock"
-        log = open(self.state_dir / f"nfq-{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        argv = ["ip", "netns", "exec", ep.ns, sys.executable, "-m", "chaos.nfqueue", "--queue", str(kernel.QUEUE_NUM)]
-        argv += ["--control", str(sock), "--max-len", str(max_len), "--local-ip", ep.ip, "--tag", self.tag]
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=_root()
-        )
-        log.close()
-        assert proc.stdout is not None
-        line = b""
-        deadline = time.monotonic() + HANDLER_START_TIMEOUT
-        while not line.endswith(b"\n") and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            if not chunk:
-                break
-            line += chunk
-        proc.stdout.close()
         try:
-            hello = json.loads(line)
-        except ValueError:
-            hello = {}
-        if not hello.get("ready"):
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(5)
-            err = hello.get("error") or (self.state_dir / f"nfq-{name}.log").read_text(errors="replace")[-1500:]
-            raise ChaosError(f"the NFQUEUE handler for {name} did not start: {err.strip() or 'no output'}")
-        self._procs[name] = proc
-        return {"pid": proc.pid, "socket": str(sock), "max_len": max_len}
+            handler = HandlerProcess.start(
+                ep.ns,
+                kernel.QUEUE_NUM,
+                str(sock),
+                max_len=max_len,
+                local_ip=ep.ip,
+                tag=self.tag,
+                timeout=HANDLER_START_TIMEOUT,
+                log=self.state_dir / f"nfq-{name}.log",
+                new_session=True,  # it outlives this process (a CLI command) and its terminal's signals
+                cwd=_root(),
+            )
+        except HandlerStartError as e:
+            raise ChaosError(f"the NFQUEUE handler for {name} did not start: {e.reason}") from None
+        self._procs[name] = handler
+        return {"pid": handler.pid, "socket": str(sock), "max_len": max_len}
 
     def _stop_handler(self, state: dict[str, Any], name: str) -> None:
         h = state["handlers"].pop(name, None)
@@ -335,31 +318,24 @@ class Chaos:
             self._request(name, h, {"cmd": "stop"}, timeout=5.0)
         deadline = time.monotonic() + 5.0
         while _alive(h["pid"], self.tag) and time.monotonic() < deadline:
-            proc = self._procs.get(name)
-            if proc is not None:
+            handler = self._procs.get(name)
+            if handler is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(0.05)
+                    handler.proc.wait(0.05)
             else:
                 time.sleep(0.02)  # not our child (another CLI started it): poll its /proc entry with a deadline
         if _alive(h["pid"], self.tag):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(h["pid"], signal.SIGKILL)
-        proc = self._procs.pop(name, None)
-        if proc is not None:
-            proc.wait(5)
+        handler = self._procs.pop(name, None)
+        if handler is not None:
+            handler.proc.wait(5)
 
     def _request(self, name: str, h: dict[str, Any], req: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(h["socket"])
-            s.sendall(json.dumps(req).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-        reply = json.loads(buf) if buf else {"ok": False, "error": "no reply"}
+        try:
+            reply = HandlerClient(h["socket"]).request(req, timeout)
+        except PeerClosed as e:
+            reply = {"ok": False, "error": str(e)}
         if not reply.get("ok"):
             raise ChaosError(f"the NFQUEUE handler of {name} refused {req.get('cmd')}: {reply.get('error')}")
         return reply

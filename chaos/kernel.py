@@ -13,7 +13,7 @@ a fault can never leave a piece of it behind:
   `nft_time` for how a nanosecond bound is written, and `time_gates` for the probe that checks it on this system).
 - iptables chain `CHAOSBED` (filter INPUT, replaced with `iptables-restore --noflush`): u32 matches that drop
   single-message datagrams whose header matches a stateless DISCARD rule, and `NFQUEUE` targets for what the handler
-  (chaos/nfqueue.py) must judge. iptables rather than nft here because `xt_u32` walks our variable-length strings
+  (chaos/nfqueue/) must judge. iptables rather than nft here because `xt_u32` walks our variable-length strings
   (cluster, src and dest names) to reach a header at any offset, and because some kernels (this one) have xt NFQUEUE
   but not nft's native `queue`.
 

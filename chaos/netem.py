@@ -5,7 +5,7 @@ netem is an egress qdisc, but faults are applied where packets arrive (DESIGN.md
 receiver's eth0 ingress redirects packets from the shaped sources to an ifb device, whose htb root has one class per
 source with a netem leaf. Multicast from a source is shaped for this receiver only, as with every other fault.
 
-Without sch_netem (this project's CI kernel) the chaos engine uses NFQUEUE held verdicts instead (chaos/nfqueue.py);
+Without sch_netem (this project's CI kernel) the chaos engine uses NFQUEUE held verdicts instead (chaos/nfqueue/);
 `CHAOSBED_NETEM=0` forces that fallback on machines that have netem. Replacing the tc setup is not atomic (a few
 milliseconds in which the link is unshaped), unlike the nft/iptables rules of chaos/kernel.py.
 """

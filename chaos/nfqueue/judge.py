@@ -1,0 +1,172 @@
+"""The judge: the rules and their state, deciding one IP packet at a time without any I/O."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from chaos.nfqueue.ipudp import parse_udp, rebuild
+from chaos.nfqueue.rule import ACCEPT, DELAY, DROP, DUPLICATE, Rule
+from chaos.nfqueue.spans import Span
+
+Judgement = tuple[int, bytes | None, float]  # (ACCEPT|DROP|DELAY|DUPLICATE|REORDER, new packet or None, delay s)
+_ACCEPTED: Judgement = (ACCEPT, None, 0.0)
+_DROPPED: Judgement = (DROP, None, 0.0)
+
+
+class Engine:
+    """The rules and their state; judges one IP packet at a time, without any I/O (the handler does the verdicts).
+
+    Semantics: drop rules first (in list order): a link drop drops the packet; a message drop removes its matching
+    messages (count and probability per matching message; a packet left with no message is dropped, otherwise it is
+    rewritten). Then the first delay/duplicate/reorder rule that triggers decides the release: a link rule draws
+    per packet; a message rule draws per matching message, in order, until one triggers (that message uses one unit
+    of count, the datagram counts once in delayed/duplicated/reordered). `matched` counts every matching message
+    (packet, for link rules) a rule saw, also after its count ran out. Message rules skip what they cannot parse
+    (counted once per packet in `unparsed`); link rules apply to every IPv4 packet. A rule with a window
+    (active_from_ns / active_until_ns) takes part only while judge's `now_ns` is inside it: before and after, it
+    neither matches nor counts nor draws, so its count starts when it becomes active."""
+
+    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+        self.rules: list[Rule] = []
+        self.drop_rules: list[Rule] = []  # the drop rules active in [_valid_from, _valid_until)
+        self.release_rules: list[Rule] = []  # the other rules active then
+        self.timed = False  # whether any rule has a window (else judge never reads the clock)
+        self._valid_from = self._valid_until = 0
+        self.unparsed = 0
+        self.rewritten = 0
+        self.set_rules(list(rules))
+
+    def set_rules(self, rules: list[Rule]) -> None:
+        old = {r.id: r for r in self.rules}
+        for r in rules:
+            if r.id in old and old[r.id] is not r:
+                r.inherit(old[r.id])
+        self.rules = rules
+        self.timed = any(r.timed for r in rules)
+        if self.timed:
+            self._valid_from = self._valid_until = 0  # empty span: the next judge() selects the active rules
+            self.drop_rules, self.release_rules = [], []
+        else:
+            self._select(None)
+
+    def _select(self, now_ns: int | None) -> None:
+        """The rules active at now_ns (every rule if None), and the span of instants around now_ns in which that set
+        stays the same: [the last window boundary <= now_ns, the next one > now_ns)."""
+        active = self.rules if now_ns is None else [r for r in self.rules if r.active(now_ns)]
+        self.drop_rules = [r for r in active if r.kind == DROP]
+        self.release_rules = [r for r in active if r.kind != DROP]
+        if now_ns is None:
+            return
+        lo, hi = -(1 << 127), 1 << 127
+        for r in self.rules:
+            for edge in (r.active_from, r.active_until):
+                if edge is None:
+                    continue
+                if edge <= now_ns:
+                    lo = max(lo, edge)
+                else:
+                    hi = min(hi, edge)
+        self._valid_from, self._valid_until = lo, hi
+
+    def active_rules(self, now_ns: int | None = None) -> list[Rule]:
+        """The rules that act at now_ns (default: now), in list order."""
+        if now_ns is None:
+            now_ns = time.monotonic_ns()
+        return [r for r in self.rules if r.active(now_ns)]
+
+    def _parse(self, pkt: bytes) -> tuple[int, list[Span]] | None:
+        """The datagram's head length and message spans, or None (counted as unparsed: it passes untouched)."""
+        parsed = parse_udp(pkt)
+        if parsed is None:
+            self.unparsed += 1
+        return parsed
+
+    def judge(self, pkt: bytes, now_ns: int | None = None) -> Judgement:
+        """The verdict on one IPv4 packet by the rules active at now_ns (CLOCK_MONOTONIC ns; None: now, read only if
+        some rule has a window). The active set is recomputed only when now_ns leaves the span it was computed for."""
+        if self.timed:
+            if now_ns is None:
+                now_ns = time.monotonic_ns()
+            if not self._valid_from <= now_ns < self._valid_until:
+                self._select(now_ns)
+        if not self.drop_rules and not self.release_rules:
+            return _ACCEPTED
+        if len(pkt) < 20 or pkt[0] >> 4 != 4:
+            self.unparsed += 1
+            return _ACCEPTED
+        src = pkt[12:16]
+        parsed: tuple[int, list[Span]] | None = None
+        tried = False
+        kept: list[Span] | None = None
+        changed = False
+        for r in self.drop_rules:
+            if r.sources and src not in r.sources:
+                continue
+            if r.type_key < 0:
+                r.matched += 1
+                if r.fires():
+                    r.dropped += 1
+                    r.spend()
+                    return _DROPPED
+                continue
+            if not tried:
+                tried, parsed = True, self._parse(pkt)
+                kept = parsed[1] if parsed is not None else None
+            if kept is None:
+                continue
+            new_kept = []
+            for sp in kept:
+                if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
+                    r.matched += 1
+                    if r.fires():
+                        r.dropped += 1
+                        r.spend()
+                        changed = True
+                        continue
+                new_kept.append(sp)
+            kept = new_kept
+            if not kept:
+                return _DROPPED
+        out: bytes | None = None
+        if changed:
+            assert parsed is not None and kept is not None
+            out = rebuild(pkt, parsed[0], kept)
+            self.rewritten += 1
+        for r in self.release_rules:
+            if r.sources and src not in r.sources:
+                continue
+            hit = False
+            if r.type_key < 0:
+                r.matched += 1
+                hit = r.fires()
+            else:
+                if not tried:
+                    tried, parsed = True, self._parse(pkt)
+                    kept = parsed[1] if parsed is not None else None
+                if kept is None:
+                    continue
+                for sp in kept:
+                    if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
+                        r.matched += 1
+                        if not hit and r.fires():
+                            hit = True
+            if not hit:
+                continue
+            r.spend()
+            kind = r.kind
+            if kind == DELAY:
+                r.delayed += 1
+                d = r.delay_ms
+                if r.jitter_ms:
+                    d += r.rng.uniform(-r.jitter_ms, r.jitter_ms)
+                return (DELAY, out, max(d, 0.0) / 1000.0)
+            if kind == DUPLICATE:
+                r.duplicated += 1
+            else:
+                r.reordered += 1
+            return (kind, out, 0.0)
+        return (ACCEPT, out, 0.0)
+
+    def rule_stats(self) -> dict[str, dict[str, int]]:
+        return {r.id: r.stats() for r in self.rules}
