@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from node import units
 
 # The verdict's order: SCENARIO.md's checks, the runner's timeout, then the bounds (off unless a scenario sets them).
 CHECKS = (
@@ -22,24 +23,15 @@ CORE_CHECKS = CHECKS[:5]  # always configured (on or off): a column each in the 
 BOUND_CHECKS = ("delivered_within", "control_per_heal")  # a column only where some run configures them
 DEFAULT_VIEWS_BOUND = 10.0  # seconds, when views_converge = true or the scenario does not say
 DEFAULT_DELIVERY_BOUND = 10.0  # seconds, when delivered_within = true
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
 
 class InputError(Exception):
     """Unreadable input (exit code 2); the message says what and where."""
 
 
-def parse_duration(value: object, where: str = "duration") -> float:
-    """Seconds from "10s", "200ms", "1.5m", "5us" or a bare number of seconds."""
-    if isinstance(value, bool):
-        raise InputError(f"{where}: expected a duration, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    m = _DURATION.match(str(value))
-    if not m or m.group(2) not in _UNITS | {"": 1.0}:
-        raise InputError(f"{where}: not a duration: {value!r} (use e.g. '10s' or '200ms')")
-    return float(m.group(1)) * (_UNITS[m.group(2)] if m.group(2) else 1.0)
+def parse_duration(value: object, where: str | None = None) -> float:
+    """node/units.py's durations, its errors as InputError."""
+    return units.parse_duration(value, where, non_negative=True, error=InputError)
 
 
 @dataclass(frozen=True)

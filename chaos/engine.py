@@ -34,6 +34,7 @@ from chaos import kernel, netem
 from chaos.nfqueue import HandlerClient, HandlerProcess, HandlerStartError, default_max_len
 from chaos.rules import RuleError, parse_match
 from node.jsonl import PeerClosed
+from node.units import parse_duration
 
 LINK_FAULTS = ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard")
 SHAPING = ("delay", "reorder", "duplicate")
@@ -473,18 +474,7 @@ def member_list_of(value: Any, names: list[str], what: str) -> list[str]:
 
 
 def _seconds(value: Any, what: str) -> float:
-    from node.protocols.base import parse_duration
-
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        try:
-            seconds = parse_duration(str(value))
-        except ValueError as e:
-            raise ChaosError(f"{what}: {e}") from None
-    if seconds < 0:
-        raise ChaosError(f"{what}: must not be negative")
-    return seconds
+    return parse_duration(value, what, non_negative=True, error=ChaosError)
 
 
 def _merge_shaping(s: netem.Shaping, f: dict[str, Any]) -> netem.Shaping:

@@ -18,12 +18,11 @@ every machine, and `describe()` prints it.
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from node.protocols.base import parse_duration
+from node.units import parse_duration
 
 FLAPS = 4  # cuts per round of the `flapping` nemesis; each lasts duration / (2 * FLAPS), then the link is up as long
 
@@ -245,15 +244,7 @@ def _secs(x: float) -> str:
 
 
 def _seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool):
-        raise NemesisError(key, f"not a duration: {value!r}")
-    try:
-        s = parse_duration(value)
-    except ValueError as e:
-        raise NemesisError(key, str(e)) from None
-    if not math.isfinite(s) or s < 0:
-        raise NemesisError(key, f"must be a finite, non-negative duration, not {value!r}")
-    return s
+    return parse_duration(value, non_negative=True, error=lambda reason: NemesisError(key, reason))
 
 
 def _names(value: Any) -> str:

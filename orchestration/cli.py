@@ -13,8 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from node.protocols.base import parse_duration
 from node.stack import STACKS
+from node.units import parse_duration
 
 # Not on a terminal (logs, CI, pipes): wide enough that tables are not truncated.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -29,10 +29,7 @@ def _fraction(value: str) -> float:
 
 
 def _duration(value: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
+    return parse_duration(value, non_negative=True, error=click.BadParameter)
 
 
 def parse_set(values: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:

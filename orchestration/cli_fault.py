@@ -17,7 +17,7 @@ import click
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
-from node.protocols.base import parse_duration
+from node.units import parse_duration
 from orchestration.cli import _attach, _duration, _fraction, console, main
 
 _CLUSTER = click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")

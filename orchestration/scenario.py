@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.protocols.base import parse_duration
+from node.units import parse_duration
 
 FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
     # kind: (required keys, optional keys) besides `at` and `kind`
@@ -116,12 +116,7 @@ def _need(cond: bool, path: str, reason: str) -> None:
 
 
 def _duration(value: Any, path: str) -> float:
-    try:
-        d = parse_duration(value)
-    except ValueError as e:
-        raise ScenarioError(f"{path}: {e}") from None
-    _need(d >= 0, path, "must not be negative")
-    return d
+    return parse_duration(value, path, non_negative=True, error=ScenarioError)
 
 
 def _int(value: Any, path: str, minimum: int = 0) -> int:

@@ -1,4 +1,4 @@
-"""Small pieces without Spark: durations and [checks], verdict order, reading odd histories, liveness."""
+"""Small pieces without Spark: durations as InputError, [checks], verdict order, reading odd histories, liveness."""
 
 from __future__ import annotations
 
@@ -15,17 +15,13 @@ from analysis.verdict import Violation, sort_violations, verdict_doc
 from tests.analysis.helpers import write_lines
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("10s", 10), ("200ms", 0.2), ("5us", 5e-6), ("1.5m", 90), (3, 3), ("250 ms", 0.25)]
-)
-def test_durations(text: object, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["ten seconds", "5 parsecs", True, ""])
-def test_bad_durations(text: object) -> None:
-    with pytest.raises(InputError):
-        parse_duration(text)
+def test_durations_are_node_units_with_input_errors() -> None:
+    """analysis.config.parse_duration is node/units.py's parser (every form: tests/unit/test_durations.py) raising
+    InputError (exit code 2) with the field it came from."""
+    assert parse_duration("250 ms") == pytest.approx(0.25)
+    for bad in ("ten seconds", True, "", "-1s"):
+        with pytest.raises(InputError, match=r"^checks\.views_converge: "):
+            parse_duration(bad, "checks.views_converge")
 
 
 def test_checks_from_scenario(tmp_path: Path) -> None:

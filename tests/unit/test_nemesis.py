@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chaos.nemesis import FLAPS, KINDS, MIN_MEMBERS, NemesisError, derive_seed, describe, schedule
-from node.protocols.base import parse_duration
+from node.units import parse_duration
 from orchestration.scenario import Fault, parse
 
 START, INTERVAL, DURATION = 1.0, 2.0, 1.5

@@ -213,7 +213,10 @@ def test_nemesis_through_load_with_overrides(tmp_path: Path) -> None:
         ({"kind": "bridge", "interval": "1s", "for": "2s"}, r"nemesis\[0\]\.for: must be shorter than interval"),
         ({"kind": "bridge", "interval": "1s", "for": "0s"}, r"nemesis\[0\]\.for: must be > 0"),
         ({"kind": "bridge", "interval": "often", "for": "1s"}, r"nemesis\[0\]\.interval: not a duration"),
-        ({"kind": "bridge", "interval": "2s", "for": "1s", "start": "-1s"}, r"nemesis\[0\]\.start: must not be neg"),
+        (
+            {"kind": "bridge", "interval": "2s", "for": "1s", "start": "-1s"},
+            r"nemesis\[0\]\.start: must be a finite, non-negative",
+        ),
         ({"kind": "bridge", "interval": "2s", "for": "1s", "rounds": 0}, r"nemesis\[0\]\.rounds: must be >= 1"),
         ({"kind": "bridge", "interval": "2s", "for": "1s", "seed": "x"}, r"nemesis\[0\]\.seed: must be an integer"),
         ({"kind": "bridge", "interval": "2s", "for": "1s", "at": "1s"}, r"nemesis\[0\]\.at: unknown key; a nemesis"),
