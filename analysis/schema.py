@@ -40,28 +40,22 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from analysis.config import InputError
+from node import history_format
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 SCHEMA_VERSION = 2  # the cache's layout: a new column makes old caches stale
+_ARROW_OF = {
+    "int": pa.int64(),
+    "str": pa.string(),
+    "id": pa.string(),
+    "bool": pa.bool_(),
+    "list[str]": pa.list_(pa.string()),
+}
+# The columns: the fields the checker reads, typed by the one table of the format (node/history_format.py).
 HISTORY_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("t", pa.int64()),
-    ("member", pa.string()),
-    ("event", pa.string()),
-    ("kind", pa.string()),
-    ("sender", pa.string()),
-    ("dest", pa.string()),
-    ("dest_address", pa.string()),
-    ("conn_id", pa.string()),
-    ("seqno", pa.int64()),
-    ("msg_id", pa.string()),
-    ("size", pa.int64()),
-    ("view_id", pa.string()),
-    ("members", pa.list_(pa.string())),
-    ("merge", pa.bool_()),
-    ("peer", pa.string()),
-    ("state", pa.string()),
+    (name, _ARROW_OF[history_format.MEMBER_FIELDS[name].type]) for name in history_format.CHECKER_COLUMNS
 ]
 REQUIRED = ("t", "member", "event")
 EVENTS_ARROW = pa.schema([("run", pa.string()), *HISTORY_FIELDS, ("pos", pa.int64())])
