@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.config import CheckConfig, InputError, parse_duration
-from node.address import incarnation_of, name_of
+from node.wire import incarnation_of, name_of
 
 NEVER = 1 << 62  # "no end": a fault still in force
 LASTING = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard", "link"}

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.address import make_address
+from node.wire import make_address
 
 T0 = 1_000_000_000  # ns; the first round
 ROUND = 100_000  # ns between workload rounds

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 
 from bench.common import median_time, report
-from node.protocols.base import Outbox
+from node.protocols.base import Effects
 from node.protocols.unicast3 import Unicast3, Unicast3Props
 from node.stack import build_stack
 
 
 def protocol_only(n: int, batch: int) -> None:
     a, b = Unicast3("A", Unicast3Props(ack_threshold=batch)), Unicast3("B", Unicast3Props(ack_threshold=batch))
-    out_a, out_b = Outbox(), Outbox()
+    out_a, out_b = Effects(), Effects()
     now = 0.0
     for _ in range(n // batch):
         for _ in range(batch):

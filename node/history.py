@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from node.address import name_of
 from node.payload import msg_id_of
+from node.protocols.base import Deliver, Event
+from node.wire import name_of
 
 encode: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 """The one encoder of history lines (and of faults.jsonl lines): compact, UTF-8, keys in insertion order."""
@@ -128,8 +129,8 @@ class HistoryWriter:
             size=size,
         )
 
-    def delivered(self, d: Any) -> str | None:
-        """This member delivered `d` (a node.protocols.base.Delivery from the stack's output); returns its msg_id."""
+    def delivered(self, d: Deliver) -> str | None:
+        """This member delivered `d` (from the stack's output); returns its msg_id."""
         msg_id = msg_id_of(d.payload)
         self.event(
             "deliver",
@@ -144,14 +145,15 @@ class HistoryWriter:
         )
         return msg_id
 
-    def protocol_events(self, events: Iterable[dict[str, Any]]) -> None:
-        """The events the stack's protocols emitted (view, conn, xmit, ...; each a dict with `event`), with a peer
-        address turned into the peer's name. The dicts are consumed (changed in place)."""
+    def protocol_events(self, events: Iterable[Event]) -> None:
+        """The events the stack's protocols emitted (view, conn, xmit, ...), with a peer address turned into the
+        peer's name. The events' fields are consumed (changed in place)."""
         for e in events:
-            peer = e.get("peer")
+            fields = e.fields
+            peer = fields.get("peer")
             if isinstance(peer, str):
-                e["peer"] = name_of(peer)
-            self.event(e.pop("event"), **e)
+                fields["peer"] = name_of(peer)
+            self.event(e.kind, **fields)
 
     def stop(self, counters: dict[str, Any]) -> None:
         """The member ends gracefully (its last event): its counters, per protocol."""

@@ -20,10 +20,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.address import make_address, name_of
 from node.history import HistoryWriter
 from node.payload import make_msg_id, make_payload
 from node.stack import Stack, build_stack
+from node.wire import make_address, name_of
 from node.workload import POLL, Workload
 
 RECV_BUFFER = 4 * 1024 * 1024
@@ -141,7 +141,7 @@ class Member:
         if self.stopped.is_set():
             return
         mcast = self.stack.multicast_protocol
-        if mcast is not None and hasattr(mcast, "close"):
+        if mcast is not None:
             mcast.close()
         self.history.stop(self.counters())
         self.history.close()

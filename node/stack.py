@@ -8,12 +8,33 @@ protocol), and datagrams out (a protocol's sends bundled per destination, severa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from node import wire
-from node.address import make_address, name_of
-from node.protocols.base import Delivery, Outbox
+from node.protocols.base import (
+    BuildContext,
+    Deliver,
+    Effects,
+    Event,
+    FailureDetector,
+    Layer,
+    MembershipLayer,
+    MulticastLayer,
+    Properties,
+    Send,
+    StabilityLayer,
+    UnicastLayer,
+)
+from node.protocols.fd import Fd
+from node.protocols.gms import Gms
+from node.protocols.mcast import Mcast
+from node.protocols.merge import Merge
+from node.protocols.nakack2 import Nakack2
+from node.protocols.stable import Stable
+from node.protocols.unicast2 import Unicast2
+from node.protocols.unicast3 import Unicast3
+from node.wire import Message, View, make_address, name_of
 
 MAX_DATAGRAM_SIZE = 60_000  # below the 65,507-byte UDP limit, leaving room for headers
 
@@ -29,87 +50,9 @@ STACK_COUNTERS = (
     "multicasts_held",
 )
 
-
-class Output(NamedTuple):
-    datagrams: list[tuple[str | None, bytes]]  # (dest address or None for multicast, bytes)
-    delivers: list[Delivery]
-    events: list[dict[str, Any]]
-
-
-class _BuildContext:
-    """What factories may need besides the address and their properties: earlier protocols of the stack."""
-
-    def __init__(self, conn_id_start: int, seed: int | None) -> None:
-        self.conn_id_start = conn_id_start
-        self.seed = seed
-        self.multicast: Any = None
-
-
-def _props(p: Any, values: Mapping[str, Any]) -> Any:
-    p.update(dict(values))
-    return p
-
-
-def _unicast3(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.unicast3 import Unicast3, Unicast3Props
-
-    return Unicast3(local, _props(Unicast3Props(), props), conn_id_start=ctx.conn_id_start)
-
-
-def _unicast2(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.unicast2 import Unicast2, Unicast2Props
-
-    return Unicast2(local, _props(Unicast2Props(), props), conn_id_start=ctx.conn_id_start)
-
-
-def _nakack2(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.nakack2 import Nakack2, Nakack2Props
-
-    return Nakack2(local, _props(Nakack2Props(), props))
-
-
-def _mcast(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.mcast import Mcast, McastProps
-
-    return Mcast(local, _props(McastProps(), props))
-
-
-def _stable(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.stable import Stable, StableProps
-
-    if ctx.multicast is None:
-        raise ValueError("stable needs a multicast protocol below it (nakack2)")
-    return Stable(local, ctx.multicast, _props(StableProps(), props))
-
-
-def _gms(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.gms import Gms, GmsProps
-
-    return Gms(local, _props(GmsProps(), props))
-
-
-def _fd(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.fd import Fd, FdProps
-
-    return Fd(local, _props(FdProps(), props))
-
-
-def _merge(local: str, props: Mapping[str, Any], ctx: _BuildContext) -> Any:
-    from node.protocols.merge import Merge, Merge3Props
-
-    return Merge(local, _props(Merge3Props(), props), seed=ctx.seed)
-
-
-# protocol name -> factory(local address, its properties, build context)
-PROTOCOLS: dict[str, Callable[[str, Mapping[str, Any], _BuildContext], Any]] = {
-    "unicast3": _unicast3,
-    "unicast2": _unicast2,
-    "nakack2": _nakack2,
-    "mcast": _mcast,
-    "stable": _stable,
-    "gms": _gms,
-    "fd": _fd,
-    "merge": _merge,
+# protocol name -> its layer class (each builds itself from its properties and a BuildContext: Layer.create)
+PROTOCOLS: dict[str, type[Layer[Properties]]] = {
+    cls.NAME: cls for cls in (Unicast3, Unicast2, Nakack2, Mcast, Stable, Gms, Fd, Merge)
 }
 
 MEMBERSHIP = ("gms", "fd", "merge")
@@ -129,24 +72,56 @@ def has_membership(stack: str) -> bool:
     return "gms" in STACKS.get(stack, ())
 
 
+class Output(NamedTuple):
+    """What `Stack.drain` hands its driver."""
+
+    datagrams: list[tuple[str | None, bytes]]  # (dest address or None for multicast, bytes)
+    delivers: list[Deliver]
+    events: list[Event]
+
+
+class LayerRoutes:
+    """The stack's routes for its membership layer (base.StackRoutes): a view goes to every other layer, bottom
+    first; liveness comes from the failure detector; leaving stops every other layer."""
+
+    __slots__ = ("liveness", "others")
+
+    def __init__(self) -> None:
+        self.others: list[Layer[Properties]] = []
+        self.liveness: FailureDetector[Properties] | None = None
+
+    def wire(self, layers: list[Layer[Properties]]) -> None:
+        """The stack's layers, once built (GMS is built before the layers above it)."""
+        self.others = [p for p in layers if not isinstance(p, MembershipLayer)]
+        self.liveness = next((p for p in layers if isinstance(p, FailureDetector)), None)
+
+    def install_view(self, view: View, now: float, out: Effects) -> None:
+        for layer in self.others:
+            layer.install_view(view, now, out)
+
+    def alive(self, member: str, now: float) -> bool:
+        return self.liveness is None or self.liveness.alive(member, now)
+
+    def member_left(self) -> None:
+        for layer in self.others:
+            layer.stop()
+
+
 class Stack:
     """One member's stack. Not thread-safe: one driver calls it.
 
-    `protocols` are the stack's sans-IO protocols, bottom first. The stack knows three roles by protocol name:
-    the unicast protocol (unicast3 | unicast2, required), the multicast protocol (nakack2 | mcast, optional) and
-    membership (gms, optional); protocols that need each other get references when the stack is built
-    (`build_stack`): GMS installs views in the others, FD reports suspicions to GMS, MERGE starts merges in GMS,
-    STABLE hands stability digests to NAKACK2. Every protocol appends to the one shared Outbox, so their sends,
-    deliveries and history events come out of `drain()` together, in the order they happened.
+    `protocols` are the stack's layers, bottom first. The stack knows them by the roles they declare (their base
+    classes in node/protocols/base.py): exactly one UnicastLayer, at most one MulticastLayer, at most one
+    MembershipLayer (GMS) and one StabilityLayer (STABLE). Layers that need each other were given their
+    collaborators when the stack was built (`build_stack`); GMS reaches the others through the stack's routes
+    (`LayerRoutes`). Every layer appends to the one shared Effects, so their sends, deliveries and history events
+    come out of `drain()` together, each kind in the order it happened.
     """
-
-    UNICAST = ("unicast3", "unicast2")
-    MULTICAST = ("nakack2", "mcast")
 
     def __init__(
         self,
         local: str,
-        protocols: list[Any] | Any,
+        protocols: list[Layer[Properties]] | Layer[Properties],
         *,
         cluster: str = "chaosbed",
         max_datagram_size: int = MAX_DATAGRAM_SIZE,
@@ -154,29 +129,31 @@ class Stack:
         protos = protocols if isinstance(protocols, list) else [protocols]
         self.local = local
         self.cluster = cluster
-        self.protocols: dict[int, Any] = {}
-        self.by_name: dict[str, Any] = {}
+        self.protocols: dict[int, Layer[Properties]] = {}  # wire protocol id -> its layer (incoming batches)
+        self.by_name: dict[str, Layer[Properties]] = {}
         for proto in protos:
             proto_id = wire.PROTOCOL_IDS[proto.PROTOCOL]
             if proto_id in self.protocols:
                 raise ValueError(f"protocol {proto.PROTOCOL} twice in one stack")
             self.protocols[proto_id] = proto
             self.by_name[proto.NAME] = proto
-        unicast = [p for p in protos if p.NAME in self.UNICAST]
+        unicast = [p for p in protos if isinstance(p, UnicastLayer)]
         if len(unicast) != 1:
-            raise ValueError(f"a stack has exactly one unicast protocol ({' | '.join(self.UNICAST)})")
-        self.unicast = unicast[0]
-        multicast = [p for p in protos if p.NAME in self.MULTICAST]
+            raise ValueError(f"a stack has exactly one unicast protocol ({' | '.join(_names(UnicastLayer))})")
+        self.unicast: UnicastLayer[Properties] = unicast[0]
+        multicast = [p for p in protos if isinstance(p, MulticastLayer)]
         if len(multicast) > 1:
-            raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(self.MULTICAST)})")
-        self.multicast_protocol = multicast[0] if multicast else None
-        self.gms = self.by_name.get("gms")
-        self.stable = self.by_name.get("stable")
+            raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(_names(MulticastLayer))})")
+        self.multicast_protocol: MulticastLayer[Properties] | None = multicast[0] if multicast else None
+        self.gms: MembershipLayer[Properties] | None = next((p for p in protos if isinstance(p, MembershipLayer)), None)
+        self.stable: StabilityLayer[Properties] | None = next(
+            (p for p in protos if isinstance(p, StabilityLayer)), None
+        )
         self._left = False
         self._held: list[bytes] = []  # multicasts held back during a merge handshake
         self._next_seqno = 1  # the seqno the multicast protocol gives the next multicast
         self.max_datagram_size = max_datagram_size
-        self.out = Outbox()
+        self.out = Effects()
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
         self.last_error: str | None = None
 
@@ -201,7 +178,8 @@ class Stack:
 
     def _multicast_now(self, payload: bytes, now: float) -> int:
         mark = len(self.out.delivers)
-        seqno = int(self.multicast_protocol.multicast(payload, now, self.out))
+        assert self.multicast_protocol is not None
+        seqno = self.multicast_protocol.multicast(payload, now, self.out)
         self._next_seqno = seqno + 1
         self._note_delivered(mark)
         return seqno
@@ -225,8 +203,8 @@ class Stack:
     # --- membership -----------------------------------------------------------------------------------------------
 
     @property
-    def view(self) -> Any:
-        """The installed view (node.wire.View), or None without membership or before joining."""
+    def view(self) -> View | None:
+        """The installed view, or None without membership or before joining."""
         return self.gms.view if self.gms is not None else None
 
     def leave(self, now: float) -> None:
@@ -256,7 +234,7 @@ class Stack:
         if dgram.dest and dgram.dest != self.local:
             self.c["wrong_dest"] += 1  # e.g. addressed to an earlier incarnation of this member
             return False
-        batches: dict[int, list[Any]] = {}
+        batches: dict[int, list[Message]] = {}
         for m in dgram.messages:
             batches.setdefault(m.PROTO_ID, []).append(m)
         mark = len(self.out.delivers)
@@ -286,18 +264,18 @@ class Stack:
         out = self.out
         datagrams = self._bundle(out.sends) if out.sends else []
         result = Output(datagrams, out.delivers, out.events)
-        self.out = Outbox()
+        self.out = Effects()
         return result
 
-    def _bundle(self, sends: list[tuple[str | None, Any]]) -> list[tuple[str | None, bytes]]:
+    def _bundle(self, sends: list[Send]) -> list[tuple[str | None, bytes]]:
         # Group by destination, keeping each destination's order (FIFO on the wire as the protocol sent them).
-        per_dest: dict[str | None, list[Any]] = {}
+        per_dest: dict[str | None, list[Message]] = {}
         for dest, msg in sends:
             per_dest.setdefault(dest, []).append(msg)
         datagrams: list[tuple[str | None, bytes]] = []
         for dest, msgs in per_dest.items():
             budget = self.max_datagram_size - wire.datagram_overhead(self.cluster, self.local, dest)
-            batch: list[Any] = []
+            batch: list[Message] = []
             size = 0
             for m in msgs:
                 n = wire.message_size(m)
@@ -313,7 +291,7 @@ class Stack:
 
     # --- management -----------------------------------------------------------------------------------------------
 
-    def set_property(self, protocol: str, name: str, value: Any) -> None:
+    def set_property(self, protocol: str, name: str, value: object) -> None:
         proto = self.by_name.get(protocol)
         if proto is None:
             raise ValueError(f"no protocol {protocol!r} in this stack; it has: {', '.join(self.by_name)}")
@@ -339,7 +317,7 @@ class Stack:
 
     def unacked_by_peer(self) -> dict[str, int]:
         """Peer name -> unicasts sent to it and not acknowledged yet (peers with none are left out)."""
-        return {name_of(peer): len(entry.table) for peer, entry in self.unicast.send_table.items() if len(entry.table)}
+        return {name_of(peer): n for peer, n in self.unicast.unacked_by_peer().items() if n}
 
     def waiting_on(self) -> dict[str, int]:
         """Peer address -> messages this member waits for with that peer: unicasts sent to it and not acknowledged,
@@ -353,14 +331,14 @@ class Stack:
                 out[peer] = out.get(peer, 0) + n
 
         mcast = self.multicast_protocol
-        add(self.local, len(self._held) + (mcast.pending() if hasattr(mcast, "pending") else 0))
-
-        for peer, entry in self.unicast.send_table.items():
-            add(peer, len(entry.table))
-        for peer, entry in self.unicast.recv_table.items():
-            add(peer, entry.table.num_missing())
-        for peer, w in getattr(mcast, "windows", {}).items():
-            add(peer, w.num_missing() if hasattr(w, "num_missing") else w.table.num_missing())
+        add(self.local, len(self._held) + (mcast.pending() if mcast is not None else 0))
+        for peer, n in self.unicast.unacked_by_peer().items():
+            add(peer, n)
+        for peer, n in self.unicast.missing_by_peer().items():
+            add(peer, n)
+        if mcast is not None:
+            for peer, n in mcast.missing_by_sender().items():
+                add(peer, n)
         return out
 
     def multicast_heard(self) -> dict[str, int]:
@@ -368,15 +346,19 @@ class Stack:
         it sent ({} without a multicast protocol). A lost tail (no later message reveals the gap) is not in
         `waiting_on`; the orchestrator finds it by comparing what the members of a view heard with what each sent."""
         mcast = self.multicast_protocol
-        if mcast is None or not hasattr(mcast, "digest"):
+        if mcast is None:
             return {}
         return {member: hr for member, (_, hr) in mcast.digest().items()}
+
+
+def _names(role: type[Layer[Properties]]) -> list[str]:
+    return [name for name, cls in PROTOCOLS.items() if issubclass(cls, role)]
 
 
 def build_stack(
     local: str,
     stack: str = "unicast3",
-    properties: Mapping[str, Mapping[str, Any]] | None = None,
+    properties: Mapping[str, Mapping[str, object]] | None = None,
     *,
     cluster: str = "chaosbed",
     conn_id_start: int = 1,
@@ -385,33 +367,24 @@ def build_stack(
     """A stack by name (see STACKS) with per-protocol properties, e.g. {"unicast3": {"xmit_interval": "200ms"}}.
 
     `seed` drives the protocols' randomised timers (MERGE's INFO jitter): a simulator passes one from its seeded
-    generator so that runs replay; None derives it from the address.
+    generator so that runs replay; None derives it from the address. Layers are built bottom first; each is given
+    the layers below it that it needs (BuildContext), and GMS the stack's routes to the others.
     """
     if stack not in STACKS:
         raise ValueError(f"unknown stack {stack!r}; known: {', '.join(sorted(STACKS))}")
     properties = properties or {}
-    names = STACKS[stack]
     # properties of known protocols this stack lacks are ignored (one property set serves several stacks)
     unknown = set(properties) - set(PROTOCOLS) - {stack}
     if unknown:
         raise ValueError(
             f"properties for unknown protocols: {', '.join(sorted(unknown))}; known: {', '.join(PROTOCOLS)}"
         )
-    ctx = _BuildContext(conn_id_start, seed)
-    protocols: dict[str, Any] = {}
-    for name in names:
-        proto = PROTOCOLS[name](local, properties.get(name, {}), ctx)
-        protocols[name] = proto
-        if name in Stack.MULTICAST:
-            ctx.multicast = proto
-    gms = protocols.get("gms")
-    if gms is not None:
-        unicast = next(p for n, p in protocols.items() if n in Stack.UNICAST)
-        gms.attach(
-            unicast=unicast,
-            multicast=ctx.multicast,
-            stable=protocols.get("stable"),
-            fd=protocols.get("fd"),
-            merge=protocols.get("merge"),
-        )
-    return Stack(local, list(protocols.values()), cluster=cluster)
+    routes = LayerRoutes()
+    ctx = BuildContext(conn_id_start, seed, routes)
+    layers: list[Layer[Properties]] = []
+    for name in STACKS[stack]:
+        layer = PROTOCOLS[name].create(local, properties.get(name, {}), ctx)
+        ctx.add(layer)
+        layers.append(layer)
+    routes.wire(layers)
+    return Stack(local, layers, cluster=cluster)

@@ -9,7 +9,7 @@ Datagram (all integers big-endian)::
     version  u8   WIRE_VERSION
     flags    u8   bit 0: multicast (dest is empty)
     cluster  str  u8 length + UTF-8
-    src      str  u8 length + UTF-8 (a member address, see node/address.py)
+    src      str  u8 length + UTF-8 (a member address, see `make_address`)
     dest     str  u8 length + UTF-8 (empty for multicast)
     count    u16  number of messages that follow (a message batch)
     messages count x message
@@ -24,6 +24,12 @@ Message::
 
 A decoded message is an instance of its header type's class: a named tuple of the header's fields plus a last
 field `payload`. Malformed input raises `WireError` and nothing else.
+
+Member addresses are strings: the member's name for its first incarnation ("B") and name/incarnation after a restart
+("B/2"). A restarted member is a new address, as a new UUID is in JGroups: no protocol state of the old incarnation
+(conn-ids, timestamps, seqnos) applies to it. The network routes by name; a stack drops datagrams addressed to an
+older incarnation of itself. The helpers for them are here, in the lowest layer, so that protocols, the stack, the
+orchestrator and the checker share them.
 """
 
 from __future__ import annotations
@@ -104,6 +110,29 @@ HEADER_TABLE: list[tuple[str, str, int, list[tuple[str, str]]]] = [
 ]
 
 
+# A decoded message: an instance of a header class made from HEADER_TABLE (`header_class`), i.e. a named tuple of
+# the header's fields and its payload, with the class attributes PROTOCOL, NAME, PROTO_ID and TYPE_ID.
+Message = tuple
+
+
+# --- addresses -----------------------------------------------------------------------------------------------------
+
+
+def make_address(name: str, incarnation: int = 1) -> str:
+    if not name or "/" in name:
+        raise ValueError(f"a member name is non-empty and has no '/': {name!r}")
+    return name if incarnation <= 1 else f"{name}/{incarnation}"
+
+
+def name_of(address: str) -> str:
+    return address.split("/", 1)[0]
+
+
+def incarnation_of(address: str) -> int:
+    _, _, inc = address.partition("/")
+    return int(inc) if inc else 1
+
+
 class WireError(ValueError):
     """A datagram or message that cannot be decoded. The only exception decoding raises."""
 
@@ -168,7 +197,7 @@ SPECS_BY_IDS, SPECS = _build_specs()
 _SPEC_BY_CLASS: dict[type, HeaderSpec] = {s.cls: s for s in SPECS.values()}
 
 
-def header_class(protocol: str, name: str) -> Any:
+def header_class(protocol: str, name: str) -> Any:  # Any: its fields are the table's, made at import
     """The message class of `protocol.name`, e.g. header_class("UNICAST3", "ACK")."""
     try:
         return SPECS[f"{protocol}.{name}"].cls
@@ -176,7 +205,7 @@ def header_class(protocol: str, name: str) -> Any:
         raise KeyError(f"unknown header {protocol}.{name}; known: {', '.join(sorted(SPECS))}") from None
 
 
-def spec_of(msg: Any) -> HeaderSpec:
+def spec_of(msg: Message) -> HeaderSpec:
     return _SPEC_BY_CLASS[type(msg)]
 
 
@@ -371,7 +400,7 @@ _DECODERS: dict[str, Callable[[bytes | memoryview, int], tuple[Any, int]]] = {
 # --- messages ------------------------------------------------------------------------------------------------------
 
 
-def encode_message(msg: Any, out: list[bytes]) -> None:
+def encode_message(msg: Message, out: list[bytes]) -> None:
     """Appends the encoding of one message to `out`."""
     spec = _SPEC_BY_CLASS.get(type(msg))
     if spec is None:
@@ -388,7 +417,7 @@ def encode_message(msg: Any, out: list[bytes]) -> None:
     out.append(payload)
 
 
-def decode_message(data: bytes | memoryview, pos: int) -> tuple[Any, int]:
+def decode_message(data: bytes | memoryview, pos: int) -> tuple[Message, int]:
     """Decodes one message at `pos`; returns it and the position after it."""
     if pos + 2 > len(data):
         raise WireError("truncated message header")
@@ -422,14 +451,14 @@ class Datagram(NamedTuple):
     cluster: str
     src: str
     dest: str  # "" for multicast
-    messages: list[Any]
+    messages: list[Message]
 
     @property
     def multicast(self) -> bool:
         return not self.dest
 
 
-def encode_datagram(cluster: str, src: str, dest: str | None, messages: Iterable[Any]) -> bytes:
+def encode_datagram(cluster: str, src: str, dest: str | None, messages: Iterable[Message]) -> bytes:
     """One datagram carrying a batch of messages; dest None or "" means multicast."""
     msgs = list(messages)
     if not msgs or len(msgs) > 0xFFFF:
@@ -444,7 +473,7 @@ def encode_datagram(cluster: str, src: str, dest: str | None, messages: Iterable
     return b"".join(out)
 
 
-def message_size(msg: Any) -> int:
+def message_size(msg: Message) -> int:
     """Encoded size of one message (for bundling datagrams under a size limit)."""
     spec = _SPEC_BY_CLASS.get(type(msg))
     if spec is not None and not spec.variable:

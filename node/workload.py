@@ -24,7 +24,10 @@ Standard library only.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from node.stack import Stack
 
 KINDS = ("unicast", "multicast")
 BURST = 200  # messages per burst without a rate
@@ -120,16 +123,16 @@ class Workload:
                 self.progress["done"] = True
         return n
 
-    def due_on(self, stack: Any, now: float, dest_address: str | None = None) -> int:
+    def due_on(self, stack: Stack, now: float, dest_address: str | None = None) -> int:
         """`due` with the flow control read from a node.stack.Stack (`dest_address`: the destination's current
         address, for unicast)."""
         if self.rate is not None or self.done:
             return self.due(now)
         if self.kind == "unicast":
-            entry = stack.unicast.send_table.get(dest_address)
-            return self.due(now, unacked=len(entry.table) if entry is not None else 0)
+            assert dest_address is not None
+            return self.due(now, unacked=stack.unicast.unacked(dest_address))
         mcast = stack.multicast_protocol
-        return self.due(now, blocked=bool(getattr(mcast, "blocked", False)))
+        return self.due(now, blocked=mcast is not None and mcast.blocked)
 
     def next_wakeup(self) -> float:
         """When to call `due` next (on the driver's clock); math.inf once done."""

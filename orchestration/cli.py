@@ -67,6 +67,7 @@ def stacks() -> None:
     """List the protocol stacks a cluster can run."""
     for name in sorted(STACKS):
         click.echo(name)
+    click.echo(__import__("orchestration.stacks_doc").stacks_doc.properties_text(), nl=False)  # protocols, properties
 
 
 DEMO_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "partition-heal.toml"

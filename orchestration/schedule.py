@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.engine import ChaosError, fault_event, heal_event, normalize
-from node.address import make_address
+from node.wire import make_address
 from orchestration.cluster import Cluster, ClusterError
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
 

@@ -12,11 +12,12 @@ one-way cut) is not excluded while the coordinator still hears it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Protocol
 
-from node.protocols.base import NEVER, Outbox, Properties
-from node.wire import View, header_class
+from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, FailureDetector, Properties, prop
+from node.wire import Message, View, header_class
 
 HEARTBEAT = header_class("FD", "HEARTBEAT")
 SUSPECT = header_class("FD", "SUSPECT")
@@ -31,20 +32,18 @@ class SuspectListener(Protocol):
     @property
     def coordinator(self) -> str | None: ...
 
-    def suspect(self, member: str, now: float, out: Outbox) -> None: ...
+    def suspect(self, member: str, now: float, out: Effects) -> None: ...
 
-    def unsuspect(self, member: str, now: float, out: Outbox) -> None: ...
+    def unsuspect(self, member: str, now: float, out: Effects) -> None: ...
 
 
 @dataclass
 class FdProps(Properties):
     """Properties with JGroups' FD_ALL names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"interval", "timeout", "timeout_check_interval"})
-
-    interval: float = 8.0  # heartbeat interval
-    timeout: float = 40.0  # a member not heard from for this long is suspected
-    timeout_check_interval: float = 2.0  # how often members are checked against timeout
+    interval: float = prop(8.0, "heartbeat interval", SECONDS)
+    timeout: float = prop(40.0, "a member not heard from for this long is suspected", SECONDS)
+    timeout_check_interval: float = prop(2.0, "how often members are checked against timeout", SECONDS)
 
     def validate(self) -> None:
         for name in ("interval", "timeout", "timeout_check_interval"):
@@ -52,41 +51,41 @@ class FdProps(Properties):
                 raise ValueError(f"fd.{name} must be > 0")
 
 
-COUNTERS = (
-    "heartbeats_sent",
-    "heartbeats_received",
-    "suspects_sent",
-    "suspects_received",
-    "suspect_reports_accepted",
-    "suspect_reports_refuted",
-    "suspicions",
-    "unsuspicions",
-    "checks",
-)
-
-
-class Fd:
+class Fd(FailureDetector[FdProps]):
     """The FD state machine of one member."""
 
     NAME = "fd"
     PROTOCOL = "FD"
+    PROPS = FdProps
+    COUNTERS = (
+        "heartbeats_sent",
+        "heartbeats_received",
+        "suspects_sent",
+        "suspects_received",
+        "suspect_reports_accepted",
+        "suspect_reports_refuted",
+        "suspicions",
+        "unsuspicions",
+        "checks",
+    )
 
-    def __init__(self, local: str, props: FdProps | None = None) -> None:
-        self.local = local
-        self.props = props or FdProps()
-        self.props.validate()
-        self.gms: SuspectListener | None = None
+    def __init__(self, local: str, props: FdProps | None = None, *, membership: SuspectListener | None = None) -> None:
+        super().__init__(local, props)
+        self.membership = membership  # told about suspicions (GMS, below FD in the stack)
         self.members: tuple[str, ...] = ()
         self.last_heard: dict[str, float] = {}  # any sender (members or not): used by MERGE for reachability
         self.suspected: set[str] = set()
         self.active = False
         self._next_heartbeat = NEVER
         self._next_check = NEVER
-        self.c = dict.fromkeys(COUNTERS, 0)
+
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Fd:
+        return cls(local, cls.make_props(props), membership=ctx.membership)
 
     # --- membership -----------------------------------------------------------------------------------------------
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         """Starts (or keeps) the tasks; members new to this view get a full timeout from now."""
         previous = set(self.members)
         self.members = view.members
@@ -108,9 +107,12 @@ class Fd:
         t = self.last_heard.get(member)
         return t is not None and now - t <= period
 
+    def alive(self, member: str, now: float) -> bool:
+        return self.heard_within(member, now, self.props.timeout)
+
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         if src == self.local:
             return
         self.last_heard[src] = now
@@ -123,12 +125,12 @@ class Fd:
         if src in self.suspected:
             self.suspected.discard(src)
             self.c["unsuspicions"] += 1
-            if self.gms is not None:
-                self.gms.unsuspect(src, now, out)
+            if self.membership is not None:
+                self.membership.unsuspect(src, now, out)
 
-    def _handle_suspect_report(self, member: str, now: float, out: Outbox) -> None:
-        gms = self.gms
-        if gms is None or not gms.is_coord or member == self.local or member not in self.members:
+    def _handle_suspect_report(self, member: str, now: float, out: Effects) -> None:
+        membership = self.membership
+        if membership is None or not membership.is_coord or member == self.local or member not in self.members:
             return
         if self.heard_within(member, now, self.props.timeout / 2):
             self.c["suspect_reports_refuted"] += 1
@@ -141,18 +143,18 @@ class Fd:
     def next_wakeup(self) -> float:
         return min(self._next_heartbeat, self._next_check) if self.active else NEVER
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         if not self.active:
             return
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.props.interval
-            out.sends.append((None, HEARTBEAT()))
+            out.send(None, HEARTBEAT())
             self.c["heartbeats_sent"] += 1
         if now >= self._next_check:
             self._next_check = now + self.props.timeout_check_interval
             self._check(now, out)
 
-    def _check(self, now: float, out: Outbox) -> None:
+    def _check(self, now: float, out: Effects) -> None:
         self.c["checks"] += 1
         timeout = self.props.timeout
         for m in self.members:
@@ -162,31 +164,24 @@ class Fd:
         for m in [m for m, t in self.last_heard.items() if m not in self.members and now - t > 2 * timeout]:
             del self.last_heard[m]
 
-    def _suspect(self, member: str, now: float, out: Outbox, *, report: bool) -> None:
+    def _suspect(self, member: str, now: float, out: Effects, *, report: bool) -> None:
         self.suspected.add(member)
         self.c["suspicions"] += 1
-        out.events.append({"event": "suspect", "peer": member})
-        gms = self.gms
-        if gms is None:
+        out.event("suspect", peer=member)
+        membership = self.membership
+        if membership is None:
             return
-        coord = gms.coordinator
+        coord = membership.coordinator
         if report and coord is not None and coord != self.local and coord != member:
-            out.sends.append((coord, SUSPECT(member)))
+            out.send(coord, SUSPECT(member))
             self.c["suspects_sent"] += 1
-        gms.suspect(member, now, out)
+        membership.suspect(member, now, out)
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if self.active:
             self._next_heartbeat = self._next_check = -NEVER  # apply at the next tick
 
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["suspected"] = len(self.suspected)
-        stats["members"] = len(self.members)
-        return stats
-
-    def is_idle(self) -> bool:
-        return True
+    def gauges(self) -> dict[str, int]:
+        return {"suspected": len(self.suspected), "members": len(self.members)}

@@ -20,29 +20,28 @@ member before it takes over. A member installs a VIEW only if its id is greater 
 it is a merge view, its creator is a member of its own view: a takeover view made in another partition is not a
 successor of ours (the merge joins the two properly).
 
-Merge (the leader is chosen by MERGE): MERGE_REQ(merge_id) to every member of the subgroups the leader can hear,
-which answers MERGE_RSP(merge_id, its view, its multicast digest); it takes part in no other merge, and holds back
-its application multicasts, until the merge view arrives or `merge_timeout` passes (a busy member rejects: a
-MERGE_RSP whose view id counter is 0, and is left out; a retry by the same leader is answered). When every member
-asked has answered, the leader installs the merge view of all of them (with a missing answer at `merge_timeout` the
-merge is abandoned and MERGE tries again: the digests would be stale): the leader first, then the members grouped by
-the view they had installed (its own subgroup first), view id above every id involved, merged_from = those view ids.
-VIEW(view, digest, subgroups) goes to every member: digest = each member's own highest seqno, subgroups = which
-member came from which view. A member restarts (reset_windows) the multicast windows of the senders that came from
-another subgroup than itself or were not in its previous view, at those seqnos (never below what it delivered of
-them before): nothing is delivered twice, nothing waited for that only another subgroup had.
+Merging: node/protocols/gms_merge.py.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, ClassVar
 
-from node.address import name_of
-from node.protocols.base import NEVER, Outbox, Properties
-from node.wire import Digest, View, ViewId, header_class
+from node.protocols.base import (
+    NEVER,
+    SECONDS,
+    BuildContext,
+    Effects,
+    MembershipLayer,
+    MulticastLayer,
+    Properties,
+    StackRoutes,
+    prop,
+)
+from node.protocols.gms_merge import CANCEL_MERGE, MERGE_REQ, MERGE_RSP, MergeHandshake, MergeRound, Ranges, State
+from node.wire import Digest, Message, View, ViewId, header_class, name_of
 
 FIND = header_class("GMS", "FIND")
 FIND_RSP = header_class("GMS", "FIND_RSP")
@@ -52,47 +51,42 @@ VIEW = header_class("GMS", "VIEW")
 VIEW_ACK = header_class("GMS", "VIEW_ACK")
 LEAVE_REQ = header_class("GMS", "LEAVE_REQ")
 LEAVE_RSP = header_class("GMS", "LEAVE_RSP")
-MERGE_REQ = header_class("GMS", "MERGE_REQ")
-MERGE_RSP = header_class("GMS", "MERGE_RSP")
-CANCEL_MERGE = header_class("GMS", "CANCEL_MERGE")
 
 
 @dataclass
 class GmsProps(Properties):
     """Properties with JGroups' GMS (and Discovery) names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "join_timeout",
-            "discovery_timeout",
-            "view_ack_collection_timeout",
-            "view_xmit_interval",
-            "leave_timeout",
-            "merge_timeout",
-        }
+    join_timeout: float = prop(2.0, "wait for JOIN_RSP after a JOIN_REQ", SECONDS)
+    discovery_timeout: float = prop(
+        2.0, "collect FIND_RSPs (JGroups uses join_timeout; PING's `timeout` in 3.x)", SECONDS
+    )
+    break_on_coord_rsp: bool = prop(True, "stop discovery at the first answer from a coordinator (Discovery)")
+    max_join_attempts: int = prop(10, "discovery + join rounds before becoming a singleton; 0 = never give up")
+    view_ack_collection_timeout: float = prop(2.0, "wait for VIEW_ACKs before the next view change", SECONDS)
+    view_xmit_interval: float = prop(
+        0.5,
+        "resend VIEW (and LEAVE_REQ) this often while unacked (not in JGroups, whose VIEW rides on NAKACK2); 0 = send "
+        "once only: a lost VIEW is never repaired (scenarios/bugs/gms-leave-view-lost.toml)",
+        SECONDS,
+    )
+    leave_timeout: float = prop(2.0, "a leaving member waits this long for LEAVE_RSP, then leaves anyway", SECONDS)
+    merge_timeout: float = prop(5.0, "wait for MERGE_RSPs (leader); how long a participant stays locked", SECONDS)
+    reset_subgroup_windows: bool = prop(
+        True,
+        "a merge view restarts the multicast windows of the members that came from another subgroup, even those in our"
+        " previous view (JGRP-940: they purged what only their subgroup had); False = only of members new to our view "
+        "(the flawed variant: scenarios/bugs/merge-overlapping.toml)",
+    )
+    merge_ask_listed_members: bool = prop(
+        True,
+        "the merge leader also asks the members listed in the views it is answered with that it had not heard of (a "
+        "coordinator whose INFO it missed, JGRP-1876); False = only the members it knew of when the merge started (the"
+        " flawed variant: scenarios/bugs/merge-coordinator-left-out.toml)",
     )
 
-    join_timeout: float = 2.0  # wait for JOIN_RSP after a JOIN_REQ
-    discovery_timeout: float = 2.0  # collect FIND_RSPs (JGroups uses join_timeout; PING's `timeout` in 3.x)
-    break_on_coord_rsp: bool = True  # stop discovery at the first answer from a coordinator (Discovery)
-    max_join_attempts: int = 10  # discovery + join rounds before becoming a singleton; 0 = never give up
-    view_ack_collection_timeout: float = 2.0  # wait for VIEW_ACKs before the next view change
-    # resend VIEW (and LEAVE_REQ) this often while unacked (not in JGroups, whose VIEW rides on NAKACK2); 0 = send
-    # once only: a lost VIEW is never repaired (scenarios/bugs/gms-leave-view-lost.toml)
-    view_xmit_interval: float = 0.5
-    leave_timeout: float = 2.0  # a leaving member waits this long for LEAVE_RSP, then leaves anyway
-    merge_timeout: float = 5.0  # wait for MERGE_RSPs (leader); how long a participant stays locked
-    # a merge view restarts the multicast windows of the members that came from another subgroup, even those in our
-    # previous view (JGRP-940: they purged what only their subgroup had); False = only of members new to our view
-    # (the flawed variant: scenarios/bugs/merge-overlapping.toml)
-    reset_subgroup_windows: bool = True
-    # the merge leader also asks the members listed in the views it is answered with that it had not heard of (a
-    # coordinator whose INFO it missed, JGRP-1876); False = only the members it knew of when the merge started (the
-    # flawed variant: scenarios/bugs/merge-coordinator-left-out.toml)
-    merge_ask_listed_members: bool = True
-
     def validate(self) -> None:
-        for name in sorted(self.DURATIONS - {"view_xmit_interval"}):
+        for name in sorted(self.durations() - {"view_xmit_interval"}):
             if getattr(self, name) <= 0:
                 raise ValueError(f"gms.{name} must be > 0")
         if self.view_xmit_interval < 0:
@@ -101,72 +95,12 @@ class GmsProps(Properties):
             raise ValueError("gms.max_join_attempts must be >= 0 (0: never give up)")
 
 
-class State(Enum):
-    INIT = "init"  # not started: the first tick starts discovery
-    DISCOVERY = "discovery"
-    JOINING = "joining"
-    MEMBER = "member"
-    LEAVING = "leaving"
-    LEFT = "left"
-
-
-COUNTERS = (
-    "finds_sent",
-    "finds_received",
-    "find_rsps_sent",
-    "find_rsps_received",
-    "join_reqs_sent",
-    "join_reqs_received",
-    "join_rsps_sent",
-    "join_rsps_received",
-    "join_attempts",
-    "join_timeouts",
-    "singletons",
-    "views_installed",
-    "merge_views_installed",
-    "views_sent",
-    "view_xmits",
-    "view_acks_sent",
-    "view_acks_received",
-    "view_ack_timeouts",
-    "stale_views_dropped",
-    "foreign_views_dropped",
-    "views_not_member",
-    "views_ignored_not_joined",
-    "leave_reqs_sent",
-    "leave_reqs_received",
-    "leave_rsps_sent",
-    "leave_rsps_received",
-    "leave_timeouts",
-    "suspicions",
-    "exclusions",
-    "takeovers",
-    "windows_reset",
-    "merges_started",
-    "merges_completed",
-    "merges_abandoned",
-    "merges_busy",
-    "merge_reqs_sent",
-    "merge_reqs_received",
-    "merge_rsps_sent",
-    "merge_rsps_received",
-    "merge_rejects_sent",
-    "merge_rejects_received",
-    "merge_lock_timeouts",
-    "merge_cancels_sent",
-    "merge_cancels_received",
-)
-
-MAX_REMEMBERED = 1024  # former members whose highest delivered seqno is kept (oldest forgotten first)
-REJECT_VIEW_ID_COUNTER = 0  # a MERGE_RSP whose view id counter is 0 rejects the merge (real views start at 1)
-
-
 @dataclass
 class PendingView:
     """A view change the coordinator is collecting acks for (it is installed locally already, unless leaving)."""
 
     view: View
-    unacked: dict[str, Any]  # member -> the VIEW message to resend
+    unacked: dict[str, Message]  # member -> the VIEW message to resend
     deadline: float
     next_xmit: float
     joiners: list[str] = field(default_factory=list)
@@ -174,51 +108,93 @@ class PendingView:
     leaving_self: bool = False
 
 
-@dataclass
-class MergeRound:
-    """A merge this member leads: the members asked (every member it can hear of the subgroups), answers so far."""
+class AloneRoutes:
+    """The routes of a GMS outside a stack (its unit tests): views go to its multicast layer alone, and every
+    member counts as alive."""
 
-    merge_id: int
-    asked: list[str]
-    deadline: float
-    answers: dict[str, tuple[View, Digest]] = field(default_factory=dict)
-    rejected: set[str] = field(default_factory=set)
+    def __init__(self, multicast: MulticastLayer | None) -> None:
+        self.multicast = multicast
 
-    def complete(self) -> bool:
-        return all(m in self.answers or m in self.rejected for m in self.asked)
+    def install_view(self, view: View, now: float, out: Effects) -> None:
+        if self.multicast is not None:
+            self.multicast.install_view(view, now, out)
 
+    def alive(self, member: str, now: float) -> bool:
+        return True
 
-Ranges = tuple[tuple[int, int], ...]
-
-
-def _subgroup_of(view: View, subgroups: Ranges) -> dict[str, ViewId]:
-    """member -> the view id of the subgroup it came from, per a merge VIEW's subgroups field."""
-    group: dict[str, ViewId] = {}
-    for vid, (first, last) in zip(view.merged_from, subgroups, strict=False):
-        for m in view.members[first : last + 1]:
-            group[m] = vid
-    return group
+    def member_left(self) -> None:
+        if self.multicast is not None:
+            self.multicast.close()
 
 
-class Gms:
-    """The GMS state machine of one member. Other protocols are attached by the stack (`attach`)."""
+class Gms(MergeHandshake, MembershipLayer[GmsProps]):
+    """The GMS state machine of one member. It drives the multicast layer below it (digests, window resets); views
+    reach the other layers, and liveness comes from FD, through the stack's routes."""
 
     NAME = "gms"
     PROTOCOL = "GMS"
+    PROPS = GmsProps
+    COUNTERS = (
+        "finds_sent",
+        "finds_received",
+        "find_rsps_sent",
+        "find_rsps_received",
+        "join_reqs_sent",
+        "join_reqs_received",
+        "join_rsps_sent",
+        "join_rsps_received",
+        "join_attempts",
+        "join_timeouts",
+        "singletons",
+        "views_installed",
+        "merge_views_installed",
+        "views_sent",
+        "view_xmits",
+        "view_acks_sent",
+        "view_acks_received",
+        "view_ack_timeouts",
+        "stale_views_dropped",
+        "foreign_views_dropped",
+        "views_not_member",
+        "views_ignored_not_joined",
+        "leave_reqs_sent",
+        "leave_reqs_received",
+        "leave_rsps_sent",
+        "leave_rsps_received",
+        "leave_timeouts",
+        "suspicions",
+        "exclusions",
+        "takeovers",
+        "windows_reset",
+        "merges_started",
+        "merges_completed",
+        "merges_abandoned",
+        "merges_busy",
+        "merge_reqs_sent",
+        "merge_reqs_received",
+        "merge_rsps_sent",
+        "merge_rsps_received",
+        "merge_rejects_sent",
+        "merge_rejects_received",
+        "merge_lock_timeouts",
+        "merge_cancels_sent",
+        "merge_cancels_received",
+    )
 
-    def __init__(self, local: str, props: GmsProps | None = None) -> None:
-        self.local = local
-        self.props = props or GmsProps()
-        self.props.validate()
+    def __init__(
+        self,
+        local: str,
+        props: GmsProps | None = None,
+        *,
+        multicast: MulticastLayer | None = None,
+        routes: StackRoutes | None = None,
+    ) -> None:
+        super().__init__(local, props)
         self.state = State.INIT
         self.view: View | None = None
         self.max_counter = 0  # highest view id counter seen anywhere
-        # collaborators (None when the stack lacks them)
-        self.unicast: Any = None
-        self.multicast: Any = None
-        self.stable: Any = None
-        self.fd: Any = None
-        self.merge: Any = None
+        self.multicast = multicast  # None without one
+        self.routes: StackRoutes = routes if routes is not None else AloneRoutes(multicast)
         # joining
         self._responses: dict[str, ViewId] = {}
         self._deadline = NEVER  # discovery / join / leave deadline, by state
@@ -237,18 +213,10 @@ class Gms:
         self._merge_id_base = zlib.crc32(local.encode()) << 32
         self._lock: tuple[int, str, float] | None = None  # (merge_id, leader, until) as a merge participant
         self._delivered: dict[str, int] = {}  # former members -> highest of their multicasts we delivered
-        self.c = dict.fromkeys(COUNTERS, 0)
 
-    def attach(
-        self, *, unicast: Any = None, multicast: Any = None, stable: Any = None, fd: Any = None, merge: Any = None
-    ) -> None:
-        """Wires the protocols GMS installs views in (any may be None)."""
-        self.unicast, self.multicast, self.stable, self.fd, self.merge = unicast, multicast, stable, fd, merge
-        if fd is not None:
-            fd.gms = self
-        if merge is not None:
-            merge.gms = self
-            merge.fd = fd
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Gms:
+        return cls(local, cls.make_props(props), multicast=ctx.multicast, routes=ctx.routes)
 
     # --- queries --------------------------------------------------------------------------------------------------
 
@@ -287,11 +255,12 @@ class Gms:
     # --- installing views -----------------------------------------------------------------------------------------
 
     def _install(
-        self, view: View, now: float, out: Outbox, digest: Digest | None = None, subgroups: Ranges = ()
+        self, view: View, now: float, out: Effects, digest: Digest | None = None, subgroups: Ranges = ()
     ) -> None:
-        """Installs a view in GMS and in every attached protocol, and writes the history event.
+        """Installs a view in GMS and (through the stack's routes) in every other layer, and writes the history event.
 
-        `digest` (from a VIEW) restarts windows in the multicast protocol (`_senders_to_reset`).
+        `digest` (from a VIEW) restarts windows in the multicast protocol (`_senders_to_reset`), once the view is
+        installed everywhere.
         """
         reset = self._senders_to_reset(view, digest, subgroups) if digest else []
         mc = self.multicast
@@ -303,71 +272,24 @@ class Gms:
         self.suspected &= members
         if self._pending is not None and self._pending.view.view_id != view.view_id:
             self._pending = None  # another coordinator's view overrides ours
-        if self.unicast is not None and hasattr(self.unicast, "set_members"):
-            self.unicast.set_members(view.members)
-        if mc is not None:
-            mc.install_view(view, now, out)
-            if reset:
-                assert digest is not None
-                mc.reset_windows(self._above_delivered(digest, reset), reset, now, out)
-                self.c["windows_reset"] += len(reset)
-        for proto in (self.stable, self.fd, self.merge):
-            if proto is not None:
-                proto.install_view(view, now, out)
+        self.routes.install_view(view, now, out)  # every other layer, bottom first
+        if reset and mc is not None:
+            assert digest is not None
+            mc.reset_windows(self._above_delivered(digest, reset), reset, now, out)
+            self.c["windows_reset"] += len(reset)
         self.c["views_installed"] += 1
         if view.is_merge:
             self.c["merge_views_installed"] += 1
-        out.events.append(
-            {
-                "event": "view",
-                "view_id": str(view.view_id),
-                "members": [name_of(m) for m in view.members],
-                "merge": view.is_merge,
-                "addresses": list(view.members),
-                "merged_from": [str(v) for v in view.merged_from],
-            }
+        out.event(
+            "view",
+            view_id=str(view.view_id),
+            members=[name_of(m) for m in view.members],
+            merge=view.is_merge,
+            addresses=list(view.members),
+            merged_from=[str(v) for v in view.merged_from],
         )
 
-    def _remember_delivered(self, mc: Any, gone: list[str]) -> None:
-        """Before the windows of members leaving our view are dropped: how far we delivered their messages. Should
-        they come back (partitions that overlap or flap), their new window starts above it: never twice."""
-        if not gone:
-            return
-        d = mc.digest()
-        for m in gone:
-            if m in d:
-                self._delivered[m] = max(self._delivered.get(m, 0), d[m][0])
-        while len(self._delivered) > MAX_REMEMBERED:
-            del self._delivered[next(iter(self._delivered))]
-
-    def _above_delivered(self, digest: Digest, reset: list[str]) -> Digest:
-        out = dict(digest)
-        for m in reset:
-            floor = self._delivered.get(m)
-            if floor is not None and floor > out[m][1]:
-                out[m] = (out[m][0], floor)
-        return out
-
-    def _senders_to_reset(self, view: View, digest: Digest, subgroups: Ranges) -> list[str]:
-        """The senders whose multicast windows restart at the digest's offsets when `view` replaces ours.
-
-        Those not in our previous view: we dropped their windows or never had one (a fresh window at 0 would wait
-        for messages long purged, or deliver again what we delivered before). In a merge view also those that came
-        from another subgroup than we did (each told the merge leader which view it had): they purged what only
-        their subgroup had (the asymmetric case: they were in our view, we were not in theirs)."""
-        previous = self.view
-        members = set(view.members)
-        candidates = [m for m in digest if m != self.local and m in members]
-        if previous is None:
-            return candidates
-        before = set(previous.members)
-        if not view.is_merge or not self.props.reset_subgroup_windows:  # flawed variant: JGRP-940
-            return [m for m in candidates if m not in before]
-        group = _subgroup_of(view, subgroups)
-        ours = group.get(self.local)
-        return [m for m in candidates if m not in before or group.get(m) != ours]
-
-    def _become_member(self, view: View, digest: Digest, now: float, out: Outbox) -> None:
+    def _become_member(self, view: View, digest: Digest, now: float, out: Effects) -> None:
         """Joined (or became a singleton): install the view, take the digest, start accepting multicasts."""
         self.state = State.MEMBER
         self._deadline = NEVER
@@ -380,12 +302,12 @@ class Gms:
         self._process_requests(now, out)
 
     def _send_view(
-        self, view: View, recipients: list[str], merge: tuple[Digest, Ranges] | None, out: Outbox
-    ) -> dict[str, Any]:
+        self, view: View, recipients: list[str], merge: tuple[Digest, Ranges] | None, out: Effects
+    ) -> dict[str, Message]:
         """VIEW to each recipient: with the merged digest and subgroups in a merge, else the coordinator's digest."""
         msg = VIEW(view, *merge) if merge is not None else VIEW(view, self._digest(), ())
         for r in recipients:
-            out.sends.append((r, msg))
+            out.send(r, msg)
         self.c["views_sent"] += len(recipients)
         return dict.fromkeys(recipients, msg)
 
@@ -393,7 +315,7 @@ class Gms:
         self,
         view: View,
         now: float,
-        out: Outbox,
+        out: Effects,
         *,
         joiners: list[str] | None = None,
         leavers: list[str] | None = None,
@@ -417,7 +339,7 @@ class Gms:
         if not unacked:
             self._finish_view_change(now, out)
 
-    def _finish_view_change(self, now: float, out: Outbox) -> None:
+    def _finish_view_change(self, now: float, out: Effects) -> None:
         pending = self._pending
         if pending is None:
             return
@@ -431,10 +353,10 @@ class Gms:
         if view is not None and view.view_id == pending.view.view_id:
             digest = self.multicast.digest() if self.multicast is not None else {}
             for j in pending.joiners:
-                out.sends.append((j, JOIN_RSP(view, digest)))
+                out.send(j, JOIN_RSP(view, digest))
                 self.c["join_rsps_sent"] += 1
         for leaver in pending.leavers:
-            out.sends.append((leaver, LEAVE_RSP()))
+            out.send(leaver, LEAVE_RSP())
             self.c["leave_rsps_sent"] += 1
         self._process_requests(now, out)
 
@@ -443,7 +365,7 @@ class Gms:
     def _busy(self) -> bool:
         return self._pending is not None or self._merge is not None or self._lock is not None
 
-    def _process_requests(self, now: float, out: Outbox) -> None:
+    def _process_requests(self, now: float, out: Effects) -> None:
         """Coordinator: one new view for every queued join, leave and suspicion (JGroups' view bundling)."""
         if not self.is_coord or self._busy():
             return
@@ -455,7 +377,7 @@ class Gms:
         for j in self._joins:
             if j in members:  # a retry after a lost JOIN_RSP: answer again at once
                 digest = digest if digest is not None else (self.multicast.digest() if self.multicast else {})
-                out.sends.append((j, JOIN_RSP(view, digest)))
+                out.send(j, JOIN_RSP(view, digest))
                 self.c["join_rsps_sent"] += 1
             elif j not in joiners:
                 joiners.append(j)
@@ -463,7 +385,7 @@ class Gms:
         leavers = [m for m in self._leaves if m in members and m != self.local]
         for m in self._leaves:
             if m not in members:
-                out.sends.append((m, LEAVE_RSP()))
+                out.send(m, LEAVE_RSP())
                 self.c["leave_rsps_sent"] += 1
         self._leaves.clear()
         joining_names = {name_of(j) for j in joiners}
@@ -480,7 +402,7 @@ class Gms:
 
     # --- application side -----------------------------------------------------------------------------------------
 
-    def leave(self, now: float, out: Outbox) -> None:
+    def leave(self, now: float, out: Effects) -> None:
         """Graceful leave: LEAVE_REQ to the coordinator (resent until LEAVE_RSP or leave_timeout); a coordinator
         hands over by installing the view without itself at the others."""
         if self.state in (State.LEAVING, State.LEFT):
@@ -505,10 +427,10 @@ class Gms:
         self._deadline = now + self.props.leave_timeout
         self._send_leave_req(now, out)
 
-    def _send_leave_req(self, now: float, out: Outbox) -> None:
+    def _send_leave_req(self, now: float, out: Effects) -> None:
         coord = self.coordinator
         if coord is not None and coord != self.local:
-            out.sends.append((coord, LEAVE_REQ()))
+            out.send(coord, LEAVE_REQ())
             self.c["leave_reqs_sent"] += 1
         self._leave_xmit = self._next_xmit(now)
 
@@ -518,23 +440,19 @@ class Gms:
         interval = self.props.view_xmit_interval
         return now + interval if interval > 0 else NEVER
 
-    def _left(self, out: Outbox) -> None:
+    def _left(self, out: Effects) -> None:
         self.state = State.LEFT
         self._deadline = NEVER
         self._leave_xmit = NEVER
         self._pending = None
         self._cancel_merge(out)
         self._lock = None
-        for proto in (self.fd, self.merge):
-            if proto is not None:
-                proto.stop()
-        if self.multicast is not None and hasattr(self.multicast, "close"):
-            self.multicast.close()
-        out.events.append({"event": "left"})
+        self.routes.member_left()
+        out.event("left")
 
     # --- suspicions (from FD) -------------------------------------------------------------------------------------
 
-    def suspect(self, member: str, now: float, out: Outbox) -> None:
+    def suspect(self, member: str, now: float, out: Effects) -> None:
         view = self.view
         if view is None or member == self.local or member not in view.members or self.state is not State.MEMBER:
             return
@@ -545,10 +463,10 @@ class Gms:
         else:
             self._maybe_take_over(now, out)
 
-    def unsuspect(self, member: str, now: float, out: Outbox) -> None:
+    def unsuspect(self, member: str, now: float, out: Effects) -> None:
         self.suspected.discard(member)
 
-    def _maybe_take_over(self, now: float, out: Outbox) -> None:
+    def _maybe_take_over(self, now: float, out: Effects) -> None:
         """If every member before this one is suspected, this member coordinates: a new view without them."""
         view = self.view
         assert view is not None
@@ -566,7 +484,7 @@ class Gms:
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         if src == self.local or self.state is State.LEFT:
             return
         for m in msgs:
@@ -602,19 +520,19 @@ class Gms:
             elif t is CANCEL_MERGE:
                 self._handle_cancel_merge(src, m.merge_id, now, out)
 
-    def _handle_find(self, src: str, out: Outbox) -> None:
+    def _handle_find(self, src: str, out: Effects) -> None:
         self.c["finds_received"] += 1
         if self.state is State.INIT:
             return
         view_id = self.view.view_id if self.is_member and self.view is not None else ViewId(self.local, 0)
-        out.sends.append((src, FIND_RSP(view_id)))
+        out.send(src, FIND_RSP(view_id))
         self.c["find_rsps_sent"] += 1
 
-    def _handle_view(self, src: str, view: View, digest: Digest, subgroups: Ranges, now: float, out: Outbox) -> None:
+    def _handle_view(self, src: str, view: View, digest: Digest, subgroups: Ranges, now: float, out: Effects) -> None:
         if self.state not in (State.MEMBER, State.LEAVING):
             self.c["views_ignored_not_joined"] += 1  # a joiner waits for its JOIN_RSP (it carries the digest)
             return
-        out.sends.append((src, VIEW_ACK(view.view_id)))
+        out.send(src, VIEW_ACK(view.view_id))
         self.c["view_acks_sent"] += 1
         if self.local not in view.members:
             self.c["views_not_member"] += 1
@@ -634,7 +552,7 @@ class Gms:
         self._install(view, now, out, digest, subgroups)
         self._process_requests(now, out)
 
-    def _handle_view_ack(self, src: str, view_id: ViewId, now: float, out: Outbox) -> None:
+    def _handle_view_ack(self, src: str, view_id: ViewId, now: float, out: Effects) -> None:
         self.c["view_acks_received"] += 1
         pending = self._pending
         if pending is None or pending.view.view_id != view_id:
@@ -645,16 +563,16 @@ class Gms:
 
     # --- joining --------------------------------------------------------------------------------------------------
 
-    def _start_discovery(self, now: float, out: Outbox) -> None:
+    def _start_discovery(self, now: float, out: Effects) -> None:
         self.state = State.DISCOVERY
         self._responses = {}
         self._deadline = now + self.props.discovery_timeout
         self._attempts += 1
         self.c["join_attempts"] += 1
-        out.sends.append((None, FIND()))
+        out.send(None, FIND())
         self.c["finds_sent"] += 1
 
-    def _handle_find_rsp(self, src: str, view_id: ViewId, now: float, out: Outbox) -> None:
+    def _handle_find_rsp(self, src: str, view_id: ViewId, now: float, out: Effects) -> None:
         self.c["find_rsps_received"] += 1
         self.note_view_id(view_id)
         if self.state is not State.DISCOVERY:
@@ -663,14 +581,14 @@ class Gms:
         if self.props.break_on_coord_rsp and view_id.id > 0 and view_id.creator == src:
             self._discovery_done(now, out)
 
-    def _discovery_done(self, now: float, out: Outbox) -> None:
+    def _discovery_done(self, now: float, out: Effects) -> None:
         found = [vid for vid in self._responses.values() if vid.id > 0]
         if found:
             target = max(found, key=ViewId.key).creator
             self.state = State.JOINING
             self._join_target = target
             self._deadline = now + self.props.join_timeout
-            out.sends.append((target, JOIN_REQ()))
+            out.send(target, JOIN_REQ())
             self.c["join_reqs_sent"] += 1
             return
         candidates = sorted([m for m, vid in self._responses.items() if vid.id == 0] + [self.local])
@@ -683,153 +601,15 @@ class Gms:
         limit = self.props.max_join_attempts
         return limit > 0 and self._attempts >= limit
 
-    def _become_singleton(self, now: float, out: Outbox) -> None:
+    def _become_singleton(self, now: float, out: Effects) -> None:
         self.c["singletons"] += 1
         self._become_member(View(self._new_view_id(self.local), (self.local,)), {}, now, out)
 
-    def _handle_join_rsp(self, view: View, digest: Digest, now: float, out: Outbox) -> None:
+    def _handle_join_rsp(self, view: View, digest: Digest, now: float, out: Effects) -> None:
         self.c["join_rsps_received"] += 1
         if self.state not in (State.DISCOVERY, State.JOINING) or self.local not in view.members:
             return
         self._become_member(view, digest, now, out)
-
-    # --- merging --------------------------------------------------------------------------------------------------
-
-    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Outbox) -> None:
-        """MERGE found subgroups and this member leads: MERGE_REQ to every member of them it can hear (the
-        representatives, the members that reported a view id, our own view), so that it learns exactly which view
-        each member had installed and its own highest seqno."""
-        if self.state is not State.MEMBER or self.view is None:
-            return
-        if self._busy():
-            self.c["merges_busy"] += 1
-            return
-        if not any(rep != self.local for rep in reps.values()):
-            return
-        for vid in reps:
-            self.note_view_id(vid)
-        candidates = set(reps.values()) | set(reported) | set(self.view.members)
-        asked = sorted(
-            m for m in candidates if m != self.local and (m in reps.values() or m in reported or self._alive(m, now))
-        )
-        self._merge_counter += 1
-        merge_id = self._merge_id_base | (self._merge_counter & 0xFFFFFFFF)
-        rnd = MergeRound(merge_id, asked, now + self.props.merge_timeout)
-        rnd.answers[self.local] = (self.view, self._digest())
-        self._merge = rnd
-        self.c["merges_started"] += 1
-        for m in asked:
-            out.sends.append((m, MERGE_REQ(merge_id)))
-        self.c["merge_reqs_sent"] += len(asked)
-        reps_named = sorted({name_of(r) for r in reps.values() if r != self.local})
-        out.events.append({"event": "merge_start", "merge_id": merge_id, "reps": reps_named})
-
-    def _digest(self) -> Digest:
-        return self.multicast.digest() if self.multicast is not None else {}
-
-    def _handle_merge_req(self, src: str, merge_id: int, now: float, out: Outbox) -> None:
-        """Answers with our view and digest, and takes part in no other merge until the merge view arrives or
-        merge_timeout passes (a coordinator installs no view of its own meanwhile; a busy member rejects). Until
-        then the stack holds back our multicasts (`holds_multicasts`), so the digest we answered stays true."""
-        self.c["merge_reqs_received"] += 1
-        lock = self._lock
-        same = lock is not None and lock[1] == src  # the leader we answered (a retry replaces its abandoned merge)
-        if self.state is not State.MEMBER or self.view is None or (not same and self._busy()):
-            reject = View(ViewId(self.local, REJECT_VIEW_ID_COUNTER), (self.local,))
-            out.sends.append((src, MERGE_RSP(merge_id, reject, {})))
-            self.c["merge_rejects_sent"] += 1
-            return
-        self._lock = (merge_id, src, now + self.props.merge_timeout)
-        out.sends.append((src, MERGE_RSP(merge_id, self.view, self._digest())))
-        self.c["merge_rsps_sent"] += 1
-
-    def _handle_merge_rsp(self, src: str, merge_id: int, view: View, digest: Digest, now: float, out: Outbox) -> None:
-        self.c["merge_rsps_received"] += 1
-        rnd = self._merge
-        if rnd is None or rnd.merge_id != merge_id or src not in rnd.asked:
-            return
-        if view.view_id.id == REJECT_VIEW_ID_COUNTER:
-            self.c["merge_rejects_received"] += 1
-            rnd.rejected.add(src)
-        else:
-            self.note_view_id(view.view_id)
-            rnd.answers[src] = (view, digest)
-            # members of its view we did not know of (no INFO from them yet): ask them too if they are alive
-            more = [
-                m
-                for m in (view.members if self.props.merge_ask_listed_members else ())
-                if m != self.local and m not in rnd.asked and self._alive(m, now)
-            ]
-            for m in more:
-                rnd.asked.append(m)
-                out.sends.append((m, MERGE_REQ(merge_id)))
-            self.c["merge_reqs_sent"] += len(more)
-        if rnd.complete():
-            self._finish_merge(now, out)
-
-    def _finish_merge(self, now: float, out: Outbox) -> None:
-        """Every member asked answered: install the merge view of all that did not reject, grouped by the view each
-        had installed, unless that is just our own view."""
-        rnd = self._merge
-        self._merge = None
-        if rnd is None or self.view is None:
-            return
-        answers = rnd.answers  # members that rejected (busy in another merge) are left out: a later merge takes them
-        own_id = self.view.view_id
-        groups: dict[ViewId, list[str]] = {own_id: []}
-        for m in [self.local, *sorted(m for m in answers if m != self.local)]:
-            groups.setdefault(answers[m][0].view_id, []).append(m)
-        if len(groups) < 2:  # everyone has our view by now
-            self._merge = rnd
-            self._abandon_merge(now, out)
-            return
-        members: list[str] = []
-        subgroups: list[tuple[int, int]] = []
-        for group in groups.values():  # our subgroup first, the others in the order we heard of them
-            order = answers[group[0]][0].members
-            first = len(members)
-            members.extend(sorted(group, key=lambda m, order=order: order.index(m)))  # type: ignore[misc]
-            subgroups.append((first, len(members) - 1))
-        members.remove(self.local)  # the leader coordinates; it stays inside its own subgroup's range
-        members.insert(0, self.local)
-        merged_from = tuple(groups)
-        new_view = View(self._new_view_id(self.local, *(v.id for v in merged_from)), tuple(members), merged_from)
-        # each member's own highest seqno: receivers from other subgroups start after it
-        merged: Digest = {m: answers[m][1].get(m, (0, 0)) for m in members}
-        self.c["merges_completed"] += 1
-        self._install(new_view, now, out, merged, tuple(subgroups))
-        self._start_view_change(new_view, now, out, merge=(merged, tuple(subgroups)))
-
-    def _abandon_merge(self, now: float, out: Outbox) -> None:
-        rnd = self._merge
-        if rnd is not None:
-            self.c["merges_abandoned"] += 1
-            out.events.append({"event": "merge_abandoned", "merge_id": rnd.merge_id})
-        self._cancel_merge(out)
-        self._process_requests(now, out)
-
-    def _cancel_merge(self, out: Outbox) -> None:
-        """Drops the merge we lead, if any, and frees the members that answered it (JGroups' CANCEL_MERGE): they
-        would otherwise hold back their multicasts and refuse other merges until merge_timeout."""
-        rnd = self._merge
-        self._merge = None
-        if rnd is None:
-            return
-        answered = [m for m in rnd.answers if m != self.local]
-        for m in answered:
-            out.sends.append((m, CANCEL_MERGE(rnd.merge_id)))
-        self.c["merge_cancels_sent"] += len(answered)
-
-    def _handle_cancel_merge(self, src: str, merge_id: int, now: float, out: Outbox) -> None:
-        self.c["merge_cancels_received"] += 1
-        lock = self._lock
-        if lock is not None and lock[0] == merge_id and lock[1] == src:
-            self._lock = None
-            self._process_requests(now, out)
-
-    def _alive(self, member: str, now: float) -> bool:
-        fd = self.fd
-        return fd is None or fd.heard_within(member, now, fd.props.timeout)
 
     # --- timers ---------------------------------------------------------------------------------------------------
 
@@ -847,7 +627,7 @@ class Gms:
             t = min(t, self._lock[2])
         return t
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         state = self.state
         if state is State.INIT:
             self._attempts = 0
@@ -876,7 +656,7 @@ class Gms:
             self.c["merge_lock_timeouts"] += 1
             self._process_requests(now, out)
 
-    def _tick_pending(self, now: float, out: Outbox) -> None:
+    def _tick_pending(self, now: float, out: Effects) -> None:
         pending = self._pending
         if pending is None:
             return
@@ -885,21 +665,19 @@ class Gms:
         elif now >= pending.next_xmit:
             pending.next_xmit = self._next_xmit(now)
             for member, msg in pending.unacked.items():
-                out.sends.append((member, msg))
+                out.send(member, msg)
             self.c["view_xmits"] += len(pending.unacked)
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
-
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["members"] = len(self.view.members) if self.view is not None else 0
-        stats["view_counter"] = self.view.view_id.id if self.view is not None else 0
-        stats["is_coord"] = int(self.is_coord)
-        stats["suspected"] = len(self.suspected)
-        return stats
+    def gauges(self) -> dict[str, int]:
+        view = self.view
+        return {
+            "members": len(view.members) if view is not None else 0,
+            "view_counter": view.view_id.id if view is not None else 0,
+            "is_coord": int(self.is_coord),
+            "suspected": len(self.suspected),
+        }
 
     def is_idle(self) -> bool:
         """No discovery, join, leave, view change or merge under way."""

@@ -28,11 +28,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
-from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.protocols.base import NEVER, SECONDS, Deliver, Effects, MulticastLayer, Properties, prop
 from node.tables import RingBuffer
-from node.wire import Digest, View, header_class
+from node.wire import Digest, Message, View, header_class
 
 MSG = header_class("MCAST", "MSG")
 ACK = header_class("MCAST", "ACK")
@@ -46,15 +45,17 @@ MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request i
 class McastProps(Properties):
     """Properties with JGroups' NAKACK4 (MCAST) names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"xmit_interval"})
-
-    capacity: int = 16384  # slots of every window (messages); fixed for the life of the protocol
-    ack_threshold: int = 0  # a receiver ACKs after this many deliveries; 0 = capacity // 4
-    xmit_interval: float = 1.0  # retransmit task: pending ACKs, XMIT_REQs, resend of the highest unacked message
-    max_xmit_req_size: int = 1024  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
-    # a view change purges the send window to the minimum ack of the remaining members (JGRP-2853/2875); False
-    # purges only when an ACK arrives: a sender blocked by members that were removed stays blocked (the bug)
-    purge_on_view_change: bool = True
+    capacity: int = prop(16384, "slots of every window (messages); fixed for the life of the protocol")
+    ack_threshold: int = prop(0, "a receiver ACKs after this many deliveries; 0 = capacity // 4")
+    xmit_interval: float = prop(
+        1.0, "retransmit task: pending ACKs, XMIT_REQs, resend of the highest unacked message", SECONDS
+    )
+    max_xmit_req_size: int = prop(1024, "max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram")
+    purge_on_view_change: bool = prop(
+        True,
+        "a view change purges the send window to the minimum ack of the remaining members (JGRP-2853/2875); False "
+        "purges only when an ACK arrives: a sender blocked by members that were removed stays blocked (the bug)",
+    )
 
     def validate(self) -> None:
         if self.capacity < 1:
@@ -83,41 +84,38 @@ class ReceiverWindow:
         self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
 
 
-COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates_received",
-    "dropped_outside_window",
-    "dropped_not_server",
-    "own_msgs_ignored",
-    "msgs_from_non_members",
-    "acks_sent",
-    "acks_received",
-    "acks_from_non_members",
-    "acks_invalid",
-    "xmits",
-    "xmit_reqs_sent",
-    "xmit_reqs_received",
-    "xmit_rsps_sent",
-    "xmit_rsps_received",
-    "xmit_reqs_missing",
-    "sends_held",
-    "held_dropped_on_close",
-    "windows_reset",
-)
-
-
-class Mcast:
+class Mcast(MulticastLayer[McastProps]):
     """The MCAST state machine of one member: its send window, held sends, ack map and receiver windows."""
 
     NAME = "mcast"
     PROTOCOL = "MCAST"
+    PROPS = McastProps
+    COUNTERS = (
+        "msgs_sent",
+        "msgs_received",
+        "msgs_delivered",
+        "duplicates_received",
+        "dropped_outside_window",
+        "dropped_not_server",
+        "own_msgs_ignored",
+        "msgs_from_non_members",
+        "acks_sent",
+        "acks_received",
+        "acks_from_non_members",
+        "acks_invalid",
+        "xmits",
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "xmit_rsps_sent",
+        "xmit_rsps_received",
+        "xmit_reqs_missing",
+        "sends_held",
+        "held_dropped_on_close",
+        "windows_reset",
+    )
 
     def __init__(self, local: str, props: McastProps | None = None) -> None:
-        self.local = local
-        self.props = props or McastProps()
-        self.props.validate()
+        super().__init__(local, props)
         self._capacity = self.props.capacity  # windows keep the capacity they were made with
         self.send_window: RingBuffer[bytes] = RingBuffer(self._capacity, 0)  # low = purged, hd = hr = highest sent
         self._seqno = 0  # highest seqno assigned (sent or held)
@@ -129,11 +127,10 @@ class Mcast:
         self._is_server = False
         self._next_xmit = -NEVER  # the first tick starts the retransmit task
         self._watermark = (0, 0)  # (low, hr) of the send window as seen by the previous retransmit run
-        self.c = dict.fromkeys(COUNTERS, 0)
 
     # --- application side -----------------------------------------------------------------------------------------
 
-    def multicast(self, payload: bytes, now: float, out: Outbox) -> int:
+    def multicast(self, payload: bytes, now: float, out: Effects) -> int:
         """Assigns the next seqno and returns it; sends and delivers locally now, or holds it until acks free space."""
         self._seqno += 1
         seqno = self._seqno
@@ -144,18 +141,18 @@ class Mcast:
             self._send(seqno, payload, out)
         return seqno
 
-    def _send(self, seqno: int, payload: bytes, out: Outbox) -> None:
+    def _send(self, seqno: int, payload: bytes, out: Effects) -> None:
         win = self.send_window
         win.add(seqno, payload)
         win.mark_delivered(seqno)
-        out.sends.append((None, MSG(seqno, payload)))
-        out.delivers.append(Delivery("multicast", self.local, payload, None, seqno))
+        out.send(None, MSG(seqno, payload))
+        out.delivers.append(Deliver("multicast", self.local, payload, None, seqno))
         self.c["msgs_sent"] += 1
         self.c["msgs_delivered"] += 1
         if not self.acks:  # nobody else to wait for
             win.purge(seqno)
 
-    def _release(self, out: Outbox) -> None:
+    def _release(self, out: Effects) -> None:
         held = self._held
         win = self.send_window
         while held and win.can_add(held[0][0]):
@@ -181,7 +178,7 @@ class Mcast:
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of MCAST messages from src (in arrival order)."""
         data: list[tuple[int, bytes]] = []
         xmitted: dict[str, list[tuple[int, bytes]]] = {}
@@ -201,7 +198,7 @@ class Mcast:
         for sender, items in xmitted.items():
             self._receive(sender, items, out)
 
-    def _receive(self, sender: str, items: list[tuple[int, bytes]], out: Outbox) -> None:
+    def _receive(self, sender: str, items: list[tuple[int, bytes]], out: Effects) -> None:
         c = self.c
         n = len(items)
         c["msgs_received"] += n
@@ -238,21 +235,21 @@ class Mcast:
         if not delivered:
             return
         table.purge(table.hd)
-        out.delivers.extend(Delivery("multicast", sender, p, None, first + i) for i, p in enumerate(delivered))
+        out.delivers.extend(Deliver("multicast", sender, p, None, first + i) for i, p in enumerate(delivered))
         c["msgs_delivered"] += len(delivered)
         w.delivered_since_ack += len(delivered)
         if w.delivered_since_ack >= self.props.effective_ack_threshold():
             self._send_ack(sender, w, out)
 
-    def _send_ack(self, sender: str, w: ReceiverWindow, out: Outbox) -> None:
+    def _send_ack(self, sender: str, w: ReceiverWindow, out: Effects) -> None:
         seqno = w.table.hd
-        out.sends.append((sender, ACK(seqno)))
+        out.send(sender, ACK(seqno))
         w.delivered_since_ack = 0
         w.ack_pending = False
         self.c["acks_sent"] += 1
-        out.events.append({"event": "ack", "peer": sender, "conn_id": None, "seqno": seqno})
+        out.event("ack", peer=sender, conn_id=None, seqno=seqno)
 
-    def _handle_ack(self, src: str, seqno: int, out: Outbox) -> None:
+    def _handle_ack(self, src: str, seqno: int, out: Effects) -> None:
         prev = self.acks.get(src)
         if prev is None:
             self.c["acks_from_non_members"] += 1
@@ -269,13 +266,13 @@ class Mcast:
     def _min_ack(self) -> int:
         return min(self.acks.values()) if self.acks else self.send_window.hr
 
-    def _purge(self, out: Outbox) -> None:
+    def _purge(self, out: Effects) -> None:
         """Purges the send window to the minimum ack and releases held messages into the space freed."""
         win = self.send_window
         if win.purge(self._min_ack()) and self._held:
             self._release(out)
 
-    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         if m.sender == self.local:
@@ -300,7 +297,7 @@ class Mcast:
                 if payload is None:
                     missing = True
                 else:
-                    out.sends.append((src, XMIT_RSP(seqno, m.sender, payload)))
+                    out.send(src, XMIT_RSP(seqno, m.sender, payload))
                     sent += 1
             if last > highest:
                 missing = True
@@ -312,7 +309,7 @@ class Mcast:
 
     # --- membership -----------------------------------------------------------------------------------------------
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         """Receiver windows for new members (empty, offset 0), none for members gone; the ack map follows the view
         and, with purge_on_view_change, the send window is purged to its new minimum (a member gone no longer holds
         back purging: held messages may be released)."""
@@ -337,13 +334,13 @@ class Mcast:
         d[self.local] = (hs, hs)
         return d
 
-    def set_digest(self, digest: Digest, now: float, out: Outbox) -> None:
+    def set_digest(self, digest: Digest, now: float, out: Effects) -> None:
         """Joiner: the window of every member in the digest starts after its highest received seqno there."""
         for m, (_, hr) in digest.items():
             if m != self.local:
                 self._reset_window(m, hr)
 
-    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Outbox) -> None:
+    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Effects) -> None:
         """Merge: fresh windows at offset digest[m][1] for the given members (others untouched). Those members
         reset their window for us to digest[local][1] as well, so they will never ack anything below it: their ack
         entries are raised to it (clamped to what we sent), which may purge and release held messages."""
@@ -369,7 +366,7 @@ class Mcast:
         self.windows[member] = ReceiverWindow(self._capacity, offset)
         self.c["windows_reset"] += 1
 
-    def become_server(self, now: float, out: Outbox) -> None:
+    def become_server(self, now: float, out: Effects) -> None:
         """Joining is done: messages are accepted from now on (before, they are dropped and counted)."""
         self._is_server = True
 
@@ -382,12 +379,12 @@ class Mcast:
     def next_wakeup(self) -> float:
         return self._next_xmit
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         if now >= self._next_xmit:
             self._next_xmit = now + self.props.xmit_interval
             self._retransmit_run(out)
 
-    def _retransmit_run(self, out: Outbox) -> None:
+    def _retransmit_run(self, out: Effects) -> None:
         props = self.props
         c = self.c
         # receiver side: pending ACKs, then ask for what is missing. Only seqnos that were already missing in the
@@ -407,7 +404,7 @@ class Mcast:
                 continue
             ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
             if ranges:
-                out.sends.append((sender, XMIT_REQ(sender, tuple(ranges))))
+                out.send(sender, XMIT_REQ(sender, tuple(ranges)))
                 c["xmit_reqs_sent"] += 1
         # sender side: resend the highest sent message to the members that have not acked it when the window's low
         # end did not move since the previous run (a lost tail message, or a lost last ACK)
@@ -419,9 +416,9 @@ class Mcast:
             if payload is not None:
                 for m, acked in self.acks.items():
                     if acked < hs:
-                        out.sends.append((m, MSG(hs, payload)))
+                        out.send(m, MSG(hs, payload))
                         c["xmits"] += 1
-                        out.events.append({"event": "xmit", "peer": m, "conn_id": None, "seqno": hs})
+                        out.event("xmit", peer=m, conn_id=None, seqno=hs)
         self._watermark = mark
 
     @staticmethod
@@ -440,22 +437,27 @@ class Mcast:
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
+    def set_property(self, name: str, value: object) -> None:
         if name == "capacity":
             raise ValueError("mcast.capacity is fixed once the protocol runs (JGroups: writable=false)")
-        self.props.set(name, value)
+        super().set_property(name, value)
+
+    def property_changed(self, name: str) -> None:
         if name == "xmit_interval":
             self._next_xmit = -NEVER  # apply at the next tick
 
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["pending"] = len(self._held)
-        stats["windows"] = len(self.windows) + 1
-        stats["own_window_size"] = len(self.send_window)
-        stats["min_ack"] = self._min_ack()
-        stats["undelivered_msgs"] = sum(len(w.table) for w in self.windows.values())
-        stats["missing_msgs"] = sum(w.table.num_missing() for w in self.windows.values())
-        return stats
+    def gauges(self) -> dict[str, int]:
+        return {
+            "pending": len(self._held),
+            "windows": len(self.windows) + 1,
+            "own_window_size": len(self.send_window),
+            "min_ack": self._min_ack(),
+            "undelivered_msgs": sum(len(w.table) for w in self.windows.values()),
+            "missing_msgs": sum(w.table.num_missing() for w in self.windows.values()),
+        }
+
+    def missing_by_sender(self) -> dict[str, int]:
+        return {sender: w.table.num_missing() for sender, w in self.windows.items()}
 
     def is_idle(self) -> bool:
         """Nothing held, no gaps (nor a known missing tail), and the own window fully acked by current members."""

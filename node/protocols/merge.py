@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Protocol
 
-from node.protocols.base import NEVER, Outbox, Properties
-from node.wire import View, ViewId, header_class
+from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, Layer, Properties, prop
+from node.wire import Message, View, ViewId, header_class
 
 INFO = header_class("MERGE", "INFO")
 
@@ -28,7 +29,7 @@ class MergeStarter(Protocol):
 
     def note_view_id(self, view_id: ViewId) -> None: ...
 
-    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Outbox) -> None: ...
+    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Effects) -> None: ...
 
 
 class Liveness(Protocol):
@@ -41,12 +42,12 @@ class Liveness(Protocol):
 class Merge3Props(Properties):
     """Properties with JGroups' MERGE3 names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"min_interval", "max_interval", "check_interval"})
-
-    min_interval: float = 1.0  # INFO is sent at intervals drawn from [min_interval, max_interval]
-    max_interval: float = 10.0
-    check_interval: float = 0.0  # how often view ids are compared; 0 = max_interval * 1.6 (as MERGE3 computes it)
-    max_participants_in_merge: int = 100  # representatives (subgroups) in one merge, the leader's included
+    min_interval: float = prop(1.0, "INFO is sent at intervals drawn from [min_interval, max_interval]", SECONDS)
+    max_interval: float = prop(10.0, "the longest interval between two INFOs (see min_interval)", SECONDS)
+    check_interval: float = prop(
+        0.0, "how often view ids are compared; 0 = max_interval * 1.6 (as MERGE3 computes it)", SECONDS
+    )
+    max_participants_in_merge: int = prop(100, "representatives (subgroups) in one merge, the leader's included")
 
     def validate(self) -> None:
         if self.min_interval <= 0 or self.max_interval < self.min_interval:
@@ -60,42 +61,50 @@ class Merge3Props(Properties):
         return self.check_interval or self.max_interval * 1.6
 
 
-COUNTERS = (
-    "infos_sent",
-    "infos_received",
-    "infos_other_view",
-    "checks",
-    "inconsistencies",
-    "merges_triggered",
-)
-
-
-class Merge:
+class Merge(Layer[Merge3Props]):
     """The MERGE state machine of one member."""
 
     NAME = "merge"
     PROTOCOL = "MERGE"
+    PROPS = Merge3Props
+    COUNTERS = (
+        "infos_sent",
+        "infos_received",
+        "infos_other_view",
+        "checks",
+        "inconsistencies",
+        "merges_triggered",
+    )
 
-    def __init__(self, local: str, props: Merge3Props | None = None, *, seed: int | None = None) -> None:
-        self.local = local
-        self.props = props or Merge3Props()
-        self.props.validate()
+    def __init__(
+        self,
+        local: str,
+        props: Merge3Props | None = None,
+        *,
+        seed: int | None = None,
+        membership: MergeStarter | None = None,
+        liveness: Liveness | None = None,
+    ) -> None:
+        super().__init__(local, props)
         # deterministic jitter: the same seed and address give the same INFO schedule
         self.rng = random.Random(
             zlib.crc32(local.encode()) if seed is None else (seed << 32) ^ zlib.crc32(local.encode())
         )
-        self.gms: MergeStarter | None = None
-        self.fd: Liveness | None = None
+        self.membership = membership  # starts the merges this member leads (GMS, below MERGE in the stack)
+        self.liveness = liveness  # who is heard from (FD)
         self.view: View | None = None
         self.infos: dict[str, tuple[ViewId, float]] = {}  # sender -> (its view id, when heard)
         self.active = False
         self._next_info = NEVER
         self._next_check = NEVER
-        self.c = dict.fromkeys(COUNTERS, 0)
+
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Merge:
+        return cls(local, cls.make_props(props), seed=ctx.seed, membership=ctx.membership, liveness=ctx.liveness)
 
     # --- membership -----------------------------------------------------------------------------------------------
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         """Forgets reports made stale by this view: members of it that reported our previous view id or one of the
         views it merged are with us now. Reports of other view ids stay (a member listed in our view may not have
         installed it: an overlapping partition). Our next INFO goes out soon, so that others learn the new id."""
@@ -126,7 +135,7 @@ class Merge:
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         if src == self.local:
             return
         for m in msgs:
@@ -136,26 +145,26 @@ class Merge:
             self.infos[src] = (m.view_id, now)
             if self.view is not None and m.view_id != self.view.view_id:
                 self.c["infos_other_view"] += 1
-            if self.gms is not None:
-                self.gms.note_view_id(m.view_id)
+            if self.membership is not None:
+                self.membership.note_view_id(m.view_id)
 
     # --- timers ---------------------------------------------------------------------------------------------------
 
     def next_wakeup(self) -> float:
         return min(self._next_info, self._next_check) if self.active else NEVER
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         if not self.active or self.view is None:
             return
         if now >= self._next_info:
             self._next_info = now + self._info_delay()
-            out.sends.append((None, INFO(self.view.view_id)))
+            out.send(None, INFO(self.view.view_id))
             self.c["infos_sent"] += 1
         if now >= self._next_check:
             self._next_check = now + self.props.effective_check_interval()
             self._check(now, out)
 
-    def _check(self, now: float, out: Outbox) -> None:
+    def _check(self, now: float, out: Effects) -> None:
         """Compares the view ids heard recently; starts a merge if this member is the merge leader."""
         self.c["checks"] += 1
         view = self.view
@@ -173,10 +182,10 @@ class Merge:
         self.c["inconsistencies"] += 1
         reps = {vid: self._representative(vid, members, reported, now) for vid, members in senders.items()}
         chosen = sorted(reps.items(), key=lambda item: item[1])[: self.props.max_participants_in_merge]
-        if chosen[0][1] != self.local or self.gms is None:
+        if chosen[0][1] != self.local or self.membership is None:
             return
         self.c["merges_triggered"] += 1
-        self.gms.start_merge(dict(chosen), reported, now, out)
+        self.membership.start_merge(dict(chosen), reported, now, out)
 
     def _representative(self, vid: ViewId, members: list[str], reported: dict[str, ViewId], now: float) -> str:
         """The coordinator of the view with this id if it still has that view (for our own view: if it has not
@@ -187,7 +196,7 @@ class Merge:
             coord = view.coordinator
             if coord == self.local or reported.get(coord) == vid:
                 return coord
-            fd = self.fd
+            fd = self.liveness
             if coord not in reported and fd is not None and fd.heard_within(coord, now, self._liveness_window()):
                 return coord
             return members[0]
@@ -198,15 +207,9 @@ class Merge:
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if self.active:
             self._next_info = self._next_check = -NEVER  # apply at the next tick
 
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["infos_known"] = len(self.infos)
-        return stats
-
-    def is_idle(self) -> bool:
-        return True
+    def gauges(self) -> dict[str, int]:
+        return {"infos_known": len(self.infos)}

@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
-from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.protocols.base import NEVER, SECONDS, Deliver, Effects, MulticastLayer, Properties, prop
 from node.tables import RetransmitTable
-from node.wire import Digest, View, header_class
+from node.wire import Digest, Message, View, header_class
 
 MSG = header_class("NAKACK2", "MSG")
 XMIT_REQ = header_class("NAKACK2", "XMIT_REQ")
@@ -38,18 +37,19 @@ MAX_SEQNO_AHEAD = 1 << 20  # a MSG (or announced seqno) this far past highest-de
 class Nakack2Props(Properties):
     """Properties with JGroups' names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"xmit_interval"})
-
-    xmit_interval: float = 1.0  # retransmit and last-seqno tasks; <= 0 disables retransmission (JGRP-2675)
-    use_mcast_xmit: bool = True  # XMIT_RSPs are multicast (everyone who lost the message gets it once)
-    use_mcast_xmit_req: bool = False  # XMIT_REQs are multicast (every member holding a copy answers)
-    discard_delivered_msgs: bool = True  # False keeps delivered messages of others until STABLE purges them
-    max_xmit_req_size: int = 1024  # max seqnos asked for in one XMIT_REQ; 0 = as many ranges as fit a datagram
-    become_server_queue_size: int = 50  # MSGs kept (newest) until BECOME_SERVER; 0 disables the queue
-    resend_last_seqno: bool = True  # multicast HIGHEST_SEQNO when the highest sent seqno stops moving (JGRP-1904)
-    resend_last_seqno_max_times: int = 1  # HIGHEST_SEQNOs sent for the same seqno
-    # legacy switch: False keeps the become-server queue bounded with xmit_interval <= 0 (the JGRP-2675 bug)
-    become_server_queue_unbounded_without_xmit: bool = True
+    xmit_interval: float = prop(
+        1.0, "retransmit and last-seqno tasks; <= 0 disables retransmission (JGRP-2675)", SECONDS
+    )
+    use_mcast_xmit: bool = prop(True, "XMIT_RSPs are multicast (everyone who lost the message gets it once)")
+    use_mcast_xmit_req: bool = prop(False, "XMIT_REQs are multicast (every member holding a copy answers)")
+    discard_delivered_msgs: bool = prop(True, "False keeps delivered messages of others until STABLE purges them")
+    max_xmit_req_size: int = prop(1024, "max seqnos asked for in one XMIT_REQ; 0 = as many ranges as fit a datagram")
+    become_server_queue_size: int = prop(50, "MSGs kept (newest) until BECOME_SERVER; 0 disables the queue")
+    resend_last_seqno: bool = prop(True, "multicast HIGHEST_SEQNO when the highest sent seqno stops moving (JGRP-1904)")
+    resend_last_seqno_max_times: int = prop(1, "HIGHEST_SEQNOs sent for the same seqno")
+    become_server_queue_unbounded_without_xmit: bool = prop(
+        True, "legacy switch: False keeps the become-server queue bounded with xmit_interval <= 0 (the JGRP-2675 bug)"
+    )
 
     def validate(self) -> None:
         for name in ("max_xmit_req_size", "become_server_queue_size", "resend_last_seqno_max_times"):
@@ -78,37 +78,34 @@ class Window:
         return table.num_missing() + max(0, self.announced - table.hr)
 
 
-COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates_received",
-    "own_msgs_ignored",
-    "msgs_from_non_members",
-    "xmit_reqs_sent",
-    "xmit_reqs_received",
-    "xmit_rsps_sent",
-    "xmit_rsps_received",
-    "xmit_reqs_missing",
-    "highest_seqno_sent",
-    "highest_seqno_received",
-    "become_server_queued",
-    "become_server_dropped",
-    "dropped_out_of_window",
-    "stable_purged",
-)
-
-
-class Nakack2:
+class Nakack2(MulticastLayer[Nakack2Props]):
     """The NAKACK2 state machine of one member: its own sender window and a receiver window per other member."""
 
     NAME = "nakack2"
     PROTOCOL = "NAKACK2"
+    PROPS = Nakack2Props
+    COUNTERS = (
+        "msgs_sent",
+        "msgs_received",
+        "msgs_delivered",
+        "duplicates_received",
+        "own_msgs_ignored",
+        "msgs_from_non_members",
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "xmit_rsps_sent",
+        "xmit_rsps_received",
+        "xmit_reqs_missing",
+        "highest_seqno_sent",
+        "highest_seqno_received",
+        "become_server_queued",
+        "become_server_dropped",
+        "dropped_out_of_window",
+        "stable_purged",
+    )
 
     def __init__(self, local: str, props: Nakack2Props | None = None) -> None:
-        self.local = local
-        self.props = props or Nakack2Props()
-        self.props.validate()
+        super().__init__(local, props)
         self.sent: RetransmitTable[bytes] = RetransmitTable(0)  # own multicasts: hd = purged by STABLE, hr = sent
         self.windows: dict[str, Window] = {}  # sender -> receiver window (every view member but the local one)
         self.view: View | None = None
@@ -118,23 +115,22 @@ class Nakack2:
         self._hs_prev_run = 0  # last-seqno task: highest sent seqno at its previous run
         self._last_announced = 0  # ... the seqno of the last HIGHEST_SEQNO sent, and how often it was sent
         self._announce_count = 0
-        self.c = dict.fromkeys(COUNTERS, 0)
 
     # --- application side -----------------------------------------------------------------------------------------
 
-    def multicast(self, payload: bytes, now: float, out: Outbox) -> int:
+    def multicast(self, payload: bytes, now: float, out: Effects) -> int:
         """Multicasts payload and delivers it locally at once; returns its seqno."""
         seqno = self.sent.hr + 1
         self.sent.add(seqno, payload)
-        out.sends.append((None, MSG(seqno, payload)))
-        out.delivers.append(Delivery("multicast", self.local, payload, None, seqno))
+        out.send(None, MSG(seqno, payload))
+        out.delivers.append(Deliver("multicast", self.local, payload, None, seqno))
         self.c["msgs_sent"] += 1
         self.c["msgs_delivered"] += 1
         return seqno
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of NAKACK2 messages from src (in arrival order): all messages are added, then delivered once."""
         c = self.c
         if src == self.local:  # our own multicasts (and mcast XMIT_REQs/RSPs) looped back by the network
@@ -167,7 +163,7 @@ class Nakack2:
         c["become_server_queued"] += len(data)
         self._trim_queue(bound)
 
-    def _receive(self, data: Iterable[tuple[str, int, bytes]], out: Outbox) -> None:
+    def _receive(self, data: Iterable[tuple[str, int, bytes]], out: Effects) -> None:
         c = self.c
         touched: dict[str, Window] = {}
         for sender, seqno, payload in data:
@@ -185,13 +181,13 @@ class Nakack2:
         for sender, w in touched.items():
             self._deliver(sender, w, out)
 
-    def _deliver(self, sender: str, w: Window, out: Outbox) -> None:
+    def _deliver(self, sender: str, w: Window, out: Effects) -> None:
         first = w.table.hd + 1
         payloads = w.table.remove_deliverable()
         if not payloads:
             return
         out.delivers.extend(
-            Delivery("multicast", sender, p, None, seqno) for seqno, p in enumerate(payloads, start=first)
+            Deliver("multicast", sender, p, None, seqno) for seqno, p in enumerate(payloads, start=first)
         )
         self.c["msgs_delivered"] += len(payloads)
         if w.kept is not None:
@@ -212,7 +208,7 @@ class Nakack2:
         w.announced = seqno
         w.xmit_highest = seqno if w.xmit_highest is None else max(w.xmit_highest, seqno)
 
-    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         sender = m.sender
@@ -229,15 +225,15 @@ class Nakack2:
             asked += max(0, min(last, highest) - max(first, 1) + 1)
             for store in stores:
                 for seqno, payload in store.items(first, last):
-                    out.sends.append((dest, XMIT_RSP(seqno, sender, payload)))
-                    out.events.append({"event": "xmit", "peer": dest, "sender": sender, "seqno": seqno})
+                    out.send(dest, XMIT_RSP(seqno, sender, payload))
+                    out.event("xmit", peer=dest, sender=sender, seqno=seqno)
                     sent += 1
         c["xmit_rsps_sent"] += sent
         c["xmit_reqs_missing"] += asked - sent  # asked for, below what we saw, but no longer (or never) held
 
     # --- membership -----------------------------------------------------------------------------------------------
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         """Removes the windows of members that left; new members get a window at offset 0 unless one exists."""
         self.view = view
         members = set(view.members)
@@ -255,20 +251,20 @@ class Nakack2:
             d[sender] = (w.table.hd, w.table.hr)
         return d
 
-    def set_digest(self, digest: Digest, now: float, out: Outbox) -> None:
+    def set_digest(self, digest: Digest, now: float, out: Effects) -> None:
         """A joiner: windows start at the coordinator's highest seqno of each member (earlier ones are not wanted).
         The local entry, if any, is ignored: our own seqnos are never reset."""
         for sender, (_, hr) in digest.items():
             if sender != self.local:
                 self._reset_window(sender, hr, out)
 
-    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Outbox) -> None:
+    def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Effects) -> None:
         """A merge: the windows of `members` (another subgroup's) restart at digest[m][1]; other windows are kept."""
         for sender in members:
             if sender != self.local and sender in digest:
                 self._reset_window(sender, digest[sender][1], out)
 
-    def _reset_window(self, sender: str, offset: int, out: Outbox) -> None:
+    def _reset_window(self, sender: str, offset: int, out: Effects) -> None:
         """A fresh window at offset, never below what was delivered (no duplicate deliveries); received messages
         above the offset are carried over, so nothing that arrived has to be retransmitted."""
         old = self.windows.get(sender)
@@ -283,7 +279,7 @@ class Nakack2:
         self.windows[sender] = w
         self._deliver(sender, w, out)
 
-    def become_server(self, now: float, out: Outbox) -> None:
+    def become_server(self, now: float, out: Effects) -> None:
         """BECOME_SERVER: replays the queued messages into the windows and delivers what is deliverable."""
         if self._server:
             return
@@ -335,7 +331,7 @@ class Nakack2:
     def next_wakeup(self) -> float:
         return self._next_xmit if self.props.xmit_interval > 0 else NEVER
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         interval = self.props.xmit_interval
         if interval <= 0 or now < self._next_xmit:
             return
@@ -344,7 +340,7 @@ class Nakack2:
         if self.props.resend_last_seqno:
             self._last_seqno_run(out)
 
-    def _retransmit_run(self, out: Outbox) -> None:
+    def _retransmit_run(self, out: Effects) -> None:
         """Asks for the gaps of every window; only seqnos already missing at the previous run (or announced), so
         messages still in flight are not requested."""
         limit = self.props.max_xmit_req_size
@@ -369,10 +365,10 @@ class Nakack2:
                 continue
             ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
             if ranges:
-                out.sends.append((None if mcast else sender, XMIT_REQ(sender, tuple(ranges))))
+                out.send(None if mcast else sender, XMIT_REQ(sender, tuple(ranges)))
                 self.c["xmit_reqs_sent"] += 1
 
-    def _last_seqno_run(self, out: Outbox) -> None:
+    def _last_seqno_run(self, out: Effects) -> None:
         """HIGHEST_SEQNO(hs) when hs did not move since the previous run, at most resend_last_seqno_max_times per hs."""
         hs = self.sent.hr
         prev, self._hs_prev_run = self._hs_prev_run, hs
@@ -384,13 +380,12 @@ class Nakack2:
         if self._announce_count >= self.props.resend_last_seqno_max_times:
             return
         self._announce_count += 1
-        out.sends.append((None, HIGHEST_SEQNO(hs)))
+        out.send(None, HIGHEST_SEQNO(hs))
         self.c["highest_seqno_sent"] += 1
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if name == "xmit_interval":
             self._next_xmit = -NEVER if self.props.xmit_interval > 0 else NEVER  # start at the next tick / stop
         elif name == "discard_delivered_msgs":
@@ -402,14 +397,17 @@ class Nakack2:
         if name in ("xmit_interval", "become_server_queue_size", "become_server_queue_unbounded_without_xmit"):
             self._trim_queue(self._queue_bound())
 
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["windows"] = len(self.windows) + 1
-        stats["undelivered_msgs"] = sum(len(w.table) for w in self.windows.values())
-        stats["missing_msgs"] = sum(w.num_missing() for w in self.windows.values())
-        stats["sender_window_size"] = len(self.sent)
-        stats["become_server_queue_size"] = len(self._queue)
-        return stats
+    def gauges(self) -> dict[str, int]:
+        return {
+            "windows": len(self.windows) + 1,
+            "undelivered_msgs": sum(len(w.table) for w in self.windows.values()),
+            "missing_msgs": sum(w.num_missing() for w in self.windows.values()),
+            "sender_window_size": len(self.sent),
+            "become_server_queue_size": len(self._queue),
+        }
+
+    def missing_by_sender(self) -> dict[str, int]:
+        return {sender: w.num_missing() for sender, w in self.windows.items()}
 
     def is_idle(self) -> bool:
         """True when no receiver window has a gap or undelivered messages, the become-server queue is empty, and no

@@ -13,15 +13,17 @@ minimum can only be lower than it could have been, never above what a member del
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Protocol, runtime_checkable
 
-from node.protocols.base import NEVER, Outbox, Properties
-from node.wire import Digest, View, ViewId, header_class
+from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, Properties, StabilityLayer, prop
+from node.wire import Digest, Message, View, ViewId, header_class
 
 STABLE = header_class("STABLE", "STABLE")
 
 
+@runtime_checkable
 class DigestSource(Protocol):
     """What STABLE needs from the multicast protocol (Nakack2)."""
 
@@ -34,44 +36,47 @@ class DigestSource(Protocol):
 class StableProps(Properties):
     """Properties with JGroups' names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"desired_avg_gossip"})
-
-    desired_avg_gossip: float = 20.0  # gossip interval (fixed here, JGroups randomises it); 0 disables the task
-    max_bytes: int = 2_000_000  # delivered multicast payload bytes that trigger a gossip at once; 0 disables
+    desired_avg_gossip: float = prop(
+        20.0, "gossip interval (fixed here, JGroups randomises it); 0 disables the task", SECONDS
+    )
+    max_bytes: int = prop(2_000_000, "delivered multicast payload bytes that trigger a gossip at once; 0 disables")
 
     def validate(self) -> None:
         if self.desired_avg_gossip < 0 or self.max_bytes < 0:
             raise ValueError("stable.desired_avg_gossip and stable.max_bytes must be >= 0")
 
 
-COUNTERS = (
-    "stable_sent",
-    "stable_received",
-    "stable_other_view_id",
-    "stable_from_non_members",
-    "stable_rounds",
-    "gossips_max_bytes",
-)
-
-
-class Stable:
+class Stable(StabilityLayer[StableProps]):
     """The STABLE state machine of one member."""
 
     NAME = "stable"
     PROTOCOL = "STABLE"
+    PROPS = StableProps
+    COUNTERS = (
+        "stable_sent",
+        "stable_received",
+        "stable_other_view_id",
+        "stable_from_non_members",
+        "stable_rounds",
+        "gossips_max_bytes",
+    )
 
     def __init__(self, local: str, source: DigestSource, props: StableProps | None = None) -> None:
-        self.local = local
+        super().__init__(local, props)
         self.source = source
-        self.props = props or StableProps()
-        self.props.validate()
         self.view_id: ViewId | None = None
         self.members: tuple[str, ...] = ()
         self.digests: dict[str, Digest] = {}  # this round's latest digest of each view member (current view id)
         self.bytes_delivered = 0  # since the last gossip
         self._gossip_due = False  # max_bytes reached: gossip at the next tick
         self._next_gossip = -NEVER  # the first tick starts the gossip task
-        self.c = dict.fromkeys(COUNTERS, 0)
+
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Stable:
+        source = ctx.multicast
+        if not isinstance(source, DigestSource):
+            raise ValueError("stable needs a multicast protocol below it that takes stability digests (nakack2)")
+        return cls(local, source, cls.make_props(props))
 
     # --- input ----------------------------------------------------------------------------------------------------
 
@@ -81,7 +86,7 @@ class Stable:
         if 0 < self.props.max_bytes <= self.bytes_delivered:
             self._gossip_due = True
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         c = self.c
         for m in msgs:
             if type(m) is not STABLE:
@@ -95,7 +100,7 @@ class Stable:
                 self.digests[src] = self._restrict(m.digest)
         self._maybe_complete()
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         """A new view id starts a new round: digests collected for the previous one are dropped."""
         if view.view_id != self.view_id:
             self.digests.clear()
@@ -108,13 +113,13 @@ class Stable:
         members = self.members
         return {m: seqnos for m, seqnos in digest.items() if m in members}
 
-    def _gossip(self, out: Outbox) -> None:
+    def _gossip(self, out: Effects) -> None:
         self.bytes_delivered = 0
         self._gossip_due = False
         if self.view_id is None or self.local not in self.members:
             return
         digest = self._restrict(self.source.digest())
-        out.sends.append((None, STABLE(self.view_id, digest)))
+        out.send(None, STABLE(self.view_id, digest))
         self.c["stable_sent"] += 1
         self.digests[self.local] = digest  # our own STABLE may not come back from the network
         self._maybe_complete()
@@ -139,7 +144,7 @@ class Stable:
             return -NEVER
         return self._next_gossip if self.props.desired_avg_gossip > 0 else NEVER
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         interval = self.props.desired_avg_gossip
         if interval > 0 and now >= self._next_gossip:
             self._next_gossip = now + interval
@@ -150,17 +155,11 @@ class Stable:
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if name == "desired_avg_gossip":
             self._next_gossip = -NEVER  # apply at the next tick
         elif name == "max_bytes":
             self.note_delivered(0)
 
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["digests_collected"] = len(self.digests)
-        return stats
-
-    def is_idle(self) -> bool:
-        return True
+    def gauges(self) -> dict[str, int]:
+        return {"digests_collected": len(self.digests)}

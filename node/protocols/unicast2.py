@@ -25,12 +25,12 @@ resend_last_seqno); B takes it, or acks it as a duplicate (STABLE), which purges
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
-from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.protocols.base import NEVER, SECONDS, BuildContext, Deliver, Effects, Properties, UnicastLayer, prop
 from node.tables import RetransmitTable
-from node.wire import header_class
+from node.wire import Message, header_class
 
 DATA = header_class("UNICAST2", "DATA")
 XMIT_REQ = header_class("UNICAST2", "XMIT_REQ")
@@ -48,17 +48,21 @@ MAX_SEQNO_AHEAD = 1 << 20  # a DATA this far past highest-delivered is dropped: 
 class Unicast2Props(Properties):
     """Properties with JGroups' UNICAST2 names; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset({"xmit_interval", "stable_interval", "conn_expiry_timeout"})
-
-    xmit_interval: float = 0.5  # receiver's retransmit task: XMIT_REQ for every gap
-    stable_interval: float = 60.0  # periodic STABLE to every sender whose highest delivered moved; 0 disables
-    max_bytes: int = 500_000  # payload bytes received on a connection that trigger a STABLE at once
-    max_stable_msgs: int = 1  # STABLEs sent for the same highest delivered (1: only when it moved; JGroups uses 5)
-    conn_expiry_timeout: float = 0.0  # idle connections are removed after this; 0 (default here) disables reaping
+    xmit_interval: float = prop(0.5, "receiver's retransmit task: XMIT_REQ for every gap", SECONDS)
+    stable_interval: float = prop(
+        60.0, "periodic STABLE to every sender whose highest delivered moved; 0 disables", SECONDS
+    )
+    max_bytes: int = prop(500_000, "payload bytes received on a connection that trigger a STABLE at once")
+    max_stable_msgs: int = prop(
+        1, "STABLEs sent for the same highest delivered (1: only when it moved; JGroups uses 5)"
+    )
+    conn_expiry_timeout: float = prop(
+        0.0, "idle connections are removed after this; 0 (default here) disables reaping", SECONDS
+    )
     # JGroups' fixes, off by default: this UNICAST2 is the design note's, whose sender never retransmits on its own
     # (tests/unit/test_unicast2.py pins that); UNICAST3 is the protocol with the fixes built in.
-    resend_first_msg: bool = False  # JGRP-1563: resend the first message until the receiver acks it
-    resend_last_seqno: bool = False  # JGRP-1548: resend the highest-sent message while not STABLE and not moving
+    resend_first_msg: bool = prop(False, "JGRP-1563: resend the first message until the receiver acks it")
+    resend_last_seqno: bool = prop(False, "JGRP-1548: resend the highest-sent message while not STABLE and not moving")
 
     def validate(self) -> None:
         if self.xmit_interval <= 0:
@@ -76,7 +80,7 @@ class SenderEntry:
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Any] = RetransmitTable(0)  # hd = highest purged by STABLE, hr = highest sent
+        self.table: RetransmitTable[Message] = RetransmitTable(0)  # hd = highest purged by STABLE, hr = highest sent
         self.last_active = now  # last send: drives conn_expiry_timeout
         self.established = False  # the receiver acked the first message (ACK) or sent a STABLE of this connection
         self.watermark = (0, 0)  # (highest purged, highest sent) as seen by the previous retransmit run
@@ -89,54 +93,51 @@ class ReceiverEntry:
     def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
         self.conn_id = conn_id
         self.first_seqno = first_seqno
-        self.table: RetransmitTable[Any] = RetransmitTable(first_seqno - 1)
+        self.table: RetransmitTable[Message] = RetransmitTable(first_seqno - 1)
         self.last_active = now
         self.received_bytes = 0  # payload bytes added since the last STABLE (max_bytes)
         self.stable_high = first_seqno - 1  # high of the last STABLE sent
         self.stable_repeats = -1  # STABLEs sent for stable_high; -1: none yet (nothing delivered to acknowledge)
 
 
-COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates_received",
-    "xmit_reqs_sent",
-    "xmit_reqs_received",
-    "xmit_reqs_unknown_conn",
-    "xmit_rsps_sent",
-    "xmits",
-    "xmit_reqs_missing",
-    "stables_sent",
-    "stables_dup_acks",
-    "stables_received",
-    "stables_unknown",
-    "send_first_seqno_sent",
-    "send_first_seqno_received",
-    "send_first_seqno_unknown",
-    "first_acks_sent",
-    "first_acks_received",
-    "first_msg_resends",
-    "last_msg_resends",
-    "dropped_unknown_conn",
-    "dropped_out_of_window",
-    "conns_created",
-    "conns_reset",
-    "conns_expired",
-    "conns_removed",
-)
-
-
-class Unicast2:
+class Unicast2(UnicastLayer[Unicast2Props]):
     """The UNICAST2 state machine of one member (all its send and receive connections)."""
 
     NAME = "unicast2"
     PROTOCOL = "UNICAST2"
+    PROPS = Unicast2Props
+    COUNTERS = (
+        "msgs_sent",
+        "msgs_received",
+        "msgs_delivered",
+        "duplicates_received",
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "xmit_reqs_unknown_conn",
+        "xmit_rsps_sent",
+        "xmits",
+        "xmit_reqs_missing",
+        "stables_sent",
+        "stables_dup_acks",
+        "stables_received",
+        "stables_unknown",
+        "send_first_seqno_sent",
+        "send_first_seqno_received",
+        "send_first_seqno_unknown",
+        "first_acks_sent",
+        "first_acks_received",
+        "first_msg_resends",
+        "last_msg_resends",
+        "dropped_unknown_conn",
+        "dropped_out_of_window",
+        "conns_created",
+        "conns_reset",
+        "conns_expired",
+        "conns_removed",
+    )
 
     def __init__(self, local: str, props: Unicast2Props | None = None, *, conn_id_start: int = 1) -> None:
-        self.local = local
-        self.props = props or Unicast2Props()
-        self.props.validate()
+        super().__init__(local, props)
         self.send_table: dict[str, SenderEntry] = {}
         self.recv_table: dict[str, ReceiverEntry] = {}
         self.members: frozenset[str] | None = None  # stored only: UNICAST2 ages nothing out by membership here
@@ -144,7 +145,10 @@ class Unicast2:
         self._next_xmit = -NEVER  # the first tick starts the retransmit task
         self._next_stable = -NEVER  # the first tick schedules the stable task (first run one stable_interval later)
         self._pending: list[tuple[str, int, int, int]] = []  # final STABLEs of removed receive connections (next tick)
-        self.c = dict.fromkeys(COUNTERS, 0)
+
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Unicast2:
+        return cls(local, cls.make_props(props), conn_id_start=ctx.conn_id_start)
 
     # --- helpers --------------------------------------------------------------------------------------------------
 
@@ -154,17 +158,17 @@ class Unicast2:
         return conn_id
 
     @staticmethod
-    def _conn_event(out: Outbox, peer: str, conn_id: int, side: str, state: str) -> None:
-        out.events.append({"event": "conn", "peer": peer, "conn_id": conn_id, "side": side, "state": state})
+    def _conn_event(out: Effects, peer: str, conn_id: int, side: str, state: str) -> None:
+        out.event("conn", peer=peer, conn_id=conn_id, side=side, state=state)
 
-    def _send_stable(self, peer: str, conn_id: int, low: int, high: int, out: Outbox) -> None:
+    def _send_stable(self, peer: str, conn_id: int, low: int, high: int, out: Effects) -> None:
         """STABLE(low, high, conn_id): `high` is what the sender may purge; `low` (the receiver's low watermark) is
         informational."""
-        out.sends.append((peer, STABLE(low, high, conn_id)))
+        out.send(peer, STABLE(low, high, conn_id))
         self.c["stables_sent"] += 1
-        out.events.append({"event": "stable", "peer": peer, "conn_id": conn_id, "seqno": high})
+        out.event("stable", peer=peer, conn_id=conn_id, seqno=high)
 
-    def _stable(self, peer: str, entry: ReceiverEntry, out: Outbox) -> bool:
+    def _stable(self, peer: str, entry: ReceiverEntry, out: Effects) -> bool:
         """Sends STABLE(highest delivered) unless that value was already sent max_stable_msgs times."""
         hd = entry.table.hd
         if hd == entry.stable_high:
@@ -189,7 +193,7 @@ class Unicast2:
 
     # --- application side -----------------------------------------------------------------------------------------
 
-    def send(self, dest: str, payload: bytes, now: float, out: Outbox) -> int:
+    def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
         """Sends payload to dest; returns its seqno on the connection."""
         entry = self.send_table.get(dest)
         if entry is None:
@@ -204,7 +208,7 @@ class Unicast2:
         msg = DATA(seqno, entry.conn_id if first else 0, first, payload)
         table.add(seqno, msg)
         entry.last_active = now
-        out.sends.append((dest, msg))
+        out.send(dest, msg)
         self.c["msgs_sent"] += 1
         return seqno
 
@@ -214,9 +218,9 @@ class Unicast2:
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of UNICAST2 messages from src (in arrival order)."""
-        data: list[Any] = []
+        data: list[Message] = []
         for m in msgs:
             t = type(m)
             if t is DATA:
@@ -232,7 +236,7 @@ class Unicast2:
         if data:
             self._handle_data(src, data, now, out)
 
-    def _handle_data(self, src: str, data: list[Any], now: float, out: Outbox) -> None:
+    def _handle_data(self, src: str, data: list[Message], now: float, out: Effects) -> None:
         c = self.c
         c["msgs_received"] += len(data)
         entry = self.recv_table.get(src)
@@ -265,7 +269,7 @@ class Unicast2:
                 if m.seqno == table.hd + 1:
                     delivered = table.remove_deliverable()
                     conn_id = entry.conn_id
-                    out.delivers.extend(Delivery("unicast", src, d.payload, conn_id, d.seqno) for d in delivered)
+                    out.delivers.extend(Deliver("unicast", src, d.payload, conn_id, d.seqno) for d in delivered)
                     c["msgs_delivered"] += len(delivered)
             else:
                 c["duplicates_received"] += 1
@@ -278,18 +282,18 @@ class Unicast2:
             if entry.received_bytes >= self.props.max_bytes and entry.table.hd != entry.stable_high:
                 self._stable(src, entry, out)
         if first_ack is not None and (self.props.resend_first_msg or self.props.resend_last_seqno):
-            out.sends.append((src, ACK(*first_ack)))
+            out.send(src, ACK(*first_ack))
             c["first_acks_sent"] += 1
         if sfs_seqno:
-            out.sends.append((src, SEND_FIRST_SEQNO(sfs_seqno)))
+            out.send(src, SEND_FIRST_SEQNO(sfs_seqno))
             c["send_first_seqno_sent"] += 1
 
-    def _ack_duplicate(self, src: str, entry: ReceiverEntry, seqno: int, out: Outbox) -> None:
+    def _ack_duplicate(self, src: str, entry: ReceiverEntry, seqno: int, out: Effects) -> None:
         """UNICAST2.txt #6: B "discards #2, but *acks* it nevertheless" (STABLE up to the duplicate's seqno)."""
         self.c["stables_dup_acks"] += 1
         self._send_stable(src, entry.conn_id, entry.table.low, seqno, out)
 
-    def _new_receiver_entry(self, src: str, seqno: int, conn_id: int, now: float, out: Outbox) -> ReceiverEntry:
+    def _new_receiver_entry(self, src: str, seqno: int, conn_id: int, now: float, out: Effects) -> ReceiverEntry:
         old = self.recv_table.get(src)
         if old is not None:
             self.c["conns_reset"] += 1
@@ -300,7 +304,7 @@ class Unicast2:
         self._conn_event(out, src, conn_id, "recv", "open")
         return entry
 
-    def _handle_stable(self, src: str, m: Any) -> None:
+    def _handle_stable(self, src: str, m: Message) -> None:
         self.c["stables_received"] += 1
         entry = self.send_table.get(src)
         if entry is None:
@@ -312,14 +316,14 @@ class Unicast2:
         if m.conn_id == entry.conn_id:
             entry.established = True  # B has this connection (it may have lost the first message's ACK)
 
-    def _handle_ack(self, src: str, m: Any) -> None:
+    def _handle_ack(self, src: str, m: Message) -> None:
         """B acked the first message of a connection (JGRP-1563): A stops resending it if the conn-id is A's."""
         self.c["first_acks_received"] += 1
         entry = self.send_table.get(src)
         if entry is not None and entry.conn_id == m.conn_id:
             entry.established = True
 
-    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         requested = sum(last - first + 1 for first, last in m.ranges)
@@ -333,14 +337,14 @@ class Unicast2:
         sent = 0
         for first, last in m.ranges:
             for seqno, msg in table.items(first, last):
-                out.sends.append((src, msg))
-                out.events.append({"event": "xmit", "peer": src, "conn_id": entry.conn_id, "seqno": seqno})
+                out.send(src, msg)
+                out.event("xmit", peer=src, conn_id=entry.conn_id, seqno=seqno)
                 sent += 1
         c["xmit_rsps_sent"] += sent
         c["xmits"] += sent
         c["xmit_reqs_missing"] += requested - sent  # e.g. purged by a STABLE of another connection (scenario #6)
 
-    def _handle_send_first_seqno(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_send_first_seqno(self, src: str, m: Message, out: Effects) -> None:
         """Resends the lowest unpurged message as first, with this connection's conn-id; then, as JGroups does, the
         rest up to the seqno B dropped."""
         self.c["send_first_seqno_received"] += 1
@@ -355,13 +359,13 @@ class Unicast2:
         resend = [lowest._replace(first=True, conn_id=entry.conn_id)]
         resend.extend(msg for _, msg in table.items(lowest.seqno + 1, m.seqno))
         for msg in resend:
-            out.sends.append((src, msg))
-            out.events.append({"event": "xmit", "peer": src, "conn_id": entry.conn_id, "seqno": msg.seqno})
+            out.send(src, msg)
+            out.event("xmit", peer=src, conn_id=entry.conn_id, seqno=msg.seqno)
         self.c["xmits"] += len(resend)
 
     # --- connection management ------------------------------------------------------------------------------------
 
-    def close_connection(self, peer: str, now: float, out: Outbox) -> None:
+    def close_connection(self, peer: str, now: float, out: Effects) -> None:
         """Removes both directions at once (UNICAST2.txt #3); the receive side sends a last STABLE first."""
         send = self.send_table.pop(peer, None)
         if send is not None:
@@ -380,7 +384,7 @@ class Unicast2:
         return self.send_table.pop(peer, None) is not None
 
     def remove_receive_connection(self, peer: str) -> bool:
-        """Drops the receiver entry at once; its last STABLE goes out at the next tick (this call has no Outbox)."""
+        """Drops the receiver entry at once; its last STABLE goes out at the next tick (this call has no Effects)."""
         entry = self.recv_table.pop(peer, None)
         if entry is None:
             return False
@@ -394,7 +398,7 @@ class Unicast2:
         removed_recv = self.remove_receive_connection(peer)
         return removed_send or removed_recv
 
-    def set_members(self, members: frozenset[str] | set[str] | list[str] | None) -> None:
+    def set_members(self, members: Iterable[str] | None) -> None:
         self.members = None if members is None else frozenset(members)
 
     # --- timers ---------------------------------------------------------------------------------------------------
@@ -402,7 +406,7 @@ class Unicast2:
     def next_wakeup(self) -> float:
         return min(self._next_xmit, self._next_stable)
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         if self._pending:
             for stable in self._pending:
                 self._send_stable(*stable, out)
@@ -418,7 +422,7 @@ class Unicast2:
                 for peer, entry in self.recv_table.items():
                     self._stable(peer, entry, out)
 
-    def _retransmit_run(self, now: float, out: Outbox) -> None:
+    def _retransmit_run(self, now: float, out: Effects) -> None:
         # Ask for every gap, every run, for as long as it lasts: a gap the sender can no longer fill (scenario #6)
         # is asked for forever; xmit_reqs_sent (here) and xmit_reqs_missing (at the sender) keep rising.
         members = self.members
@@ -428,14 +432,14 @@ class Unicast2:
             table = entry.table
             if table.num_missing():
                 ranges = tuple(table.missing()[:MAX_XMIT_RANGES])
-                out.sends.append((peer, XMIT_REQ(entry.conn_id, ranges)))
+                out.send(peer, XMIT_REQ(entry.conn_id, ranges))
                 self.c["xmit_reqs_sent"] += 1
         if self.props.resend_first_msg or self.props.resend_last_seqno:
             self._resend_run(out)
         if self.props.conn_expiry_timeout > 0:
             self._reap(now, out)
 
-    def _resend_run(self, out: Outbox) -> None:
+    def _resend_run(self, out: Effects) -> None:
         """The sender's part of the retransmit task (JGroups' fixes of JGRP-1563 and JGRP-1548): the first message
         of a connection the receiver has not acknowledged by the second run that sees it, flagged first with the
         conn-id; on an established one,
@@ -462,12 +466,12 @@ class Unicast2:
                     self._resend(peer, entry, msg, out)
                     self.c["last_msg_resends"] += 1
 
-    def _resend(self, peer: str, entry: SenderEntry, msg: Any, out: Outbox) -> None:
-        out.sends.append((peer, msg))
-        out.events.append({"event": "xmit", "peer": peer, "conn_id": entry.conn_id, "seqno": msg.seqno})
+    def _resend(self, peer: str, entry: SenderEntry, msg: Message, out: Effects) -> None:
+        out.send(peer, msg)
+        out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=msg.seqno)
         self.c["xmits"] += 1
 
-    def _reap(self, now: float, out: Outbox) -> None:
+    def _reap(self, now: float, out: Effects) -> None:
         timeout = self.props.conn_expiry_timeout
         for peer, send in list(self.send_table.items()):
             if now - send.last_active >= timeout - TIME_EPSILON:
@@ -485,21 +489,11 @@ class Unicast2:
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if name == "xmit_interval":
             self._next_xmit = -NEVER  # apply at the next tick
         elif name == "stable_interval":
             self._next_stable = -NEVER  # reschedule at the next tick
-
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["send_conns"] = len(self.send_table)
-        stats["recv_conns"] = len(self.recv_table)
-        stats["unacked_msgs"] = sum(len(e.table) for e in self.send_table.values())
-        stats["undelivered_msgs"] = sum(len(e.table) for e in self.recv_table.values())
-        stats["missing_msgs"] = sum(e.table.num_missing() for e in self.recv_table.values())
-        return stats
 
     def is_idle(self) -> bool:
         """True when every sender window is purged (all STABLEd) and no receiver window holds or misses anything.

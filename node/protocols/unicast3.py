@@ -17,13 +17,13 @@ reproduce the endless retransmission.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
 
-from node.protocols.base import NEVER, Delivery, Outbox, Properties
+from node.protocols.base import NEVER, SECONDS, BuildContext, Deliver, Effects, Properties, UnicastLayer, prop
 from node.tables import RetransmitTable
-from node.wire import header_class
+from node.wire import Message, header_class
 
 DATA = header_class("UNICAST3", "DATA")
 ACK = header_class("UNICAST3", "ACK")
@@ -47,27 +47,26 @@ class State(Enum):
 class Unicast3Props(Properties):
     """Properties with JGroups' names and defaults; durations in seconds."""
 
-    DURATIONS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "xmit_interval",
-            "conn_expiry_timeout",
-            "conn_close_timeout",
-            "sync_min_interval",
-            "max_retransmit_time",
-            "min_time_between_acks",
-        }
+    xmit_interval: float = prop(
+        0.5,
+        "retransmit task: pending acks, XMIT_REQs, SEND_FIRST_SEQNOs, resending the highest unacked message",
+        SECONDS,
     )
-
-    xmit_interval: float = 0.5
-    conn_expiry_timeout: float = 120.0  # idle OPEN connection -> CLOSING; 0 disables reaping
-    conn_close_timeout: float = 240.0  # CLOSING connection -> removed (sender sends CLOSE); 0 disables
-    ack_threshold: int = 100  # a batch of at least this many is acked at once; 1 acks every message at once
-    min_time_between_acks: float = 0.05  # other acks are delayed so that a connection sees at most one per this
-    sync_min_interval: float = 2.0  # min time between SEND_FIRST_SEQNOs to the same sender (JGRP-1874)
-    max_retransmit_time: float = 60.0  # a sender entry without any ack progress for this long is removed; 0 = never
-    max_xmit_req_size: int = 0  # max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram
-    sync_timestamps: bool = True  # legacy switch: False drops the ACK/SEND_FIRST_SEQNO timestamp check (JGRP-1873)
-    ack_duplicates: bool = True  # legacy switch: False acks only batches that delivered something (JGRP-1578)
+    conn_expiry_timeout: float = prop(120.0, "idle OPEN connection -> CLOSING; 0 disables reaping", SECONDS)
+    conn_close_timeout: float = prop(240.0, "CLOSING connection -> removed (sender sends CLOSE); 0 disables", SECONDS)
+    ack_threshold: int = prop(100, "a batch of at least this many is acked at once; 1 acks every message at once")
+    min_time_between_acks: float = prop(
+        0.05, "other acks are delayed so that a connection sees at most one per this", SECONDS
+    )
+    sync_min_interval: float = prop(2.0, "min time between SEND_FIRST_SEQNOs to the same sender (JGRP-1874)", SECONDS)
+    max_retransmit_time: float = prop(
+        60.0, "a sender entry without any ack progress for this long is removed; 0 = never", SECONDS
+    )
+    max_xmit_req_size: int = prop(0, "max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram")
+    sync_timestamps: bool = prop(
+        True, "legacy switch: False drops the ACK/SEND_FIRST_SEQNO timestamp check (JGRP-1873)"
+    )
+    ack_duplicates: bool = prop(True, "legacy switch: False acks only batches that delivered something (JGRP-1578)")
 
     def validate(self) -> None:
         if self.xmit_interval <= 0:
@@ -86,7 +85,7 @@ class SenderEntry:
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Any] = RetransmitTable(0)
+        self.table: RetransmitTable[Message] = RetransmitTable(0)
         self.state = State.OPEN
         self.last_active = now  # last send or ack: drives conn_expiry_timeout / conn_close_timeout
         self.last_progress = now  # last time highest-acked moved (or the entry was created): max_retransmit_time
@@ -106,7 +105,7 @@ class ReceiverEntry:
 
     def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Any] = RetransmitTable(first_seqno - 1)
+        self.table: RetransmitTable[Message] = RetransmitTable(first_seqno - 1)
         self.state = State.OPEN
         self.last_active = now
         self.ack_pending = False
@@ -114,47 +113,44 @@ class ReceiverEntry:
         self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
 
 
-COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates_received",
-    "acks_sent",
-    "acks_received",
-    "acks_dropped_conn_id",
-    "acks_withheld",
-    "stale_acks_dropped",
-    "xmits",
-    "xmit_reqs_sent",
-    "xmit_reqs_received",
-    "xmit_rsps_sent",
-    "xmit_reqs_missing",
-    "send_first_seqno_sent",
-    "send_first_seqno_received",
-    "stale_send_first_seqno_dropped",
-    "send_first_seqno_unknown",
-    "dropped_unknown_conn",
-    "dropped_out_of_window",
-    "close_sent",
-    "close_received",
-    "conns_created",
-    "conns_reset",
-    "conns_expired",
-    "conns_removed",
-    "conns_removed_unacked",
-)
-
-
-class Unicast3:
+class Unicast3(UnicastLayer[Unicast3Props]):
     """The UNICAST3 state machine of one member (all its send and receive connections)."""
 
     NAME = "unicast3"
     PROTOCOL = "UNICAST3"
+    PROPS = Unicast3Props
+    COUNTERS = (
+        "msgs_sent",
+        "msgs_received",
+        "msgs_delivered",
+        "duplicates_received",
+        "acks_sent",
+        "acks_received",
+        "acks_dropped_conn_id",
+        "acks_withheld",
+        "stale_acks_dropped",
+        "xmits",
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "xmit_rsps_sent",
+        "xmit_reqs_missing",
+        "send_first_seqno_sent",
+        "send_first_seqno_received",
+        "stale_send_first_seqno_dropped",
+        "send_first_seqno_unknown",
+        "dropped_unknown_conn",
+        "dropped_out_of_window",
+        "close_sent",
+        "close_received",
+        "conns_created",
+        "conns_reset",
+        "conns_expired",
+        "conns_removed",
+        "conns_removed_unacked",
+    )
 
     def __init__(self, local: str, props: Unicast3Props | None = None, *, conn_id_start: int = 1) -> None:
-        self.local = local
-        self.props = props or Unicast3Props()
-        self.props.validate()
+        super().__init__(local, props)
         self.send_table: dict[str, SenderEntry] = {}
         self.recv_table: dict[str, ReceiverEntry] = {}
         self.last_sync_sent: dict[str, float] = {}  # sender -> when we last asked it for its first seqno
@@ -165,7 +161,10 @@ class Unicast3:
         self._timestamp = 0
         self._next_xmit = -NEVER  # the first tick starts the retransmit task
         self._ack_due: dict[str, float] = {}  # receiver entries with a delayed ack -> when it is due
-        self.c = dict.fromkeys(COUNTERS, 0)
+
+    @classmethod
+    def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Unicast3:
+        return cls(local, cls.make_props(props), conn_id_start=ctx.conn_id_start)
 
     # --- helpers --------------------------------------------------------------------------------------------------
 
@@ -179,21 +178,21 @@ class Unicast3:
         return self._timestamp
 
     @staticmethod
-    def _conn_event(out: Outbox, peer: str, conn_id: int, side: str, state: str) -> None:
-        out.events.append({"event": "conn", "peer": peer, "conn_id": conn_id, "side": side, "state": state})
+    def _conn_event(out: Effects, peer: str, conn_id: int, side: str, state: str) -> None:
+        out.event("conn", peer=peer, conn_id=conn_id, side=side, state=state)
 
-    def _send_ack(self, peer: str, entry: ReceiverEntry, now: float, out: Outbox) -> None:
+    def _send_ack(self, peer: str, entry: ReceiverEntry, now: float, out: Effects) -> None:
         seqno = entry.table.hd
-        out.sends.append((peer, ACK(seqno, entry.conn_id, self._new_timestamp())))
+        out.send(peer, ACK(seqno, entry.conn_id, self._new_timestamp()))
         entry.ack_pending = False
         entry.last_ack_sent = now
         self._ack_due.pop(peer, None)
         self.c["acks_sent"] += 1
-        out.events.append({"event": "ack", "peer": peer, "conn_id": entry.conn_id, "seqno": seqno})
+        out.event("ack", peer=peer, conn_id=entry.conn_id, seqno=seqno)
 
     # --- application side -----------------------------------------------------------------------------------------
 
-    def send(self, dest: str, payload: bytes, now: float, out: Outbox) -> int:
+    def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
         """Sends payload to dest; returns its seqno on the connection."""
         entry = self.send_table.get(dest)
         if entry is None or entry.state is State.CLOSED:
@@ -209,7 +208,7 @@ class Unicast3:
         msg = DATA(seqno, entry.conn_id, seqno == 1, payload)
         table.add(seqno, msg)
         entry.last_active = now
-        out.sends.append((dest, msg))
+        out.send(dest, msg)
         self.c["msgs_sent"] += 1
         return seqno
 
@@ -219,9 +218,9 @@ class Unicast3:
 
     # --- network side ---------------------------------------------------------------------------------------------
 
-    def handle(self, src: str, msgs: list[Any], now: float, out: Outbox) -> None:
+    def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of UNICAST3 messages from src (in arrival order)."""
-        data: list[Any] = []
+        data: list[Message] = []
         for m in msgs:
             t = type(m)
             if t is DATA:
@@ -237,7 +236,7 @@ class Unicast3:
         if data:
             self._handle_data(src, data, now, out)
 
-    def _handle_data(self, src: str, data: list[Any], now: float, out: Outbox) -> None:
+    def _handle_data(self, src: str, data: list[Message], now: float, out: Effects) -> None:
         # A first message (new connection) is applied before the rest of the batch (UNICAST3.txt).
         for m in data:
             if m.first:
@@ -269,7 +268,7 @@ class Unicast3:
         delivered = entry.table.remove_deliverable() if added else []
         if delivered:
             conn_id = entry.conn_id
-            out.delivers.extend(Delivery("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
+            out.delivers.extend(Deliver("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
             c["msgs_delivered"] += len(delivered)
         if not delivered and not self.props.ack_duplicates:
             c["acks_withheld"] += 1  # JGRP-1578's flaw: nothing new delivered, nothing acked
@@ -282,7 +281,7 @@ class Unicast3:
             entry.ack_pending = True
             self._ack_due.setdefault(src, entry.last_ack_sent + self.props.min_time_between_acks)
 
-    def _receiver_entry_for_first(self, src: str, seqno: int, conn_id: int, now: float, out: Outbox) -> None:
+    def _receiver_entry_for_first(self, src: str, seqno: int, conn_id: int, now: float, out: Effects) -> None:
         entry = self.recv_table.get(src)
         if entry is not None and entry.conn_id == conn_id:
             return
@@ -299,7 +298,7 @@ class Unicast3:
         if last is None or now - last >= self.props.sync_min_interval - TIME_EPSILON:
             self.sync_wanted[src] = conn_id
 
-    def _handle_ack(self, src: str, m: Any, now: float) -> None:
+    def _handle_ack(self, src: str, m: Message, now: float) -> None:
         entry = self.send_table.get(src)
         if entry is None or entry.conn_id != m.conn_id:
             self.c["acks_dropped_conn_id"] += 1
@@ -315,7 +314,7 @@ class Unicast3:
             entry.last_progress = now
         entry.last_active = now
 
-    def _handle_xmit_req(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
         self.c["xmit_reqs_received"] += 1
         entry = self.send_table.get(src)
         if entry is None or entry.conn_id != m.conn_id:
@@ -325,12 +324,12 @@ class Unicast3:
         sent = 0
         for first, last in m.ranges:
             for _, msg in table.items(max(first, table.low + 1), min(last, table.hr)):
-                out.sends.append((src, msg))
+                out.send(src, msg)
                 sent += 1
         self.c["xmit_rsps_sent"] += sent
         self.c["xmits"] += sent
 
-    def _handle_send_first_seqno(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_send_first_seqno(self, src: str, m: Message, out: Effects) -> None:
         self.c["send_first_seqno_received"] += 1
         entry = self.send_table.get(src)
         if entry is None:
@@ -342,10 +341,10 @@ class Unicast3:
         table = entry.table
         lowest = table.get(table.low + 1)
         if lowest is not None:
-            out.sends.append((src, lowest._replace(first=True)))
+            out.send(src, lowest._replace(first=True))
             self.c["xmits"] += 1
 
-    def _handle_close(self, src: str, m: Any, out: Outbox) -> None:
+    def _handle_close(self, src: str, m: Message, out: Effects) -> None:
         self.c["close_received"] += 1
         entry = self.recv_table.get(src)
         if entry is not None and entry.conn_id == m.conn_id:
@@ -355,7 +354,7 @@ class Unicast3:
 
     # --- connection management ------------------------------------------------------------------------------------
 
-    def close_connection(self, peer: str, now: float, out: Outbox) -> None:
+    def close_connection(self, peer: str, now: float, out: Effects) -> None:
         """Closes both directions gracefully: CLOSING now (unacked messages are still flushed), removed later."""
         for side, table in (("send", self.send_table), ("recv", self.recv_table)):
             entry = table.get(peer)
@@ -378,9 +377,7 @@ class Unicast3:
         removed_recv = self.remove_receive_connection(peer)
         return removed_send or removed_recv
 
-    def set_members(
-        self, members: frozenset[str] | set[str] | list[str] | None, now: float | None = None, out: Outbox | None = None
-    ) -> None:
+    def set_members(self, members: Iterable[str] | None, now: float | None = None, out: Effects | None = None) -> None:
         """The current membership (None: unknown). With `now` and `out`, connections to members that left are
         closed (CLOSING: still flushed, removed after conn_close_timeout), as JGroups' UNICAST3 does on a view."""
         self.members = None if members is None else frozenset(members)
@@ -395,7 +392,7 @@ class Unicast3:
             return min(self._next_xmit, min(self._ack_due.values()))
         return self._next_xmit
 
-    def tick(self, now: float, out: Outbox) -> None:
+    def tick(self, now: float, out: Effects) -> None:
         if self._ack_due:
             for peer, due in list(self._ack_due.items()):
                 if due <= now:
@@ -408,7 +405,7 @@ class Unicast3:
             self._next_xmit = now + self.props.xmit_interval
             self._retransmit_run(now, out)
 
-    def _retransmit_run(self, now: float, out: Outbox) -> None:
+    def _retransmit_run(self, now: float, out: Effects) -> None:
         props = self.props
         c = self.c
         # receiver side: pending acks, then ask for what is missing. Only seqnos that were already missing in the
@@ -432,17 +429,17 @@ class Unicast3:
                 continue
             ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
             if ranges:
-                out.sends.append((peer, XMIT_REQ(entry.conn_id, tuple(ranges))))
+                out.send(peer, XMIT_REQ(entry.conn_id, tuple(ranges)))
                 c["xmit_reqs_sent"] += 1
         # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
         for peer, conn_id in sorted(self.sync_wanted.items()):
             last = self.last_sync_sent.get(peer)
             if last is None or now - last >= props.sync_min_interval - TIME_EPSILON:
-                out.sends.append((peer, SEND_FIRST_SEQNO(self._new_timestamp())))
+                out.send(peer, SEND_FIRST_SEQNO(self._new_timestamp()))
                 self.last_sync_sent[peer] = now
                 c["send_first_seqno_sent"] += 1
                 # conn_id: the connection B did not know (JGRP-1874's storms are counted per heal from these)
-                out.events.append({"event": "sync", "peer": peer, "conn_id": conn_id})
+                out.event("sync", peer=peer, conn_id=conn_id)
         self.sync_wanted.clear()
         for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval - TIME_EPSILON]:
             del self.last_sync_sent[peer]  # expired: keeps the table bounded
@@ -463,13 +460,13 @@ class Unicast3:
                 if entry.watermark == (ha, hs):
                     msg = table.get(hs)
                     if msg is not None:
-                        out.sends.append((peer, msg))
+                        out.send(peer, msg)
                         c["xmits"] += 1
-                        out.events.append({"event": "xmit", "peer": peer, "conn_id": entry.conn_id, "seqno": hs})
+                        out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=hs)
             entry.watermark = (ha, hs)
         self._reap(now, out)
 
-    def _reap(self, now: float, out: Outbox) -> None:
+    def _reap(self, now: float, out: Effects) -> None:
         props = self.props
         for side, conns in (("send", self.send_table), ("recv", self.recv_table)):
             for peer, entry in list(conns.items()):
@@ -485,26 +482,16 @@ class Unicast3:
                     self.c["conns_removed"] += 1
                     self._conn_event(out, peer, entry.conn_id, side, "closed")
                     if side == "send":
-                        out.sends.append((peer, CLOSE(entry.conn_id)))
+                        out.send(peer, CLOSE(entry.conn_id))
                         self.c["close_sent"] += 1
                     else:
                         self._ack_due.pop(peer, None)
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def set_property(self, name: str, value: Any) -> None:
-        self.props.set(name, value)
+    def property_changed(self, name: str) -> None:
         if name == "xmit_interval":
             self._next_xmit = -NEVER  # apply at the next tick
-
-    def counters(self) -> dict[str, int]:
-        stats = dict(self.c)
-        stats["send_conns"] = len(self.send_table)
-        stats["recv_conns"] = len(self.recv_table)
-        stats["unacked_msgs"] = sum(len(e.table) for e in self.send_table.values())
-        stats["undelivered_msgs"] = sum(len(e.table) for e in self.recv_table.values())
-        stats["missing_msgs"] = sum(e.table.num_missing() for e in self.recv_table.values())
-        return stats
 
     def is_idle(self) -> bool:
         """True when every sender window is drained and no receiver window has a gap. Connections to peers outside the

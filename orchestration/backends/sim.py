@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from node import wire
-from node.address import make_address, name_of
 from node.history import HistoryWriter, write_records
 from node.payload import make_msg_id, make_payload, msg_id_of
+from node.protocols.base import MembershipLayer, MulticastLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
-from node.stack import STACKS, Stack, build_stack, has_membership
-from node.wire import View
+from node.stack import PROTOCOLS, STACKS, Stack, build_stack, has_membership
+from node.wire import View, make_address, name_of
 from node.workload import Workload
 
 LOOPBACK_DELAY = 1e-6
@@ -270,7 +270,7 @@ class Simulation:
         except KeyError:
             raise KeyError(f"no member {name!r}; members: {', '.join(self.members)}") from None
 
-    def protocol(self, name: str) -> Any:
+    def protocol(self, name: str) -> UnicastLayer[Properties]:
         """The unicast protocol instance of a member (for assertions and unilateral connection operations)."""
         return self.member(name).stack.unicast
 
@@ -595,7 +595,7 @@ class Simulation:
             raise KeyError(f"no member {src!r}; members: {', '.join(self.history)}")
         if kind == "unicast" and (dest not in self.history or dest == src):
             raise ValueError(f"unknown destination {dest!r}; members: {', '.join(self.history)}")
-        if kind == "multicast" and not any(p in Stack.MULTICAST for p in STACKS[self.stack_name]):
+        if kind == "multicast" and not any(issubclass(PROTOCOLS[p], MulticastLayer) for p in STACKS[self.stack_name]):
             raise ValueError(f"stack {self.stack_name} has no multicast protocol")
         if start < 0:
             raise ValueError("start must be >= 0")
@@ -778,7 +778,7 @@ class Simulation:
         """Names of the running members, in start order."""
         return [n for n, m in self.members.items() if m.alive]
 
-    def gms(self, name: str) -> Any:
+    def gms(self, name: str) -> MembershipLayer[Properties] | None:
         """The GMS protocol instance of a member (None without membership)."""
         return self.member(name).stack.gms
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import NEVER, Outbox
+from node.protocols.base import NEVER, Effects, Event
 from node.protocols.fd import Fd, FdProps
 from node.protocols.gms import FIND, JOIN_REQ, MERGE_REQ, MERGE_RSP, VIEW, VIEW_ACK, Gms, GmsProps, State
 from node.protocols.merge import INFO, Merge, Merge3Props
@@ -39,19 +39,19 @@ class FakeMulticast:
         self.windows: Digest = {}
         self.calls: list[tuple[Any, ...]] = []
 
-    def install_view(self, view: View, now: float, out: Outbox) -> None:
+    def install_view(self, view: View, now: float, out: Effects) -> None:
         self.calls.append(("install_view", str(view.view_id)))
 
     def digest(self) -> Digest:
         return {self.local: (self.hs, self.hs), **self.windows}
 
-    def set_digest(self, digest: Digest, now: float, out: Outbox) -> None:
+    def set_digest(self, digest: Digest, now: float, out: Effects) -> None:
         self.calls.append(("set_digest", dict(digest)))
 
-    def reset_windows(self, digest: Digest, members: list[str], now: float, out: Outbox) -> None:
+    def reset_windows(self, digest: Digest, members: list[str], now: float, out: Effects) -> None:
         self.calls.append(("reset_windows", {m: digest[m] for m in members}))
 
-    def become_server(self, now: float, out: Outbox) -> None:
+    def become_server(self, now: float, out: Effects) -> None:
         self.calls.append(("become_server",))
 
     def close(self) -> None:
@@ -68,7 +68,7 @@ class Net:
         self.now = 0.0
         self.gms: dict[str, Gms] = {}
         self.mc: dict[str, FakeMulticast] = {}
-        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.events: dict[str, list[Event]] = {}
         self.cuts: set[tuple[str, str]] = set()
         self.sent: list[tuple[str, str | None, Any]] = []
         self.drop: Callable[[str, str, Any], bool] = lambda src, dst, msg: False
@@ -76,9 +76,8 @@ class Net:
     def add(self, name: str, **props: Any) -> Gms:
         p = GmsProps()
         p.update({**FAST, **props})
-        g = Gms(name, p)
         mc = FakeMulticast(name)
-        g.attach(multicast=mc)
+        g = Gms(name, p, multicast=mc)  # type: ignore[arg-type]
         self.gms[name], self.mc[name], self.events[name] = g, mc, []
         return g
 
@@ -86,17 +85,17 @@ class Net:
         """A member that already has `view` installed (as if it had joined)."""
         g = self.gms.get(name) or self.add(name)
         g.state = State.MEMBER
-        g._install(view, self.now, Outbox())
+        g._install(view, self.now, Effects())
         self.mc[name].calls.clear()
         return g
 
-    def call(self, name: str, fn: Callable[[Gms, Outbox], Any]) -> Any:
-        out = Outbox()
+    def call(self, name: str, fn: Callable[[Gms, Effects], Any]) -> Any:
+        out = Effects()
         result = fn(self.gms[name], out)
         self.pump(name, out)
         return result
 
-    def pump(self, src: str, out: Outbox) -> None:
+    def pump(self, src: str, out: Effects) -> None:
         work = deque([(src, out)])
         while work:
             s, o = work.popleft()
@@ -107,7 +106,7 @@ class Net:
                 for d in targets:
                     if d not in self.gms or (s, d) in self.cuts or self.drop(s, d, msg):
                         continue
-                    o2 = Outbox()
+                    o2 = Effects()
                     self.gms[d].handle(s, [msg], self.now, o2)
                     work.append((d, o2))
 
@@ -181,9 +180,9 @@ def test_a_lone_member_becomes_a_singleton_coordinator_after_discovery() -> None
     net.advance(0.5)
     assert a.view == view("A", 1, "A") and a.is_coord
     assert net.mc["A"].names() == ["install_view", "become_server"]
-    ev = [e for e in net.events["A"] if e["event"] == "view"]
+    ev = [e for e in net.events["A"] if e.kind == "view"]
     assert ev == [
-        {"event": "view", "view_id": "A|1", "members": ["A"], "merge": False, "addresses": ["A"], "merged_from": []}
+        Event("view", {"view_id": "A|1", "members": ["A"], "merge": False, "addresses": ["A"], "merged_from": []})
     ]
 
 
@@ -201,7 +200,7 @@ def test_joiner_gets_view_and_digest_and_installs_them_before_becoming_server() 
         ("set_digest", {"A": (7, 7), "X": (3, 4)}),
         ("become_server",),
     ]
-    assert [e["members"] for e in net.events["B/2"] if e["event"] == "view"] == [["A", "B"]]
+    assert [e.fields["members"] for e in net.events["B/2"] if e.kind == "view"] == [["A", "B"]]
 
 
 def test_joins_wait_for_the_old_members_acks_and_are_bundled() -> None:
@@ -219,7 +218,7 @@ def test_joins_wait_for_the_old_members_acks_and_are_bundled() -> None:
     net.advance(0.45)
     assert len(net.of(VIEW, "A", "B")) == 5  # first send + 4 resends at view_xmit_interval
     net.advance(0.5)  # view_ack_collection_timeout: C is answered, D's join is the next view
-    assert [e["view_id"] for e in net.events["C"] if e["event"] == "view"] == ["A|3", "A|4"]  # joined A|3
+    assert [e.fields["view_id"] for e in net.events["C"] if e.kind == "view"] == ["A|3", "A|4"]  # joined A|3
     assert a.c["view_ack_timeouts"] == 1
     net.drop = lambda s, d, m: False
     net.advance(1.5)
@@ -322,7 +321,7 @@ def test_a_view_resets_the_windows_of_senders_new_to_us_at_the_coordinators_dige
     net = Net()
     net.member("C", view("A", 5, "AC"))
     net.add("A")
-    out = Outbox()
+    out = Effects()
     net.gms["C"].handle("A", [VIEW(view("A", 6, "ACE"), {"A": (9, 9), "C": (2, 3), "E": (4, 6)}, ())], 0.0, out)
     assert net.mc["C"].calls == [("install_view", "A|6"), ("reset_windows", {"E": (4, 6)})]
 
@@ -332,8 +331,8 @@ def test_a_sender_coming_back_never_restarts_below_what_we_delivered() -> None:
     net.member("C", view("A", 5, "ACE"))
     net.mc["C"].windows = {"E": (12, 12)}
     g = net.gms["C"]
-    g._handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Outbox())  # E leaves our view: we delivered up to 12
-    g._handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Outbox())
+    g._handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
+    g._handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
     assert net.mc["C"].calls[-1] == ("reset_windows", {"E": (4, 12)})
 
 
@@ -364,7 +363,7 @@ def test_merge_installs_one_view_of_both_subgroups_and_resets_the_other_subgroup
     assert vmsg.digest == {"A": (10, 10), "B": (20, 20), "C": (30, 30), "D": (40, 40)}  # each one's own seqno
     assert net.mc["A"].calls[-1] == ("reset_windows", {"C": (30, 30), "D": (40, 40)})
     assert net.mc["D"].calls[-1] == ("reset_windows", {"A": (10, 10), "B": (20, 20)})
-    assert [e["merge"] for e in net.events["D"] if e["event"] == "view"] == [True]
+    assert [e.fields["merge"] for e in net.events["D"] if e.kind == "view"] == [True]
 
 
 def test_asymmetric_merge_resets_a_member_of_our_view_that_came_from_another_subgroup() -> None:
@@ -437,39 +436,37 @@ class Recorder:
     def __init__(self) -> None:
         self.log: list[tuple[str, str]] = []
 
-    def suspect(self, member: str, now: float, out: Outbox) -> None:
+    def suspect(self, member: str, now: float, out: Effects) -> None:
         self.log.append(("suspect", member))
 
-    def unsuspect(self, member: str, now: float, out: Outbox) -> None:
+    def unsuspect(self, member: str, now: float, out: Effects) -> None:
         self.log.append(("unsuspect", member))
 
 
 def test_fd_suspects_after_timeout_reports_to_the_coordinator_and_unsuspects_on_a_heartbeat() -> None:
-    fd = Fd("C", FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0))
     rec = Recorder()
-    fd.gms = rec  # type: ignore[assignment]
-    fd.install_view(view("A", 1, "ABC"), 0.0, Outbox())
-    fd.handle("B", [], 4.0, Outbox())
-    t, out = 0.0, Outbox()
+    fd = Fd("C", FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0), membership=rec)
+    fd.install_view(view("A", 1, "ABC"), 0.0, Effects())
+    fd.handle("B", [], 4.0, Effects())
+    t, out = 0.0, Effects()
     while t < 6.0:
         t = fd.next_wakeup()
         fd.tick(t, out)
     assert rec.log == [("suspect", "A")]  # B was heard at 4.0
     assert ("A", header("FD", "SUSPECT")("A")) not in out.sends  # never report the coordinator to itself
-    fd.handle("A", [header("FD", "HEARTBEAT")()], 6.5, Outbox())
+    fd.handle("A", [header("FD", "HEARTBEAT")()], 6.5, Effects())
     assert rec.log[-1] == ("unsuspect", "A")
     assert fd.c["heartbeats_sent"] >= 6
 
 
 def test_fd_coordinator_refutes_a_suspicion_of_a_member_it_hears() -> None:
-    fd = Fd("A", FdProps(interval=1.0, timeout=4.0))
     rec = Recorder()
     rec.is_coord = True
-    fd.gms = rec  # type: ignore[assignment]
-    fd.install_view(view("A", 1, "ABC"), 0.0, Outbox())
-    fd.handle("C", [], 1.0, Outbox())
-    fd.handle("B", [header("FD", "SUSPECT")("C")], 2.0, Outbox())  # heard C 1 s ago: refuted
-    fd.handle("B", [header("FD", "SUSPECT")("C")], 3.5, Outbox())  # not for 2.5 s >= timeout / 2: accepted
+    fd = Fd("A", FdProps(interval=1.0, timeout=4.0), membership=rec)
+    fd.install_view(view("A", 1, "ABC"), 0.0, Effects())
+    fd.handle("C", [], 1.0, Effects())
+    fd.handle("B", [header("FD", "SUSPECT")("C")], 2.0, Effects())  # heard C 1 s ago: refuted
+    fd.handle("B", [header("FD", "SUSPECT")("C")], 3.5, Effects())  # not for 2.5 s >= timeout / 2: accepted
     assert fd.c["suspect_reports_refuted"] == 1 and rec.log == [("suspect", "C")]
 
 
@@ -486,7 +483,7 @@ class MergeRecorder:
     def note_view_id(self, view_id: ViewId) -> None:
         pass
 
-    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Outbox) -> None:
+    def start_merge(self, reps: dict[ViewId, str], reported: dict[str, ViewId], now: float, out: Effects) -> None:
         self.calls.append(reps)
 
 
@@ -495,18 +492,17 @@ class MergeRecorder:
     [("A", True), ("C", False)],
 )
 def test_merge_leader_is_the_smallest_representative(local: str, leads: bool) -> None:
-    m = Merge(local, Merge3Props(min_interval=0.1, max_interval=0.5))
     rec = MergeRecorder()
-    m.gms = rec
+    m = Merge(local, Merge3Props(min_interval=0.1, max_interval=0.5), membership=rec)
     own = view("A", 5, "AB") if local == "A" else view("C", 6, "CD")
-    m.install_view(own, 0.0, Outbox())
-    m.handle("B", [INFO(ViewId("A", 5))], 0.1, Outbox())
-    m.handle("D", [INFO(ViewId("C", 6))], 0.1, Outbox())
+    m.install_view(own, 0.0, Effects())
+    m.handle("B", [INFO(ViewId("A", 5))], 0.1, Effects())
+    m.handle("D", [INFO(ViewId("C", 6))], 0.1, Effects())
     if local == "C":
-        m.handle("A", [INFO(ViewId("A", 5))], 0.1, Outbox())
+        m.handle("A", [INFO(ViewId("A", 5))], 0.1, Effects())
     else:
-        m.handle("C", [INFO(ViewId("C", 6))], 0.1, Outbox())
-    m._check(0.5, Outbox())
+        m.handle("C", [INFO(ViewId("C", 6))], 0.1, Effects())
+    m._check(0.5, Effects())
     expected = [{ViewId("A", 5): "A", ViewId("C", 6): "C"}] if leads else []
     assert rec.calls == expected
 
@@ -514,8 +510,8 @@ def test_merge_leader_is_the_smallest_representative(local: str, leads: bool) ->
 def test_merge_info_jitter_is_seeded_and_within_the_interval() -> None:
     def schedule(seed: int) -> list[float]:
         m = Merge("A", Merge3Props(min_interval=1.0, max_interval=2.0), seed=seed)
-        m.install_view(view("A", 1, "A"), 0.0, Outbox())
-        times, out = [], Outbox()
+        m.install_view(view("A", 1, "A"), 0.0, Effects())
+        times, out = [], Effects()
         while len(times) < 20:
             t = m.next_wakeup()
             n = len(out.sends)
@@ -535,8 +531,12 @@ def test_stacks_with_membership_wire_their_protocols() -> None:
     s = build_stack("A", "unicast3+nakack2", {"gms": {"join_timeout": "1s"}, "merge": {"max_interval": "3s"}})
     assert list(s.by_name) == ["unicast3", "nakack2", "stable", "gms", "fd", "merge"]
     g = s.gms
-    assert g.multicast is s.multicast_protocol and g.stable is s.by_name["stable"] and g.fd.gms is g
-    assert s.by_name["merge"].gms is g and g.props.join_timeout == 1.0
+    assert (
+        g.multicast is s.multicast_protocol and g.routes.liveness is s.by_name["fd"] and s.by_name["fd"].membership is g
+    )
+    assert s.by_name["merge"].membership is g and s.by_name["merge"].liveness is s.by_name["fd"]
+    assert g.routes.others == [s.by_name[n] for n in ("unicast3", "nakack2", "stable", "fd", "merge")]
+    assert s.by_name["stable"].source is s.multicast_protocol and g.props.join_timeout == 1.0
     assert list(build_stack("A", "unicast3+mcast").by_name) == ["unicast3", "mcast", "gms", "fd", "merge"]
     with pytest.raises(ValueError, match="unknown protocols: gmss"):
         build_stack("A", "unicast3+gms", {"gmss": {}})

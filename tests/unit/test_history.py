@@ -7,7 +7,7 @@ import pytest
 
 from node.history import HistoryWriter, encode, lines_of, write_records
 from node.payload import make_payload
-from node.protocols.base import Delivery
+from node.protocols.base import Deliver, Event
 
 
 def test_events_are_whole_lines_flushed_per_batch(tmp_path: Path) -> None:
@@ -39,13 +39,13 @@ def _all_events(h: HistoryWriter) -> None:
     h.start("B/2", "unicast3+nakack2", "udp")
     h.sent("unicast", "A", 7, 1, "B/2>A#1", 20, dest_address="A/3")
     h.sent("multicast", None, None, 1, "B/2>*#1", 20)
-    h.delivered(Delivery("unicast", "A/3", make_payload("A/3>B#1", 20), 9, 1))
-    h.delivered(Delivery("multicast", "A/3", make_payload("A/3>*#1", 3), None, 1))
+    h.delivered(Deliver("unicast", "A/3", make_payload("A/3>B#1", 20), 9, 1))
+    h.delivered(Deliver("multicast", "A/3", make_payload("A/3>*#1", 3), None, 1))
     h.protocol_events(
         [
-            {"event": "view", "view_id": "A/3:2", "members": ["A/3", "B/2"], "merge": False},
-            {"event": "conn", "peer": "A/3", "conn_id": 7, "side": "send", "state": "open"},
-            {"event": "xmit", "peer": None, "conn_id": None, "seqno": 4},
+            Event("view", {"view_id": "A/3:2", "members": ["A/3", "B/2"], "merge": False}),
+            Event("conn", {"peer": "A/3", "conn_id": 7, "side": "send", "state": "open"}),
+            Event("xmit", {"peer": None, "conn_id": None, "seqno": 4}),
         ]
     )
     h.stop({"stack": {"datagrams_sent": 3}, "unicast3": {"msgs_sent": 1}})

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import Delivery, Outbox
+from node.protocols.base import Deliver, Effects
 from node.protocols.mcast import ACK, MSG, XMIT_REQ, XMIT_RSP, Mcast, McastProps
 from node.wire import View, ViewId
 
@@ -37,10 +37,10 @@ class Net:
         self.now = 0.0
         self.wire: list[Wire] = []
         self.seen: list[Wire] = []  # everything ever put on the wire
-        self.delivered: dict[str, list[Delivery]] = {n: [] for n in self.names}
+        self.delivered: dict[str, list[Deliver]] = {n: [] for n in self.names}
         self.install(self.names, 1)
         for n in self.names:
-            out = Outbox()
+            out = Effects()
             self.nodes[n].become_server(self.now, out)
             self.nodes[n].tick(self.now, out)  # starts the retransmit task
             self._absorb(n, out)
@@ -51,11 +51,11 @@ class Net:
     def install(self, members: Iterable[str], vid: int, at: Iterable[str] | None = None) -> None:
         v = view(members, vid)
         for n in self.names if at is None else at:
-            out = Outbox()
+            out = Effects()
             self.nodes[n].install_view(v, self.now, out)
             self._absorb(n, out)
 
-    def _absorb(self, name: str, out: Outbox) -> None:
+    def _absorb(self, name: str, out: Effects) -> None:
         sent = []
         for dest, msg in out.sends:
             sent.extend((name, d, msg) for d in (self.names if dest is None else (dest,)))
@@ -63,8 +63,8 @@ class Net:
         self.seen.extend(sent)
         self.delivered[name].extend(out.delivers)
 
-    def call(self, name: str, fn: Callable[[Mcast, Outbox], Any]) -> Any:
-        out = Outbox()
+    def call(self, name: str, fn: Callable[[Mcast, Effects], Any]) -> Any:
+        out = Effects()
         result = fn(self.nodes[name], out)
         self._absorb(name, out)
         return result
@@ -141,7 +141,7 @@ def test_multicast_delivers_locally_and_everywhere_in_order() -> None:
     net = Net()
     assert [net.mcast("A", f"a{i}".encode()) for i in range(1, 6)] == [1, 2, 3, 4, 5]
     assert [d.payload for d in net.delivered["A"]] == [b"a1", b"a2", b"a3", b"a4", b"a5"]  # at once, before any I/O
-    assert net.delivered["A"][0] == Delivery("multicast", "A", b"a1", None, 1)
+    assert net.delivered["A"][0] == Deliver("multicast", "A", b"a1", None, 1)
     net.pump()
     for n in "BC":
         assert net.seqnos(n, "A") == [1, 2, 3, 4, 5]
@@ -360,7 +360,7 @@ def test_xmit_req_only_for_seqnos_missing_on_the_previous_run() -> None:
 
 def test_messages_before_become_server_and_from_non_members_are_dropped() -> None:
     j = Mcast("J")
-    out = Outbox()
+    out = Effects()
     j.install_view(view("AJ"), 0.0, out)
     j.handle("A", [MSG(1, b"early")], 0.0, out)
     assert not out.delivers and j.counters()["dropped_not_server"] == 1 and not j.is_server
@@ -482,7 +482,7 @@ def test_reset_windows_before_the_merge_view_keeps_the_ack_floor() -> None:
     net.take()
     net.deliver([("B", "A", ACK(4))])
     assert a.pending() == 0 and a.send_window.low == 4
-    a.reset_windows({"A": (5, 5), "C": (0, 0)}, ["C"], net.now, Outbox())  # C is not in A's view yet
+    a.reset_windows({"A": (5, 5), "C": (0, 0)}, ["C"], net.now, Effects())  # C is not in A's view yet
     assert "C" in a.windows and "C" not in a.acks
     net.install(("A", "B", "C"), 2, at="A")
     assert a.acks == {"B": 4, "C": 5}
@@ -513,7 +513,7 @@ def test_reset_windows_never_delivers_twice_nor_waits_below_the_offset() -> None
 def test_a_member_alone_never_blocks() -> None:
     for members in (None, ("A",)):
         m = Mcast("A", McastProps(capacity=4))
-        out = Outbox()
+        out = Effects()
         if members:
             m.install_view(view(members), 0.0, out)
         assert [m.multicast(b"%d" % i, 0.0, out) for i in range(1, 11)] == list(range(1, 11))
@@ -534,7 +534,7 @@ def test_xmit_req_answers_each_seqno_once_and_counts_what_is_gone() -> None:
         net.mcast("A", b"%d" % i)
     net.take()
     a = net["A"]
-    out = Outbox()
+    out = Effects()
     a.handle("B", [XMIT_REQ("A", ((0, 2**63), (7, 9), (8, 8)))], net.now, out)
     assert [m for _, m in out.sends] == [XMIT_RSP(s, "A", b"%d" % s) for s in (7, 8, 9)]
     assert {d for d, _ in out.sends} == {"B"}
@@ -552,7 +552,7 @@ def test_properties() -> None:
         "max_xmit_req_size": 1024,
         "purge_on_view_change": True,
     }
-    out = Outbox()
+    out = Effects()
     m.tick(5.0, out)
     assert m.next_wakeup() == 6.0
     m.set_property("xmit_interval", "200ms")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import NEVER, Delivery, Outbox
+from node.protocols.base import NEVER, Deliver, Effects, Event
 from node.protocols.nakack2 import (
     HIGHEST_SEQNO,
     MAX_SEQNO_AHEAD,
@@ -41,8 +41,8 @@ class Net:
         self.now = 0.0
         self.wire: list[Wire] = []
         self.seen: list[tuple[str, str | None, Any]] = []  # everything ever sent: (src, dest or None, message)
-        self.delivered: dict[str, list[Delivery]] = {}
-        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.delivered: dict[str, list[Deliver]] = {}
+        self.events: dict[str, list[Event]] = {}
         for name in names:
             self.add(name)
         if server:
@@ -60,7 +60,7 @@ class Net:
     def __getitem__(self, name: str) -> Nakack2:
         return self.nodes[name]
 
-    def _absorb(self, name: str, out: Outbox) -> None:
+    def _absorb(self, name: str, out: Effects) -> None:
         for dest, msg in out.sends:
             self.seen.append((name, dest, msg))
             self.wire.extend((name, d, msg) for d in (self.nodes if dest is None else [dest]))
@@ -69,7 +69,7 @@ class Net:
 
     def call(self, name: str, method: str, *args: Any) -> Any:
         """Calls a method taking (..., now, out) on one instance and absorbs its output."""
-        out = Outbox()
+        out = Effects()
         result = getattr(self.nodes[name], method)(*args, self.now, out)
         self._absorb(name, out)
         return result
@@ -151,16 +151,16 @@ def test_multicast_delivers_locally_at_once_and_ignores_its_loopback() -> None:
     net = Net()
     assert net.mcast("A", 2) == [1, 2]
     assert net.delivered["A"] == [
-        Delivery("multicast", "A", b"a1", None, 1),
-        Delivery("multicast", "A", b"a2", None, 2),
+        Deliver("multicast", "A", b"a1", None, 1),
+        Deliver("multicast", "A", b"a2", None, 2),
     ]
     assert [(s, d, m) for s, d, m in net.seen] == [("A", None, MSG(1, b"a1")), ("A", None, MSG(2, b"a2"))]
     net.pump()
     assert len(net.delivered["A"]) == 2  # the looped-back copies are not delivered again
     for name in "BC":
         assert net.delivered[name] == [
-            Delivery("multicast", "A", b"a1", None, 1),
-            Delivery("multicast", "A", b"a2", None, 2),
+            Deliver("multicast", "A", b"a1", None, 1),
+            Deliver("multicast", "A", b"a2", None, 2),
         ]
     ca = net["A"].counters()
     assert (ca["msgs_sent"], ca["msgs_delivered"], ca["own_msgs_ignored"], ca["sender_window_size"]) == (2, 2, 2, 2)
@@ -256,7 +256,7 @@ def test_gap_repaired_by_xmit_req_to_original_sender_and_multicast_response() ->
     assert net.seqnos("B", "A") == list(range(1, 11))
     assert net["C"].counters()["duplicates_received"] == 3  # C got the multicast responses too
     assert net["A"].counters()["xmit_rsps_sent"] == 3 and net["A"].counters()["xmit_reqs_missing"] == 0
-    assert [e["seqno"] for e in net.events["A"] if e["event"] == "xmit"] == [3, 4, 7]
+    assert [e.fields["seqno"] for e in net.events["A"] if e.kind == "xmit"] == [3, 4, 7]
     net.run(3.0)
     assert len(net.sent(XMIT_REQ)) == 1  # no gap, no request
 
@@ -399,7 +399,7 @@ def test_third_member_without_kept_copies_cannot_answer() -> None:
 def test_xmit_rsp_carries_the_original_sender() -> None:
     net = Net()
     net.deliver([("C", "B", XMIT_RSP(1, "A", b"via-c"))])  # from C, about A's #1
-    assert net.delivered["B"] == [Delivery("multicast", "A", b"via-c", None, 1)]
+    assert net.delivered["B"] == [Deliver("multicast", "A", b"via-c", None, 1)]
     net.deliver([("C", "A", XMIT_RSP(1, "A", b"mine"))])  # about A itself: ignored by A
     assert net.delivered["A"] == [] and net["A"].counters()["own_msgs_ignored"] == 1
 
@@ -449,7 +449,7 @@ def test_reset_windows_never_delivers_twice_nor_waits_below_the_offset() -> None
     net = Net()
     net.mcast("B", 10)
     net.pump()
-    net["A"].handle("B", [MSG(13, b"b13")], net.now, Outbox())  # undelivered, past a gap
+    net["A"].handle("B", [MSG(13, b"b13")], net.now, Effects())  # undelivered, past a gap
     net.call("A", "reset_windows", {"B": (5, 5), "C": (7, 7)}, ["B"])  # B's seqno below what A delivered
     assert net["A"].digest()["B"] == (10, 13) and net["A"].digest()["C"] == (0, 0)  # C not in `members`
     net.call("A", "reset_windows", {"B": (12, 12)}, ["B"])

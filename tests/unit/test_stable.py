@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import NEVER, Outbox
+from node.protocols.base import NEVER, Effects
 from node.protocols.nakack2 import MSG, XMIT_REQ, Nakack2, Nakack2Props
 from node.protocols.stable import STABLE, Stable, StableProps
 from node.wire import Digest, View, ViewId
@@ -30,10 +30,10 @@ class Source:
         self.calls.append(digest)
 
 
-def lone(digest: Digest | None = None, **props: Any) -> tuple[Stable, Source, Outbox]:
+def lone(digest: Digest | None = None, **props: Any) -> tuple[Stable, Source, Effects]:
     src = Source(digest if digest is not None else {"A": (5, 5), "B": (3, 4), "C": (2, 2), "Z": (9, 9)})
     s = Stable("A", src, StableProps(**props))
-    out = Outbox()
+    out = Effects()
     s.install_view(V1, 0.0, out)
     return s, src, out
 
@@ -124,7 +124,7 @@ def test_timer_and_bytes_can_be_disabled() -> None:
 
 def test_no_gossip_without_a_view() -> None:
     s = Stable("A", Source({"A": (1, 1)}))
-    out = Outbox()
+    out = Effects()
     s.tick(0.0, out)
     assert out.sends == [] and s.is_idle()
 
@@ -155,13 +155,13 @@ class Cluster:
         self.delivered: dict[str, list[Any]] = {n: [] for n in self.names}
         v = View(ViewId(self.names[0], 1), self.names)
         for n in self.names:
-            out = Outbox()
+            out = Effects()
             self.nak[n].install_view(v, 0.0, out)
             self.nak[n].become_server(0.0, out)
             self.st[n].install_view(v, 0.0, out)
             self._absorb(n, out)
 
-    def _absorb(self, name: str, out: Outbox) -> None:
+    def _absorb(self, name: str, out: Effects) -> None:
         for dest, msg in out.sends:
             self.wire.extend((name, d, msg) for d in (self.names if dest is None else [dest]))
         self.delivered[name].extend(out.delivers)
@@ -169,7 +169,7 @@ class Cluster:
             self.st[name].note_delivered(len(d.payload))
 
     def mcast(self, src: str, payload: bytes) -> None:
-        out = Outbox()
+        out = Effects()
         self.nak[src].multicast(payload, self.now, out)
         self._absorb(src, out)
 
@@ -184,7 +184,7 @@ class Cluster:
                 if not drop(w):
                     batches.setdefault((w[0], w[1], w[2].PROTOCOL), []).append(w[2])
             for (src, dest, proto), msgs in batches.items():
-                out = Outbox()
+                out = Effects()
                 (self.nak if proto == "NAKACK2" else self.st)[dest].handle(src, msgs, self.now, out)
                 self._absorb(dest, out)
         raise AssertionError("message storm")
@@ -194,7 +194,7 @@ class Cluster:
         for n in self.names:
             for proto in (self.nak[n], self.st[n]):
                 if proto.next_wakeup() <= self.now:
-                    out = Outbox()
+                    out = Effects()
                     proto.tick(self.now, out)
                     self._absorb(n, out)
         self.pump(drop)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import Delivery, Outbox
+from node.protocols.base import Deliver, Effects, Event
 from node.protocols.unicast2 import DATA, SEND_FIRST_SEQNO, STABLE, XMIT_REQ, Unicast2, Unicast2Props
 from node.stack import build_stack
 
@@ -29,8 +29,8 @@ class Net:
         }
         self.now = 0.0
         self.wire: list[Wire] = []
-        self.delivered: dict[str, list[Delivery]] = {"A": [], "B": []}
-        self.events: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+        self.delivered: dict[str, list[Deliver]] = {"A": [], "B": []}
+        self.events: dict[str, list[Event]] = {"A": [], "B": []}
         self.seen: list[Wire] = []  # everything ever put on the wire
         for name in self.nodes:  # start the timers (retransmit task now, stable task one interval later)
             self.tick(name)
@@ -43,7 +43,7 @@ class Net:
     def b(self) -> Unicast2:
         return self.nodes["B"]
 
-    def _absorb(self, name: str, out: Outbox) -> None:
+    def _absorb(self, name: str, out: Effects) -> None:
         sent = [(name, dest, msg) for dest, msg in out.sends]
         self.wire.extend(sent)
         self.seen.extend(sent)
@@ -51,7 +51,7 @@ class Net:
         self.events[name].extend(out.events)
 
     def send(self, src: str, dest: str, payload: bytes) -> int:
-        out = Outbox()
+        out = Effects()
         seqno = self.nodes[src].send(dest, payload, self.now, out)
         self._absorb(src, out)
         return seqno
@@ -78,7 +78,7 @@ class Net:
         else:
             groups = [(src, dest, [msg]) for src, dest, msg in items]
         for src, dest, msgs in groups:
-            out = Outbox()
+            out = Effects()
             self.nodes[dest].handle(src, msgs, self.now, out)
             self._absorb(dest, out)
 
@@ -95,7 +95,7 @@ class Net:
     def tick(self, name: str) -> None:
         node = self.nodes[name]
         if node.next_wakeup() <= self.now:
-            out = Outbox()
+            out = Effects()
             node.tick(self.now, out)
             self._absorb(name, out)
 
@@ -167,7 +167,7 @@ def test_reordered_messages_are_delivered_in_order() -> None:
 
 def test_conn_ids_never_zero_and_wrap() -> None:
     u = Unicast2("A", conn_id_start=0)
-    out = Outbox()
+    out = Effects()
     u.send("B", b"x", 0.0, out)
     assert u.send_conn_id("B") == 1
     u = Unicast2("A", conn_id_start=(1 << 32) - 1)
@@ -220,7 +220,7 @@ def test_gap_is_repaired_by_xmit_req() -> None:
     net.pump()
     assert net.payloads("B") == [f"m{i}".encode() for i in range(1, 11)]
     assert net.a.counters()["xmit_rsps_sent"] == 3 and net.a.counters()["xmit_reqs_missing"] == 0
-    assert [e["seqno"] for e in net.events["A"] if e["event"] == "xmit"] == [3, 4, 7]
+    assert [e.fields["seqno"] for e in net.events["A"] if e.kind == "xmit"] == [3, 4, 7]
     net.advance(0.5, "B")
     assert not net.take(of_type(XMIT_REQ))  # no gap, no request
 
@@ -268,7 +268,7 @@ def test_seqno_far_ahead_is_dropped() -> None:
 
 def test_send_first_seqno_without_entry_is_ignored() -> None:
     u = Unicast2("A")
-    out = Outbox()
+    out = Effects()
     u.handle("B", [SEND_FIRST_SEQNO(5)], 0.0, out)
     assert out.sends == [] and u.counters()["send_first_seqno_unknown"] == 1
 
@@ -276,7 +276,7 @@ def test_send_first_seqno_without_entry_is_ignored() -> None:
 def test_xmit_req_for_another_connection_is_not_answered() -> None:
     net = Net()
     net.send_many("A", "B", 3)
-    out = Outbox()
+    out = Effects()
     net.a.handle("B", [XMIT_REQ(999, ((1, 2),))], 0.0, out)
     assert out.sends == []
     c = net.a.counters()
@@ -330,11 +330,11 @@ def test_memory_bounded_with_periodic_stable() -> None:
     a, b = net.a, net.b
     most = 0
     for _ in range(100):  # 100 x 1000 = 100k messages, 4 rounds a second
-        out = Outbox()
+        out = Effects()
         for _ in range(1000):
             a.send("B", b"0123456789abcdef", net.now, out)
         msgs = [msg for _, msg in out.sends]
-        out_b = Outbox()
+        out_b = Effects()
         b.handle("A", msgs, net.now, out_b)
         assert len(out_b.delivers) == 1000
         net._absorb("B", out_b)
@@ -356,17 +356,17 @@ def test_memory_bounded_with_periodic_stable() -> None:
 
 def test_close_connection_removes_both_sides_at_once() -> None:  # scenario #3
     net = established(5, 3)
-    out = Outbox()
+    out = Effects()
     net.a.close_connection("B", net.now, out)
     net._absorb("A", out)
     assert net.a.send_table == {} and net.a.recv_table == {}
-    states = [(e["side"], e["state"]) for e in net.events["A"] if e["event"] == "conn"]
+    states = [(e.fields["side"], e.fields["state"]) for e in net.events["A"] if e.kind == "conn"]
     assert states[-2:] == [("send", "closed"), ("recv", "closed")]
     (final,) = net.take(of_type(STABLE))  # the receive side acks what it delivered on its way out
     assert final[2].high == 3
     net.deliver([final])
     assert net.b.counters()["unacked_msgs"] == 0
-    net.b.close_connection("A", net.now, Outbox())
+    net.b.close_connection("A", net.now, Effects())
     assert net.b.counters()["send_conns"] == net.b.counters()["recv_conns"] == 0
     net.send("A", "B", b"again")  # scenario #7: both create new entries
     net.pump()
@@ -385,7 +385,9 @@ def test_unilateral_sender_close_then_new_connection_resets_receiver() -> None: 
     entry = net.b.recv_table["A"]
     assert (entry.conn_id, entry.table.hd) == (new_conn, 3)
     assert net.b.counters()["conns_reset"] == 1
-    assert ("recv", "closed", old_conn) in [(e["side"], e["state"], e["conn_id"]) for e in net.events["B"]]
+    assert ("recv", "closed", old_conn) in [
+        (e.fields.get("side"), e.fields.get("state"), e.fields["conn_id"]) for e in net.events["B"]
+    ]
 
 
 def test_unilateral_receiver_close_then_send_first_seqno() -> None:  # scenario #5
