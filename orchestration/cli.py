@@ -237,7 +237,7 @@ def _attach(label: str | None):
 @click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3+nakack2", show_default=True)
 @click.option(
     "--backend",
-    type=click.Choice(["netns", "process"]),
+    type=click.Choice(["netns", "process", "docker"]),
     default=None,
     help="default: netns as root with namespaces, else process",
 )
@@ -407,7 +407,7 @@ def _run_checks(folder: Path, master: str | None) -> int:
 @click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--backend",
-    type=click.Choice(["sim", "process", "netns"]),
+    type=click.Choice(["sim", "process", "netns", "docker"]),
     default=None,
     help="default: netns as root with namespaces, else process",
 )
@@ -492,7 +492,7 @@ def _warn_late(outcome: Any) -> None:
 
 
 # `chaosbed fault ...`, `matrix`, `bugs` and `sim` live in their own modules; importing them registers them on `main`.
-from orchestration import cli_fault, cli_matrix, cli_sim, cli_spark  # noqa: E402, F401
+from orchestration import cli_compose, cli_fault, cli_matrix, cli_sim, cli_spark  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ from orchestration.cli_spark import spark_target
 from orchestration.matrix import Matrix, MatrixError, load_matrix, toml_value
 from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
 
-_BACKEND = click.Choice(["sim", "process", "netns"])
+_BACKEND = click.Choice(["sim", "process", "netns", "docker"])
 
 
 def _fail(msg: str) -> None:

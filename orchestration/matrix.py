@@ -33,7 +33,7 @@ from typing import Any
 from orchestration.runner import toml_value
 from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, load
 
-BACKENDS = ("sim", "process", "netns")
+BACKENDS = ("sim", "process", "netns", "docker")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
 EXPECT_KEYS = {"scenario", "where", "result", "violates"}
 # Top-level scenario keys an axis may set besides those a scenario file already has.

@@ -1,9 +1,9 @@
 """Cluster backends, one Cluster API (orchestration/cluster.py): sim (in-process, virtual time), process (loopback,
-no root), netns (namespaces, root)."""
+no root), netns (namespaces, root), docker (containers on a bridge network, root and a Docker engine)."""
 
 from __future__ import annotations
 
-BACKENDS = ("sim", "process", "netns")
+BACKENDS = ("sim", "process", "netns", "docker")
 
 
 def backend_class(name: str) -> type:
@@ -19,4 +19,12 @@ def backend_class(name: str) -> type:
         from orchestration.backends.netns import NetnsCluster
 
         return NetnsCluster
+    if name == "docker":
+        from orchestration.backends.docker import DockerCluster
+
+        return DockerCluster
+    if name == "compose":  # attached, not started: `chaosbed compose attach`
+        from orchestration.backends.compose import ComposeCluster
+
+        return ComposeCluster
     raise ValueError(f"unknown backend {name!r}: {' | '.join(BACKENDS)}")

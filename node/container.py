@@ -1,0 +1,221 @@
+"""`python3 -m node.container`: a member configured from its environment, for `docker compose` (compose/).
+
+- Name: CHAOSBED_NAME, else the compose replica number of this container (Docker's DNS names it
+  "<project>-<service>-<n>.<network>"): replica 1 is A, 2 is B, ... as on every other backend.
+- Peers: every replica of the service (CHAOSBED_SERVICE, default "member") that Docker's DNS knows, looked up again
+  every second, so members that `--scale` adds later are reached too. The view forms by multicast discovery (GMS
+  FIND), as in JGroups; DNS only supplies the unicast addresses.
+- Incarnation: one more than the last in this member's history file (a restarted container is a new incarnation).
+- Token of the control endpoint: CHAOSBED_TOKEN (compose passes it), else a random one, printed in the first line of
+  the container's log, which only those with access to the engine can read.
+- CHAOSBED_STACK, CHAOSBED_TRANSPORT, CHAOSBED_PROPERTIES ("protocol.property=value,..."), CHAOSBED_CLUSTER,
+  CHAOSBED_MCAST_GROUP, CHAOSBED_PORT, CHAOSBED_HISTORY_DIR: as in a scenario's [cluster] table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+from node.control import ControlServer
+from node.runtime import Member, MemberConfig
+
+REFRESH_S = 1.0
+_REPLICA = re.compile(r"-(\d+)$")
+
+
+class ConfigError(ValueError):
+    """A bad environment variable; the message names it."""
+
+
+def replica_name(fqdn: str) -> str | None:
+    """A compose replica's member name from its DNS name: "compose-member-2.compose_default" -> "B"."""
+    m = _REPLICA.search(fqdn.split(".", 1)[0])
+    if m is None or not 1 <= int(m.group(1)) <= 26:
+        return None
+    return chr(ord("A") + int(m.group(1)) - 1)
+
+
+def parse_properties(text: str) -> dict[str, dict[str, Any]]:
+    """ "unicast3.xmit_interval=200ms,gms.join_timeout=1s" -> {"unicast3": {"xmit_interval": "200ms"}, ...}"""
+    props: dict[str, dict[str, Any]] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, value = item.partition("=")
+        protocol, dot, name = key.strip().partition(".")
+        if not eq or not dot or not protocol or not name:
+            raise ConfigError(f"CHAOSBED_PROPERTIES: {item!r} is not protocol.property=value")
+        props.setdefault(protocol, {})[name] = value.strip()
+    return props
+
+
+def next_incarnation(history: Path) -> int:
+    """One more than the highest incarnation in the history file (1 for a new member)."""
+    highest = 0
+    try:
+        with history.open("rb") as f:
+            for line in f:
+                try:
+                    highest = max(highest, int(json.loads(line).get("incarnation", 0)))
+                except (ValueError, AttributeError):
+                    continue  # the cut-off last line of a killed incarnation
+    except FileNotFoundError:
+        pass
+    return highest + 1
+
+
+def _nameserver() -> str:
+    try:
+        for line in Path("/etc/resolv.conf").read_text().splitlines():
+            if line.startswith("nameserver"):
+                return line.split()[1]
+    except (OSError, IndexError):
+        pass
+    return "127.0.0.11"  # Docker's embedded DNS
+
+
+def _read_name(msg: bytes, pos: int) -> tuple[str, int]:
+    """A (possibly compressed) domain name at pos; returns it and the position after it."""
+    labels: list[str] = []
+    end = -1
+    for _ in range(128):  # bounded: a pointer loop in a bad answer ends here
+        n = msg[pos]
+        if n == 0:
+            return ".".join(labels), (pos + 1 if end < 0 else end)
+        if n & 0xC0 == 0xC0:
+            if end < 0:
+                end = pos + 2
+            pos = struct.unpack_from("!H", msg, pos)[0] & 0x3FFF
+            continue
+        labels.append(msg[pos + 1 : pos + 1 + n].decode("ascii", "replace"))
+        pos += 1 + n
+    raise ValueError("DNS name too long")
+
+
+def dns_ptr(ip: str, timeout: float = 1.0) -> str | None:
+    """The DNS (not /etc/hosts) name of ip: Docker's DNS names a compose replica "<project>-<service>-<n>.<net>",
+    while /etc/hosts only has the container id."""
+    qid = secrets.randbelow(1 << 16)
+    qname = b"".join(bytes([len(p)]) + p.encode() for p in [*reversed(ip.split(".")), "in-addr", "arpa"]) + b"\0"
+    query = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + qname + struct.pack("!HH", 12, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.sendto(query, (_nameserver(), 53))
+            msg = s.recv(4096)
+        except OSError:
+            return None
+    try:
+        rid, flags, qd, an, _, _ = struct.unpack_from("!HHHHHH", msg)
+        if rid != qid or flags & 0x000F or an == 0:
+            return None
+        pos = 12
+        for _ in range(qd):
+            pos = _read_name(msg, pos)[1] + 4
+        for _ in range(an):
+            pos = _read_name(msg, pos)[1]
+            rtype, _, _, rdlen = struct.unpack_from("!HHIH", msg, pos)
+            pos += 10
+            if rtype == 12:
+                return _read_name(msg, pos)[0]
+            pos += rdlen
+    except (struct.error, IndexError, ValueError):
+        return None
+    return None
+
+
+def discover(service: str, port: int) -> dict[str, tuple[str, int]]:
+    """The service's replicas that Docker's DNS knows: name -> (ip, data port)."""
+    try:
+        ips = {info[4][0] for info in socket.getaddrinfo(service, None, socket.AF_INET, socket.SOCK_DGRAM)}
+    except OSError:
+        return {}
+    found = {}
+    for ip in ips:
+        fqdn = dns_ptr(ip)
+        name = replica_name(fqdn) if fqdn else None
+        if name is not None:
+            found[name] = (ip, port)
+    return found
+
+
+def config_from_env(env: dict[str, str]) -> MemberConfig:
+    port = int(env.get("CHAOSBED_PORT", "7800"))
+    ip = socket.gethostbyname(socket.gethostname())
+    fqdn = None if env.get("CHAOSBED_NAME") else dns_ptr(ip)
+    name = env.get("CHAOSBED_NAME") or (replica_name(fqdn) if fqdn else None)
+    if not name:
+        raise ConfigError(f"no CHAOSBED_NAME, and this container's DNS name ({fqdn}) ends in no replica number 1..26")
+    history = Path(env.get("CHAOSBED_HISTORY_DIR", "/history")) / f"{name}.jsonl"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    cfg = MemberConfig(
+        name=name,
+        ip=ip,
+        port=port,
+        peers={name: (ip, port)},
+        history=str(history),
+        incarnation=next_incarnation(history),
+        cluster=env.get("CHAOSBED_CLUSTER", "compose"),
+        stack=env.get("CHAOSBED_STACK", "unicast3+nakack2"),
+        properties=parse_properties(env.get("CHAOSBED_PROPERTIES", "")),
+        transport=env.get("CHAOSBED_TRANSPORT", "udp"),
+        mcast_group=env.get("CHAOSBED_MCAST_GROUP", "239.77.77.1"),
+        token=env.get("CHAOSBED_TOKEN") or secrets.token_hex(8),
+    )
+    cfg.validate()
+    return cfg
+
+
+async def _refresh_peers(member: Member, service: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        found = await loop.run_in_executor(None, discover, service, port)
+        for name, addr in found.items():
+            if name != member.cfg.name:
+                member.peers[name] = addr  # a restarted replica may come back with another address
+        await asyncio.sleep(REFRESH_S)
+
+
+async def amain(cfg: MemberConfig, service: str) -> None:
+    member = Member(cfg)
+    member.peers.update({n: a for n, a in discover(service, cfg.port).items() if n != cfg.name})
+    await member.start()
+    control = ControlServer(member, cfg.ip, cfg.control_port or cfg.port + 1, cfg.token)
+    await control.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(member.stop()))
+    refresh = asyncio.ensure_future(_refresh_peers(member, service, cfg.port))
+    print(json.dumps({"ready": cfg.name, "address": member.address, "ip": cfg.ip, "history": cfg.history}), flush=True)
+    await member.stopped.wait()
+    refresh.cancel()
+    await control.close()
+
+
+def main() -> int:
+    env = dict(os.environ)
+    try:
+        cfg = config_from_env(env)
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"node.container: {e}", file=sys.stderr)
+        return 2
+    if not env.get("CHAOSBED_TOKEN"):
+        print(json.dumps({"token": cfg.token}), flush=True)
+    try:
+        asyncio.run(amain(cfg, env.get("CHAOSBED_SERVICE", "member")))
+    except OSError as e:
+        print(f"node {cfg.name}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

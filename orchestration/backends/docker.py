@@ -1,0 +1,288 @@
+"""Members as Docker containers on a user-defined bridge network, with the SAME faults as the netns backend.
+
+Layout for cluster label L: a bridge network L (subnet 10.(250+i/250).(i%250).0/24 from the machine-wide claims,
+bridge device L-br, multicast snooping off) and per member M
+- a sandbox container L-M that only holds the member's network namespace (address .(10+j)), attached on the host
+  as the named namespace L-M (`ip netns attach`), so the chaos engine (chaos/engine.py) installs the same nft rules
+  and NFQUEUE handlers in it as in a netns member's namespace, and the control connection is made from inside it;
+- the member container L-M.<incarnation> (`python3 -m node CONFIG`, init: true) in the sandbox's namespace
+  (network_mode container:L-M). A restart is a new container in the same namespace: its address, and the faults in
+  force on it, stay, as they do for a netns member.
+
+kill = SIGKILL (docker kill), pause = docker pause (the cgroup freezer), restart = a new incarnation. Every
+container, the network and the namespaces carry the label and are removed by `down` (also `down --all`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestration import claims, docker_engine, docker_images
+from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
+from orchestration.cluster import ClusterError, MemberInfo
+
+DATA_PORT = 7800
+LABEL = "chaosbed.cluster"  # docker label of everything a cluster creates; value: the cluster's label
+STOP_TIMEOUT = 10.0
+
+
+class DockerCluster(NetnsCluster):
+    backend_name = "docker"
+    _client: Any = None
+    _image: str = ""
+
+    @property
+    def docker(self) -> Any:
+        if self._client is None:
+            self._client = docker_engine.client()
+        return self._client
+
+    # --- network and sandboxes ------------------------------------------------------------------------------------
+
+    def _place(self, names: list[str]) -> None:
+        check_netns_available()  # the faults enter the containers' namespaces as root, as on netns
+        import docker
+
+        self._image = docker_images.member_image(self.docker)
+        index = claims.claim(self.label, "docker", 4 * 250, self.state_dir)
+        a, b = 250 + index // 250, index % 250
+        self._prefix = f"10.{a}.{b}"
+        self._group = f"239.79.{a}.{b}"
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=f"{self._prefix}.0/24")])
+        self.docker.networks.create(
+            self.label,
+            driver="bridge",
+            ipam=ipam,
+            labels={LABEL: self.label},
+            options={"com.docker.network.bridge.name": self.bridge},
+        )
+        # members find each other by multicast: no IGMP querier runs, so do not let snooping prune the group
+        snooping = Path(f"/sys/class/net/{self.bridge}/bridge/multicast_snooping")
+        with contextlib.suppress(OSError):
+            snooping.write_text("0\n")
+        for i, name in enumerate(names):
+            ip = f"{self._prefix}.{10 + i}"
+            ns = self.member_ns(name)
+            sandbox = self.docker.containers.create(
+                self._image,
+                entrypoint=["python3", "-c", "import signal; signal.pause()"],
+                name=ns,
+                hostname=name,
+                labels={LABEL: self.label, "chaosbed.role": "sandbox", "chaosbed.member": name},
+                init=True,
+                network=self.label,
+                networking_config={self.label: self.docker.api.create_endpoint_config(ipv4_address=ip)},
+                detach=True,
+            )
+            sandbox.start()
+            sandbox.reload()
+            pid = sandbox.attrs["State"]["Pid"]
+            proc = subprocess.run(["ip", "netns", "attach", ns, str(pid)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ClusterError(f"ip netns attach {ns} {pid}: {proc.stderr.strip()}")
+            self.members[name] = MemberInfo(name, ip, DATA_PORT, netns=ns)
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.label}-br"
+
+    def _container_name(self, m: MemberInfo) -> str:
+        return f"{self.member_ns(m.name)}.{m.incarnation}"
+
+    # --- members ----------------------------------------------------------------------------------------------------
+
+    def _spawn(self, m: MemberInfo) -> None:
+        self._write_config(m)
+        if not self._image:
+            self._image = docker_images.member_image(self.docker)
+        history = str(Path(m.history).parent)
+        container = self.docker.containers.run(
+            self._image,
+            entrypoint=["python3", "-m", "node"],
+            command=[m.config],
+            name=self._container_name(m),
+            labels={LABEL: self.label, "chaosbed.role": "member", "chaosbed.member": m.name},
+            init=True,  # SIGTERM reaches the member through docker-init, and `down` takes seconds
+            network_mode=f"container:{self.member_ns(m.name)}",
+            volumes={
+                str(self.state_dir): {"bind": str(self.state_dir), "mode": "ro"},
+                history: {"bind": history, "mode": "rw"},
+            },
+            detach=True,
+        )
+        container.reload()
+        m.pid = container.attrs["State"]["Pid"]  # docker-init's host pid until the member runs (wait_ready)
+        m.paused = False
+
+    def wait_ready(self, name: str, timeout: float) -> None:
+        m = self.members[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.control(name, "ping", timeout=1.0).get("ok"):
+                    m.pid = member_pid(m.pid) if m.pid is not None else None
+                    return
+            except (OSError, ClusterError):
+                pass
+            container = self._member_container(m)
+            if container is not None and container.status == "exited":
+                logs = container.logs(tail=40).decode(errors="replace")
+                raise ClusterError(f"member {name} exited at start:\n{logs}")
+            time.sleep(0.05)  # polling a condition with a deadline
+        raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
+
+    def _member_container(self, m: MemberInfo) -> Any:
+        import docker
+
+        try:
+            return self.docker.containers.get(self._container_name(m))
+        except docker.errors.NotFound:
+            return None
+
+    def kill(self, name: str) -> None:
+        """SIGKILL (docker kill): the member's history may end in a partial line."""
+        m = self.members[name]
+        container = self._member_container(m)
+        if container is None or m.pid is None or name not in self.running():
+            raise ClusterError(f"member {name} is not running")
+        container.kill("SIGKILL")
+        container.wait(timeout=STOP_TIMEOUT)
+        container.remove(force=True)
+        m.pid = None
+
+    def pause(self, name: str) -> None:
+        m = self.members[name]
+        if m.pid is None or name not in self.running():
+            raise ClusterError(f"member {name} is not running")
+        self._member_container(m).pause()
+        m.paused = True
+
+    def resume(self, name: str) -> None:
+        m = self.members[name]
+        container = self._member_container(m)
+        if container is None:
+            raise ClusterError(f"member {name} is not running")
+        container.unpause()
+        m.paused = False
+
+    def restart(self, name: str, timeout: float = 30.0) -> None:
+        m = self.members[name]
+        old = self._member_container(m)
+        if old is not None:
+            if name in self._leaving:  # finishing its leave: the new incarnation starts once it has exited
+                old.wait(timeout=timeout)
+            old.reload()
+            if old.status == "running":
+                raise ClusterError(f"member {name} is running; kill it first")
+            old.remove(force=True)
+        self._leaving.discard(name)
+        m.pid = None
+        super().restart(name, timeout)
+
+    def stop_members(self) -> None:
+        """Graceful stop of every running member (each writes its `stop` event), waiting for them to exit."""
+        running = self.running()
+        for name in running:
+            if self.members[name].paused:
+                self.resume(name)
+            self._member_container(self.members[name]).kill("SIGTERM")
+        for name in running:
+            container = self._member_container(self.members[name])
+            try:
+                container.wait(timeout=STOP_TIMEOUT)
+            except Exception as e:  # requests' ReadTimeout: the engine's wait did not return in time
+                raise ClusterError(f"member {name} did not stop within {STOP_TIMEOUT:g}s of SIGTERM") from e
+            self.members[name].pid = None
+
+    def down(self) -> None:
+        """Stops every member (SIGTERM, then SIGKILL), removes containers, network, namespaces and state.
+        Idempotent."""
+        try:
+            client = self.docker
+        except docker_engine.DockerUnavailable:
+            client = None
+        if client is not None:
+            remove_containers(client, self.label)
+        if self.members:
+            self.chaos.shutdown()
+        reap_namespaces(self.label)
+        if client is not None:
+            remove_networks(client, self.label)
+        claims.release(self.label)
+        import shutil
+
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _network_state(self) -> dict[str, Any]:
+        return {**super()._network_state(), "image": self._image}
+
+    def _restore_network(self, network: dict[str, Any]) -> None:
+        super()._restore_network(network)
+        self._image = network.get("image") or ""
+
+
+def member_pid(init_pid: int) -> int:
+    """The host pid of the member process (python3 -m node) under a container's docker-init, whose command line
+    names the cluster; its RSS and CPU are what `chaosbed status` shows. docker-init's own pid if it has no child."""
+    import psutil
+
+    try:
+        children = psutil.Process(init_pid).children()
+    except psutil.NoSuchProcess:
+        return init_pid
+    return children[0].pid if children else init_pid
+
+
+def remove_containers(client: Any, label: str | None = None) -> list[str]:
+    """Removes the containers of one cluster (label) or of every chaosbed cluster (None): members first, with
+    SIGTERM and a deadline (they write their `stop` event), then the sandboxes."""
+    selector = f"{LABEL}={label}" if label else LABEL
+    containers = client.containers.list(all=True, filters={"label": selector})
+    members = [c for c in containers if c.labels.get("chaosbed.role") == "member"]
+    for c in members:
+        with contextlib.suppress(Exception):
+            if c.status == "paused":
+                c.unpause()
+            if c.status in ("running", "paused"):
+                c.kill("SIGTERM")
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for c in members:
+        with contextlib.suppress(Exception):
+            c.wait(timeout=max(0.1, deadline - time.monotonic()))
+    removed = []
+    for c in [*members, *(c for c in containers if c not in members)]:
+        with contextlib.suppress(Exception):
+            c.remove(force=True)
+            removed.append(c.name)
+    return removed
+
+
+def remove_networks(client: Any, label: str | None = None) -> list[str]:
+    selector = f"{LABEL}={label}" if label else LABEL
+    removed = []
+    for net in client.networks.list(filters={"label": selector}):
+        with contextlib.suppress(Exception):
+            net.remove()
+            removed.append(net.name)
+    return removed
+
+
+def reap_orphans(keep: set[str]) -> list[str]:
+    """`down --all`: removes the containers and networks of chaosbed clusters whose label is not in keep (clusters
+    with a state file, or a live claim); nothing without our label. Does nothing if no engine runs."""
+    if not docker_engine.running():
+        return []
+    client = docker_engine.client()
+    labels = {c.labels.get(LABEL) for c in client.containers.list(all=True, filters={"label": LABEL})}
+    labels |= {n.attrs.get("Labels", {}).get(LABEL) for n in client.networks.list(filters={"label": LABEL})}
+    removed = []
+    for label in sorted(x for x in labels if x and x not in keep):
+        remove_containers(client, label)
+        reap_namespaces(label)
+        remove_networks(client, label)
+        removed.append(f"docker cluster {label}")
+    return removed

@@ -1,0 +1,313 @@
+"""The Docker engine behind the docker backend: reach the one that runs, or (as root, for tests and CI) start one and
+stop it again when the last user is done.
+
+A user with Docker has an engine: we only talk to it. On a machine without one (CI here), `engine()` starts Debian's
+dockerd, after `net.ipv4.ip_forward=1` (else Docker switches the FORWARD policy to DROP and breaks the netns
+bridges), holds a lease on it (orchestration/leases.py, so every pytest-xdist worker shares one engine), and the last
+lease's release stops it and removes what it left in the host: its iptables chains and rules, docker0, the
+ip_forward value it changed. An engine someone else started is never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from orchestration import leases
+from orchestration.claims import CLAIMS_DIR
+from orchestration.cluster import ClusterError
+
+ENGINE_DIR = CLAIMS_DIR.parent / ".docker-engine"  # machine-wide, like the network claims: there is one engine
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+# dockerd and its containerd make these; removed after the engine stopped if they were not there before it started
+# (the data root too: its images are the tests' own, and a machine keeps none of them)
+ENGINE_DIRS = ("/run/docker", "/run/containerd", "/var/lib/docker")
+
+
+class DockerUnavailable(ClusterError):
+    """No Docker engine can be reached or started here; the message says what is missing and what to do."""
+
+
+def client(timeout: float = 60.0) -> Any:
+    """A docker SDK client of the running engine (DockerUnavailable if none answers)."""
+    try:
+        import docker
+    except ImportError:
+        raise DockerUnavailable(
+            "the docker backend needs the docker SDK: pip install 'chaosbed[docker]' (make setup installs it)"
+        ) from None
+    try:
+        c = docker.from_env(timeout=timeout)
+        c.ping()
+    except docker.errors.DockerException as e:
+        raise DockerUnavailable(
+            f"no Docker engine answers ({_short(e)}): start one (`dockerd`, or `systemctl start docker`); "
+            "as root, the test suite starts Debian's docker.io itself (make setup installs it)"
+        ) from None
+    return c
+
+
+def _short(e: BaseException) -> str:
+    text = str(e)
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def running() -> bool:
+    try:
+        client(timeout=5.0)
+    except DockerUnavailable:
+        return False
+    return True
+
+
+def start_reason() -> str | None:
+    """Why this process could not start an engine (None: it can)."""
+    if os.geteuid() != 0:
+        return "starting a Docker engine needs root"
+    if shutil.which("dockerd") is None:
+        return "no dockerd here (Debian: apt-get install docker.io; make setup does it as root)"
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        return "no docker SDK (pip install 'chaosbed[docker]')"
+    return None
+
+
+def unavailable_reason() -> str | None:
+    """Why the docker backend cannot run here at all (None: an engine runs or can be started)."""
+    if running():
+        return None
+    return start_reason()
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(ENGINE_DIR / "lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def engine(start_if_needed: bool = True) -> Iterator[Any]:
+    """A client of the running engine, starting one first if none runs and `start_if_needed` (root only). Stops the
+    engine on exit if this module started it and no other lease is held."""
+    with _locked():
+        if not running():
+            reason = start_reason() if start_if_needed else "no Docker engine runs"
+            if reason is not None:
+                raise DockerUnavailable(f"no Docker engine runs and none can be started: {reason}")
+            _start()
+        lease = leases.take(ENGINE_DIR / "leases")
+    try:
+        yield client()
+    finally:
+        with _locked():
+            leases.give_back(lease)
+            if _owned() is not None and leases.live(ENGINE_DIR / "leases") == 0:
+                _stop()
+
+
+def stop_owned() -> bool:
+    """Stops an engine this module started, whatever its leases (`chaosbed down --all`). True if there was one."""
+    with _locked():
+        if _owned() is None:
+            return False
+        _stop()
+        return True
+
+
+# --- an engine of our own ---------------------------------------------------------------------------------------------
+
+
+def _state_path() -> Path:
+    return ENGINE_DIR / "engine.json"
+
+
+def _owned() -> dict[str, Any] | None:
+    """The state of the engine we started, if its dockerd still runs (else the state is dropped)."""
+    try:
+        state = json.loads(_state_path().read_text())
+    except (OSError, ValueError):
+        return None
+    proc = _dockerd(state)
+    if proc is None:
+        _restore_host(state)  # it died on its own: still undo what it changed in the host
+        _state_path().unlink(missing_ok=True)
+        return None
+    return state
+
+
+def _dockerd(state: dict[str, Any]) -> psutil.Process | None:
+    """Our dockerd, identified by pid AND start time (pids are reused within minutes here)."""
+    try:
+        proc = psutil.Process(int(state["pid"]))
+        if abs(proc.create_time() - float(state["started"])) > 0.01 or "dockerd" not in proc.name():
+            return None
+        return proc
+    except (psutil.NoSuchProcess, KeyError, ValueError):
+        return None
+
+
+class EngineCleanupError(ClusterError):
+    """The engine we started left the host changed; the message says what."""
+
+
+def host_snapshot() -> dict[str, Any]:
+    """What a Docker engine changes in the host and we must restore: forwarding, the FORWARD policy, Docker's
+    iptables chains, the docker0 bridge."""
+    policy = None
+    if shutil.which("iptables") is not None:
+        out = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout.splitlines()
+        policy = next((line.split()[2] for line in out if line.startswith("-P FORWARD")), None)
+    return {
+        "ip_forward": IP_FORWARD.read_text().strip(),
+        "forward_policy": policy,
+        "docker0": Path("/sys/class/net/docker0").exists(),
+        "chains": sorted(_docker_chains()),
+        "engine_dirs": [d for d in ENGINE_DIRS if Path(d).exists()],
+    }
+
+
+def _start() -> None:
+    """Starts dockerd (the caller holds the lock and has checked no engine runs)."""
+    state: dict[str, Any] = {**host_snapshot(), "before": host_snapshot()}
+    IP_FORWARD.write_text("1\n")  # before dockerd: with forwarding off it sets the FORWARD policy to DROP
+    log = open(ENGINE_DIR / "dockerd.log", "wb")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(
+        ["dockerd", "--pidfile", str(ENGINE_DIR / "dockerd.pid")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C of the test run reaches the tests, not the engine they share
+    )
+    log.close()
+    state["pid"] = proc.pid
+    state["started"] = psutil.Process(proc.pid).create_time()
+    _state_path().write_text(json.dumps(state))
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if running():
+            state["images"] = [image.id for image in client().images.list(all=True)]
+            _state_path().write_text(json.dumps(state))
+            return
+        time.sleep(0.1)  # polling the engine's socket with a deadline
+    tail = (ENGINE_DIR / "dockerd.log").read_text(errors="replace")[-1500:]
+    _stop()
+    raise DockerUnavailable(f"dockerd did not answer within {START_TIMEOUT:g}s; its log ends:\n{tail}")
+
+
+def _stop() -> None:
+    """Stops our dockerd (SIGTERM, then SIGKILL) and undoes what it changed in the host."""
+    try:
+        state = json.loads(_state_path().read_text())
+    except (OSError, ValueError):
+        return
+    proc = _dockerd(state)
+    if proc is not None and "images" in state:
+        _remove_new_images(set(state["images"]))
+    if proc is not None:
+        family = [proc, *proc.children(recursive=True)]  # containerd and its shims
+        proc.send_signal(signal.SIGTERM)
+        psutil.wait_procs([proc], timeout=STOP_TIMEOUT)
+        for p in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if p.is_running():
+                    p.kill()
+        psutil.wait_procs(family, timeout=10)
+    _restore_host(state)
+    _state_path().unlink(missing_ok=True)
+    before, after = state.get("before"), host_snapshot()
+    if before is not None and after != before:
+        changed = {k: (before[k], after[k]) for k in before if before[k] != after.get(k)}
+        raise EngineCleanupError(f"the Docker engine we stopped left the host changed (before, after): {changed}")
+
+
+def _remove_new_images(before: set[str]) -> None:
+    """Removes the images made while our engine ran (the member and base images of the tests): a machine keeps
+    none of them. The base image's root file system stays cached as a tarball (compose/base-image.sh)."""
+    import docker
+
+    try:
+        c = client(timeout=30.0)
+        for _ in range(4):  # children first: an image with a child image cannot be removed, even with force
+            new = [image for image in c.images.list(all=True) if image.id not in before]
+            for image in new:
+                with contextlib.suppress(docker.errors.DockerException):
+                    c.images.remove(image.id, force=True)
+            if not new:
+                break
+        c.images.prune(filters={"dangling": False})
+    except (docker.errors.DockerException, DockerUnavailable):
+        pass  # the engine is going away anyway; its data root is the only place those images were
+
+
+def _restore_host(state: dict[str, Any]) -> None:
+    before = set(state.get("chains", []))
+    _remove_docker_iptables(keep=before)
+    if not state.get("docker0", True):
+        subprocess.run(["ip", "link", "del", "docker0"], capture_output=True)
+    if "ip_forward" in state:
+        IP_FORWARD.write_text(state["ip_forward"] + "\n")
+    for folder in sorted(set(ENGINE_DIRS) - set(state.get("engine_dirs", ENGINE_DIRS))):
+        _unmount_under(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unmount_under(folder: str) -> None:
+    """Unmounts what is still mounted below folder (deepest first), so removing it removes only our files."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m == folder or m.startswith(folder + "/")), reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)
+
+
+def _docker_chains() -> set[str]:
+    """(table, chain) names of Docker's iptables chains, as "table:chain"."""
+    chains = set()
+    for table in ("filter", "nat"):
+        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
+        chains |= {f"{table}:{line[1:].split()[0]}" for line in out.splitlines() if line.startswith(":DOCKER")}
+    return chains
+
+
+def _remove_docker_iptables(keep: set[str]) -> None:
+    """Deletes the rules that jump to Docker's chains or name docker0, then the chains, except chains in `keep`
+    (they were there before our engine started, so someone else's)."""
+    if shutil.which("iptables-save") is None:
+        return
+    for table in ("filter", "nat"):
+        ours = {c.split(":", 1)[1] for c in _docker_chains() if c.startswith(f"{table}:") and c not in keep}
+        if not ours:
+            continue
+        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if not line.startswith("-A "):
+                continue
+            chain, *rule = shlex.split(line[3:])
+            if chain in ours:
+                continue
+            if any(rule[i] == "-j" and rule[i + 1] in ours for i in range(len(rule) - 1)) or "docker0" in rule:
+                subprocess.run(["iptables", "-t", table, "-D", chain, *rule], capture_output=True)
+        for chain in sorted(ours):
+            subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
+        for chain in sorted(ours):
+            subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)

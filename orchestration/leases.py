@@ -1,0 +1,47 @@
+"""Leases on a shared resource (a Docker engine that a test session started): one file per holder, named by the
+holder's pid and process start time, so a lease of a dead process, or of a process that got a reused pid, does not
+count. Callers serialise taking and counting leases with their own lock."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from pathlib import Path
+
+import psutil
+
+_serial = itertools.count()
+
+
+def _started(pid: int) -> int | None:
+    """The process start time in centiseconds (stable for its life), or None if there is no such process."""
+    try:
+        return int(psutil.Process(pid).create_time() * 100)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def take(folder: Path) -> Path:
+    """A new lease held by this process (and thread) until `give_back`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    path = folder / f"{pid}-{_started(pid)}-{threading.get_ident()}-{next(_serial)}"
+    path.touch()
+    return path
+
+
+def give_back(lease: Path) -> None:
+    lease.unlink(missing_ok=True)
+
+
+def live(folder: Path) -> int:
+    """How many leases in folder are held by running processes; removes the others."""
+    count = 0
+    for lease in folder.glob("*-*-*-*") if folder.is_dir() else ():
+        pid, started, _ = lease.name.split("-", 2)
+        if pid.isdigit() and started.isdigit() and _started(int(pid)) == int(started):
+            count += 1
+        else:
+            lease.unlink(missing_ok=True)
+    return count

@@ -1,0 +1,66 @@
+"""Docker tests run against a real engine: the one that runs, or (as root) one the session starts and the last
+xdist worker's session stops (orchestration/docker_engine.py, which also checks that the host is left as before).
+The member image is built from this checkout, on a base image made without a registry where none can be pulled."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration import docker_engine, docker_images
+from orchestration.backends.docker import LABEL, DockerCluster
+from orchestration.backends.netns import list_namespaces
+from orchestration.cluster import ClusterSpec
+from tests.netns.conftest import netns_skip_reason
+
+
+def docker_skip_reason() -> str | None:
+    return netns_skip_reason() or docker_engine.unavailable_reason()
+
+
+SKIP_REASON = docker_skip_reason()
+needs_docker = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.skipif(SKIP_REASON is not None, reason=f"no Docker engine: {SKIP_REASON}"),
+]
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A client of the engine, with the member image built (the base image too, if none is there)."""
+    with docker_engine.engine() as client:
+        docker_images.member_image(client, build_base=True)
+        yield client
+
+
+def leftovers(client: Any, label: str) -> list[str]:
+    """Everything of cluster `label` still there: containers, networks, namespaces."""
+    found = [f"container {c.name}" for c in client.containers.list(all=True, filters={"label": f"{LABEL}={label}"})]
+    found += [f"network {n.name}" for n in client.networks.list(filters={"label": f"{LABEL}={label}"})]
+    found += [f"namespace {ns}" for ns in list_namespaces() if ns.startswith(f"{label}-")]
+    return found
+
+
+@pytest.fixture
+def docker_cluster(docker_client: Any, tmp_path: Path) -> Iterator:
+    """Starts docker clusters; takes each down after the test and fails it if anything of them is left."""
+    made: list[DockerCluster] = []
+
+    def make(n: int = 3, **spec: Any) -> DockerCluster:
+        names = [chr(ord("A") + i) for i in range(n)]
+        spec_ = ClusterSpec(members=names, backend="docker", **spec)
+        cluster = DockerCluster(spec_, workdir=tmp_path / f"run{len(made)}")
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in made:
+        with contextlib.suppress(Exception):
+            cluster.down()
+        assert not leftovers(docker_client, cluster.label), leftovers(docker_client, cluster.label)
+        assert not cluster.state_dir.exists()
