@@ -131,3 +131,10 @@ def owned_labels(labels: Iterable[str] | None = None) -> set[str]:
     under a live orchestrator, whatever their state root."""
     wanted = None if labels is None else set(labels)
     return {c.label for c in _claims() if (wanted is None or c.label in wanted) and c.owner_alive()}
+
+
+def held_labels() -> set[str]:
+    """The labels whose claim's owner is alive or whose state folder exists (in any state root): clusters that
+    someone still runs. Containers of any other label are a crashed run's leftovers (orchestration/backends/docker.py
+    reaps them; their attached namespaces alone do not keep them)."""
+    return {c.label for c in _claims() if c.owner_alive() or Path(c.state_dir).exists()}

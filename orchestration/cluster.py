@@ -244,7 +244,8 @@ def list_clusters() -> list[str]:
 
 def reap_all() -> list[str]:
     """Takes down every cluster of this state root (STATE_ROOT) and removes orphaned labelled namespaces (no state
-    file, no process). Clusters of other state roots are not touched."""
+    file, no process), containers and networks, and a Docker engine that a killed test session started and no one
+    uses. Clusters of other state roots are not touched."""
     removed = []
     for label in list_clusters():
         try:
@@ -252,10 +253,15 @@ def reap_all() -> list[str]:
         except (ClusterError, KeyError, TypeError, ValueError):
             shutil.rmtree(STATE_ROOT / label, ignore_errors=True)
         removed.append(label)
-    from orchestration import claims
+    from orchestration import claims, docker_engine
+    from orchestration.backends.docker import reap_orphans
     from orchestration.backends.netns import reap_namespaces
 
     # a namespace without a state file here but with a live owner is another state root's cluster mid-start
-    removed.extend(reap_namespaces(keep=set(list_clusters()) | claims.owned_labels()))
+    keep = set(list_clusters()) | claims.owned_labels()
+    removed.extend(reap_namespaces(keep=keep))
+    removed.extend(reap_orphans(keep=set(list_clusters()) | claims.held_labels()))  # our label only
+    if docker_engine.stop_if_unused():
+        removed.append("the Docker engine the tests had started")
     claims.prune()
     return removed

@@ -125,10 +125,11 @@ def engine(start_if_needed: bool = True) -> Iterator[Any]:
                 _stop()
 
 
-def stop_owned() -> bool:
-    """Stops an engine this module started, whatever its leases (`chaosbed down --all`). True if there was one."""
+def stop_if_unused() -> bool:
+    """Stops an engine this module started if no live process holds a lease on it (a killed test session's).
+    True if it stopped one."""
     with _locked():
-        if _owned() is None:
+        if _owned() is None or leases.live(ENGINE_DIR / "leases") > 0:
             return False
         _stop()
         return True

@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -55,7 +54,6 @@ MARKER_DEFAULTS: dict[str, Any] = {
     "properties": None,
     "seed": 0,
 }
-NOT_BUILT = {"docker": "the docker backend is not available in this version of chaosbed"}
 FORM_TIMEOUT = 30.0  # seconds for a membership stack's members to form one view at the start
 SHOWN = 30  # violations in a failure message; verdict.json in the run folder has them all
 FAULTS_FILE = "faults.jsonl"
@@ -198,28 +196,35 @@ def backend_problem(backend: str) -> str | None:
     """Why `backend` cannot run here, as a skip reason; an error for a name no version of chaosbed knows."""
     from orchestration.backends import BACKENDS
 
-    if backend in NOT_BUILT:
-        engine = _docker_engine_problem() if backend == "docker" else None
-        return f"{backend}: {engine or NOT_BUILT[backend]}"
     if backend not in BACKENDS:
-        _usage(f"unknown chaosbed backend {backend!r}: {' | '.join((*BACKENDS, *NOT_BUILT))}")
+        _usage(f"unknown chaosbed backend {backend!r}: {' | '.join(BACKENDS)}")
     if backend == "netns":
         problem = netns_problem()
         return f"netns: {problem}" if problem else None
+    if backend == "docker":
+        problem = docker_problem()
+        return f"docker: {problem}" if problem else None
     return None
 
 
-def _docker_engine_problem() -> str | None:
-    if shutil.which("docker") is None:
-        return "no Docker engine (the docker command is not on PATH)"
-    try:
-        probe = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return "no Docker engine (`docker info` did not answer within 20s)"
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"no Docker engine answering (`docker info`: {last})"
-    return None
+def docker_problem() -> str | None:
+    """Why the docker backend cannot run here: it needs root (faults go into the containers' namespaces) and an
+    engine that runs, or one this session can start (root with Debian's docker.io: the session then stops it)."""
+    from orchestration import docker_engine
+
+    if os.geteuid() != 0:
+        return "the docker backend needs root (it applies faults inside the containers' network namespaces)"
+    return docker_engine.unavailable_reason()
+
+
+@pytest.fixture(scope="session")
+def chaosbed_docker_engine() -> Iterator[Any]:
+    """The Docker engine of this session's docker clusters: the running one, or one started for the session and
+    stopped when the last session (xdist worker) using it ends."""
+    from orchestration import docker_engine
+
+    with docker_engine.engine() as client:
+        yield client
 
 
 def scenario_raw(spec: ClusterSpec, name: str, checks: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -419,6 +424,8 @@ def chaos_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cl
     if problem:
         pytest.skip(problem)
     spec = cluster_spec(options, backend, request.node.nodeid)
+    if backend == "docker":
+        request.getfixturevalue("chaosbed_docker_engine")
     cluster = recording_class(backend_class(backend))(spec, workdir=tmp_path / RUN_FOLDER)
     try:
         try:

@@ -4,6 +4,10 @@ each container's network namespace), and the same verdicts as the simulator on t
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +104,52 @@ def test_a_bug_of_the_catalogue_reproduces_on_docker(docker_client: Any, tmp_pat
     path = REPO / "scenarios" / "bugs" / "unicast2-reopen.toml"
     entries, result = run_catalogue("docker", tmp_path / "bugs", only=path)
     assert_reproduced(result, path, entries)
+
+
+CRASHING_RUN = """
+import sys
+from pathlib import Path
+from orchestration.backends.docker import DockerCluster
+from orchestration.cluster import ClusterSpec
+spec = ClusterSpec(members=["A", "B"], backend="docker", stack="unicast3")
+cluster = DockerCluster(spec, workdir=Path(sys.argv[1])).start()
+print(cluster.label, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_down_all_reaps_a_crashed_runs_containers_and_nothing_else(
+    docker_client: Any, docker_cluster: Any, tmp_path: Path
+) -> None:
+    live = docker_cluster(2, stack="unicast3")  # a running cluster of someone else: stays
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "crashed-state")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_RUN, str(tmp_path / "crashed")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        label = proc.stdout.readline().strip()  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(tmp_path / "crashed-state")  # the crashed run's state root is gone too
+    unrelated = docker_client.containers.create(live._image, command=["true"], name=f"unrelated-{live.label}")
+    try:
+        assert leftovers(docker_client, label), "the crashed run left nothing to reap"
+        down = subprocess.run(
+            [str(Path(sys.executable).parent / "chaosbed"), "down", "--all"],
+            env={**os.environ, "CHAOSBED_STATE": str(tmp_path / "another-root")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert down.returncode == 0, down.stderr
+        assert leftovers(docker_client, label) == [], down.stdout
+        assert f"docker cluster {label}" in down.stdout
+        unrelated.reload()  # still there: no label of ours
+        assert sorted(live.running()) == ["A", "B"] and leftovers(docker_client, live.label)
+    finally:
+        unrelated.remove(force=True)
