@@ -3,8 +3,9 @@
 - Name: CHAOSBED_NAME, else the compose replica number of this container (Docker's DNS names it
   "<project>-<service>-<n>.<network>"): replica 1 is A, 2 is B, ... as on every other backend.
 - Peers: every replica of the service (CHAOSBED_SERVICE, default "member") that Docker's DNS knows, looked up again
-  every second, so members that `--scale` adds later are reached too. The view forms by multicast discovery (GMS
-  FIND), as in JGroups; DNS only supplies the unicast addresses.
+  every second, so members that `--scale` adds later are reached too; and every member whose datagram arrives (its
+  source address), so a member answers a newcomer's discovery before DNS lists the newcomer. The view forms by
+  multicast discovery (GMS FIND), as in JGroups.
 - Incarnation: one more than the last in this member's history file (a restarted container is a new incarnation).
 - Token of the control endpoint: CHAOSBED_TOKEN (compose passes it), else a random one, printed in the first line of
   the container's log, which only those with access to the engine can read.
@@ -30,6 +31,8 @@ from node.control import ControlServer
 from node.runtime import Member, MemberConfig
 
 REFRESH_S = 1.0
+SETTLE_S = 1.5  # replicas that compose starts together all show in DNS within this (measured: < 1 s for 3)
+SETTLE_MAX_S = 6.0
 _REPLICA = re.compile(r"-(\d+)$")
 
 
@@ -100,7 +103,7 @@ def _read_name(msg: bytes, pos: int) -> tuple[str, int]:
     raise ValueError("DNS name too long")
 
 
-def dns_ptr(ip: str, timeout: float = 1.0) -> str | None:
+def dns_ptr(ip: str, timeout: float = 1.0, server: tuple[str, int] | None = None) -> str | None:
     """The DNS (not /etc/hosts) name of ip: Docker's DNS names a compose replica "<project>-<service>-<n>.<net>",
     while /etc/hosts only has the container id."""
     qid = secrets.randbelow(1 << 16)
@@ -109,7 +112,7 @@ def dns_ptr(ip: str, timeout: float = 1.0) -> str | None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
         try:
-            s.sendto(query, (_nameserver(), 53))
+            s.sendto(query, server or (_nameserver(), 53))
             msg = s.recv(4096)
         except OSError:
             return None
@@ -169,6 +172,7 @@ def config_from_env(env: dict[str, str]) -> MemberConfig:
         transport=env.get("CHAOSBED_TRANSPORT", "udp"),
         mcast_group=env.get("CHAOSBED_MCAST_GROUP", "239.77.77.1"),
         token=env.get("CHAOSBED_TOKEN") or secrets.token_hex(8),
+        learn_peers=True,
     )
     cfg.validate()
     return cfg
@@ -184,9 +188,25 @@ async def _refresh_peers(member: Member, service: str, port: int) -> None:
         await asyncio.sleep(REFRESH_S)
 
 
+async def settled_peers(service: str, port: int) -> dict[str, tuple[str, int]]:
+    """The replicas in DNS once the answer has not changed for SETTLE_S (at most SETTLE_MAX_S): replicas that
+    compose starts together then know each other's addresses before their discovery, instead of each forming a
+    singleton view and waiting for a merge."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_MAX_S
+    found = await loop.run_in_executor(None, discover, service, port)
+    stable_since = loop.time()
+    while loop.time() - stable_since < SETTLE_S and loop.time() < deadline:
+        await asyncio.sleep(0.25)
+        again = await loop.run_in_executor(None, discover, service, port)
+        if again != found:
+            found, stable_since = again, loop.time()
+    return found
+
+
 async def amain(cfg: MemberConfig, service: str) -> None:
     member = Member(cfg)
-    member.peers.update({n: a for n, a in discover(service, cfg.port).items() if n != cfg.name})
+    member.peers.update({n: a for n, a in (await settled_peers(service, cfg.port)).items() if n != cfg.name})
     await member.start()
     control = ControlServer(member, cfg.ip, cfg.control_port or cfg.port + 1, cfg.token)
     await control.start()

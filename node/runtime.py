@@ -23,7 +23,7 @@ from typing import Any
 from node.history import HistoryWriter
 from node.payload import make_msg_id, make_payload
 from node.stack import Stack, build_stack
-from node.wire import make_address, name_of
+from node.wire import datagram_source, make_address, name_of
 from node.workload import POLL, Workload
 
 RECV_BUFFER = 4 * 1024 * 1024
@@ -53,6 +53,9 @@ class MemberConfig:
     control_port: int = 0  # 0: port + 1
     token: str = ""
     conn_id_start: int = 0  # 0: from the pid and time
+    # learn a peer's unicast address from the datagrams it sends (compose replicas, whose addresses DNS gives only
+    # late): a member that answers a newcomer's discovery must know where to send the answer
+    learn_peers: bool = False
 
     def validate(self) -> None:
         if self.transport not in ("udp", "tcp"):
@@ -84,7 +87,9 @@ class Member:
             "tcp_connects": 0,
             "tcp_frames_in": 0,
             "tcp_bad_frames": 0,
+            "peers_learned": 0,
         }
+        self._learned: set[tuple[str, int]] = set()  # addresses whose sender is known (learn_peers)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self._sockets: list[socket.socket] = []
@@ -164,6 +169,7 @@ class Member:
         receive = self.stack.receive
         now = self.loop.time()  # type: ignore[union-attr]
         recv = sock.recvfrom
+        learn, learned = self.cfg.learn_peers, self._learned
         for _ in range(10_000):  # bounded: let timers and the control endpoint run under a flood
             try:
                 data, _addr = recv(MAX_DATAGRAM)
@@ -172,9 +178,22 @@ class Member:
             except OSError:
                 self.c["send_errors"] += 1  # e.g. ECONNREFUSED surfaced by an earlier send on Linux
                 break
+            if learn and _addr not in learned:
+                self._learn_peer(data, _addr)
             receive(data, now)
         self.c["recv_batches"] += 1
         self.after_io()
+
+    def _learn_peer(self, data: bytes, addr: tuple[str, int]) -> None:
+        """Records the sender's address (its unicast socket, which multicasts go out of too)."""
+        head = datagram_source(data)
+        if head is None or head[0] != self.cfg.cluster:
+            return  # the stack counts it as malformed or foreign
+        name = name_of(head[1])
+        if name != self.cfg.name:
+            self.peers[name] = addr
+            self._learned.add(addr)
+            self.c["peers_learned"] += 1
 
     def _send_udp(self, dest: str | None, data: bytes) -> None:
         if dest is None:

@@ -487,6 +487,19 @@ def datagram_overhead(cluster: str, src: str, dest: str | None) -> int:
     return 3 + 3 + len(cluster.encode()) + len(src.encode()) + len((dest or "").encode()) + 2
 
 
+def datagram_source(data: bytes | memoryview) -> tuple[str, str] | None:
+    """(cluster, src) of a datagram from its head alone; None if the head is malformed. For members that learn
+    their peers' addresses from what they receive (node/container.py under docker compose)."""
+    try:
+        if len(data) < _DGRAM_HEAD.size or _DGRAM_HEAD.unpack_from(data, 0)[:2] != (MAGIC, WIRE_VERSION):
+            return None
+        cluster, pos = _decode_str(data, _DGRAM_HEAD.size)
+        src, _ = _decode_str(data, pos)
+    except (WireError, struct.error, UnicodeDecodeError):
+        return None
+    return cluster, src
+
+
 def decode_datagram(data: bytes | memoryview) -> Datagram:
     """Decodes a whole datagram. Raises WireError on anything malformed, including trailing bytes."""
     if len(data) < _DGRAM_HEAD.size:
