@@ -1,10 +1,12 @@
 """Real-network throughput between two members in network namespaces (root), next to the raw UDP rate of a plain
-Python socket pair in the same namespaces, measured in the same run.
+Python socket pair in the same namespaces, measured in the same run; then the same between Docker containers (the
+docker backend), with the ratio to netns, the member containers' memory and `up` times for 3 and 10 members.
 
 - raw UDP: a blocking receiver counts 100-byte datagrams while a sender blasts them (no reliability: loss counts);
 - UNICAST3 over UDP and over TCP: member A sends N 100-byte messages to B as fast as its window allows; the rate is
   N / (time until B delivered all N), exactly once and in order (checked by the tests, not here).
-Run: python -m bench.bench_network [--messages 200000] [--repeats 3]
+- docker: a running engine is used; as root without one, one is started for the run and stopped after it.
+Run: python -m bench.bench_network [--messages 200000] [--repeats 3] [--backends netns,docker]
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 from bench.common import report
+from orchestration.backends import backend_class
 from orchestration.backends.netns import NetnsCluster, check_netns_available
-from orchestration.cluster import ClusterSpec
+from orchestration.cluster import ClusterSpec, member_names
 
 RAW_RECEIVER = textwrap.dedent("""
     import socket, sys, time
@@ -116,29 +120,105 @@ def wait_one_view(cluster: NetnsCluster, size: int) -> None:
     cluster.wait_until(agreed, 30, f"one view of {size}")
 
 
+def throughput(backend: str, messages: int, repeats: int) -> dict[str, float]:
+    """UNICAST3 (UDP) and NAKACK2 rates on one backend, medians of `repeats`; member RSS."""
+    out: dict[str, float] = {}
+    cls = backend_class(backend)
+    with cls(ClusterSpec(["A", "B"], backend=backend)) as cluster:
+        cluster.start()
+        runs = [unicast3(cluster, messages) for _ in range(repeats)]
+        out["unicast3"] = statistics.median(r[0] for r in runs)
+        out["unicast3_rss"] = max(r[1] for r in runs)
+        if backend == "docker":
+            out["container_mem"] = max(container_memory(cluster, n) for n in cluster.members)
+    spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=FAST_MEMBERSHIP, backend=backend)
+    with cls(spec) as cluster:
+        cluster.start()
+        wait_one_view(cluster, 3)
+        runs = [nakack2(cluster, messages) for _ in range(repeats)]
+        out["nakack2"] = statistics.median(r[0] for r in runs)
+        out["nakack2_rss"] = max(r[1] for r in runs)
+    return out
+
+
+def container_memory(cluster: Any, name: str) -> int:
+    """Bytes the member's container uses (its cgroup: the member process and docker-init), as `docker stats`."""
+    container = cluster._member_container(cluster.members[name])
+    stats = container.stats(stream=False)["memory_stats"]
+    return int(stats["usage"] - stats.get("stats", {}).get("total_inactive_file", 0))
+
+
+def up_time(backend: str, members: int) -> float:
+    """Seconds from nothing to every member answering (start returns when all are ready)."""
+    started = time.monotonic()
+    with backend_class(backend)(ClusterSpec(member_names(members), stack="unicast3", backend=backend)) as cluster:
+        cluster.start()
+        return time.monotonic() - started
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backends", default="netns,docker", help="netns and/or docker, comma-separated")
     args = ap.parse_args(argv)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     check_netns_available()
+    if "netns" in backends:
+        netns_transports(args.messages, args.repeats)
+    if "docker" in backends:
+        docker_column(args.messages, args.repeats)
+
+
+def docker_column(messages: int, repeats: int) -> None:
+    """netns and docker side by side in this run: rates, the docker/netns ratio, memory, up times."""
+    from orchestration import docker_engine, docker_images
+
+    problem = docker_engine.unavailable_reason()
+    if problem:
+        print(f"docker: not measured ({problem})")
+        return
+    with docker_engine.engine() as client:
+        image = docker_images.member_image(client, build_base=True)
+        print(
+            f"docker: engine {client.version()['Version']}, member image {image} "
+            f"({client.images.get(image).attrs['Size'] / 1e6:.0f} MB)"
+        )
+        netns = throughput("netns", messages, repeats)
+        docker = throughput("docker", messages, repeats)
+        for key, name in (
+            ("unicast3", "UNICAST3 over UDP, A -> B, 100 B"),
+            ("nakack2", "NAKACK2, 3 members, per receiver"),
+        ):
+            report(f"{name}: netns", netns[key], "msgs/s", f"(median of {repeats})")
+            report(f"{name}: docker", docker[key], "msgs/s", f"(median of {repeats})")
+            report("  ratio docker / netns", docker[key] / netns[key], "x")
+        report("member RSS under load, docker", docker["unicast3_rss"] / 1024, "MiB", "(max_rss of the member process)")
+        report("member container memory, docker", docker["container_mem"] / 2**20, "MiB", "(cgroup, like docker stats)")
+        for members in (3, 10):
+            for backend in ("netns", "docker"):
+                times = [up_time(backend, members) for _ in range(repeats)]
+                report(f"up, {members} members: {backend}", statistics.median(times), "s", f"(median of {repeats})")
+
+
+def netns_transports(messages: int, repeats: int) -> None:
     for transport in ("udp", "tcp"):
         with NetnsCluster(ClusterSpec(["A", "B"], transport=transport, backend="netns")) as cluster:
             cluster.start()
             idle_rss = cluster.control("B", "stats")["max_rss_kib"]
             if transport == "udp":
-                raw = [raw_udp(cluster, args.messages) for _ in range(args.repeats)]
+                raw = [raw_udp(cluster, messages) for _ in range(repeats)]
                 rate = statistics.median(r[0] for r in raw)
                 report(
                     "raw UDP, plain Python socket pair, 100 B",
                     rate,
                     "datagrams/s",
-                    f"(median of {args.repeats}; loss {statistics.median(r[1] for r in raw):.1%})",
+                    f"(median of {repeats}; loss {statistics.median(r[1] for r in raw):.1%})",
                 )
-            runs = [unicast3(cluster, args.messages) for _ in range(args.repeats)]
+            runs = [unicast3(cluster, messages) for _ in range(repeats)]
             u3 = statistics.median(r[0] for r in runs)
             peak = max(r[1] for r in runs)
-            note = f"(median of {args.repeats}; RSS idle {idle_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB)"
+            note = f"(median of {repeats}; RSS idle {idle_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB)"
             report(f"UNICAST3 over {transport.upper()}, A -> B, 100 B, reliable", u3, "msgs/s", note)
             if transport == "udp":
                 report("  ratio UNICAST3 / raw UDP", u3 / rate, "x")
@@ -146,13 +226,13 @@ def main(argv: list[str] | None = None) -> None:
     with NetnsCluster(spec) as cluster:
         cluster.start()
         wait_one_view(cluster, 3)
-        runs = [nakack2(cluster, args.messages) for _ in range(args.repeats)]
+        runs = [nakack2(cluster, messages) for _ in range(repeats)]
         peak = max(r[1] for r in runs)
         report(
             "NAKACK2 over UDP multicast, 3 members, per receiver",
             statistics.median(r[0] for r in runs),
             "msgs/s",
-            f"(median of {args.repeats}; receiver RSS peak {peak / 1024:.0f} MiB)",
+            f"(median of {repeats}; receiver RSS peak {peak / 1024:.0f} MiB)",
         )
 
 

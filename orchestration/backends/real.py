@@ -70,8 +70,7 @@ class RealCluster(Cluster):
         try:
             self._place(self.spec.members)
             self._save_state()
-            for name in self.spec.members:
-                self._spawn(self.members[name])
+            self._spawn_all([self.members[name] for name in self.spec.members])
             self._save_state()
             for name in self.spec.members:
                 self.wait_ready(name, timeout)
@@ -79,6 +78,11 @@ class RealCluster(Cluster):
             self.down()
             raise
         return self
+
+    def _spawn_all(self, members: list[MemberInfo]) -> None:
+        """Starts every member (a backend whose start is a slow round trip does them concurrently)."""
+        for m in members:
+            self._spawn(m)
 
     def _write_config(self, m: MemberInfo) -> None:
         peers = {n: [o.ip, o.port] for n, o in self.members.items()}
