@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -33,6 +34,7 @@ ENGINE_DIR = CLAIMS_DIR.parent / ".docker-engine"  # machine-wide, like the netw
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+BRIDGE = re.compile(r"br-[0-9a-f]{12}")
 # dockerd and its containerd make these; removed after the engine stopped if they were not there before it started
 # (the data root too: its images are the tests' own, and a machine keeps none of them)
 ENGINE_DIRS = ("/run/docker", "/run/containerd", "/var/lib/docker")
@@ -172,24 +174,44 @@ class EngineCleanupError(ClusterError):
 
 
 def host_snapshot() -> dict[str, Any]:
-    """What a Docker engine changes in the host and we must restore: forwarding, the FORWARD policy, Docker's
-    iptables chains, the docker0 bridge."""
-    policy = None
-    if shutil.which("iptables") is not None:
-        out = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout.splitlines()
-        policy = next((line.split()[2] for line in out if line.startswith("-P FORWARD")), None)
+    """What a Docker engine changes in the host and we must restore: forwarding, the FORWARD policy, the rules and
+    chains of the filter and nat tables, Docker's bridges (docker0, br-<id>), its folders."""
     return {
         "ip_forward": IP_FORWARD.read_text().strip(),
-        "forward_policy": policy,
-        "docker0": Path("/sys/class/net/docker0").exists(),
+        "forward_policy": _forward_policy(),
         "chains": sorted(_docker_chains()),
+        "rules": sorted(_rules()),
+        "links": sorted(_bridges()),
         "engine_dirs": [d for d in ENGINE_DIRS if Path(d).exists()],
     }
 
 
+def _forward_policy() -> str | None:
+    if shutil.which("iptables") is None:
+        return None
+    out = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout.splitlines()
+    return next((line.split()[2] for line in out if line.startswith("-P FORWARD")), None)
+
+
+def _rules() -> set[str]:
+    """Every rule of the host's filter and nat tables, as "table:-A CHAIN ..." (iptables-save, no counters)."""
+    if shutil.which("iptables-save") is None:
+        return set()
+    rules = set()
+    for table in ("filter", "nat"):
+        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
+        rules |= {f"{table}:{line}" for line in out.splitlines() if line.startswith("-A ")}
+    return rules
+
+
+def _bridges() -> set[str]:
+    """Docker's bridges in the host: docker0 and the br-<network id> of user-defined networks."""
+    return {p.name for p in Path("/sys/class/net").iterdir() if p.name == "docker0" or BRIDGE.fullmatch(p.name)}
+
+
 def _start() -> None:
     """Starts dockerd (the caller holds the lock and has checked no engine runs)."""
-    state: dict[str, Any] = {**host_snapshot(), "before": host_snapshot()}
+    state: dict[str, Any] = {"before": host_snapshot()}
     IP_FORWARD.write_text("1\n")  # before dockerd: with forwarding off it sets the FORWARD policy to DROP
     log = open(ENGINE_DIR / "dockerd.log", "wb")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(
@@ -208,7 +230,10 @@ def _start() -> None:
         if proc.poll() is not None:
             break
         if running():
-            state["images"] = [image.id for image in client().images.list(all=True)]
+            c = client()
+            state["images"] = [image.id for image in c.images.list(all=True)]
+            state["containers"] = [container.id for container in c.containers.list(all=True)]
+            state["networks"] = [network.id for network in c.networks.list()]
             _state_path().write_text(json.dumps(state))
             return
         time.sleep(0.1)  # polling the engine's socket with a deadline
@@ -225,7 +250,7 @@ def _stop() -> None:
         return
     proc = _dockerd(state)
     if proc is not None and "images" in state:
-        _remove_new_images(set(state["images"]))
+        _remove_new_objects(state)
     if proc is not None:
         family = [proc, *proc.children(recursive=True)]  # containerd and its shims
         proc.send_signal(signal.SIGTERM)
@@ -243,15 +268,24 @@ def _stop() -> None:
         raise EngineCleanupError(f"the Docker engine we stopped left the host changed (before, after): {changed}")
 
 
-def _remove_new_images(before: set[str]) -> None:
-    """Removes the images made while our engine ran (the member and base images of the tests): a machine keeps
-    none of them. The base image's root file system stays cached as a tarball (compose/base-image.sh)."""
+def _remove_new_objects(state: dict[str, Any]) -> None:
+    """Removes what was made while our engine ran and is still there (a killed test's containers and networks, the
+    member and base images of the tests): a machine keeps none of it. The base image's root file system stays
+    cached as a tarball (compose/base-image.sh)."""
     import docker
 
     try:
         c = client(timeout=30.0)
+        for container in c.containers.list(all=True):
+            if container.id not in state.get("containers", []):
+                with contextlib.suppress(docker.errors.DockerException):
+                    container.remove(force=True)
+        for network in c.networks.list():
+            if network.id not in state.get("networks", []):
+                with contextlib.suppress(docker.errors.DockerException):
+                    network.remove()
         for _ in range(4):  # children first: an image with a child image cannot be removed, even with force
-            new = [image for image in c.images.list(all=True) if image.id not in before]
+            new = [image for image in c.images.list(all=True) if image.id not in state["images"]]
             for image in new:
                 with contextlib.suppress(docker.errors.DockerException):
                     c.images.remove(image.id, force=True)
@@ -259,17 +293,26 @@ def _remove_new_images(before: set[str]) -> None:
                 break
         c.images.prune(filters={"dangling": False})
     except (docker.errors.DockerException, DockerUnavailable):
-        pass  # the engine is going away anyway; its data root is the only place those images were
+        pass  # the engine is going away anyway; _restore_host undoes what it left in the host
 
 
 def _restore_host(state: dict[str, Any]) -> None:
-    before = set(state.get("chains", []))
-    _remove_docker_iptables(keep=before)
-    if not state.get("docker0", True):
-        subprocess.run(["ip", "link", "del", "docker0"], capture_output=True)
-    if "ip_forward" in state:
-        IP_FORWARD.write_text(state["ip_forward"] + "\n")
-    for folder in sorted(set(ENGINE_DIRS) - set(state.get("engine_dirs", ENGINE_DIRS))):
+    """Undoes what the engine changed in the host (after it stopped): the rules it added, its chains, its bridges,
+    ip_forward, the folders it made."""
+    before = state.get("before", state)
+    for entry in sorted(_rules() - set(before.get("rules", []))):
+        table, rule = entry.split(":", 1)
+        chain, *args = shlex.split(rule[3:])
+        subprocess.run(["iptables", "-t", table, "-D", chain, *args], capture_output=True)
+    for entry in sorted(_docker_chains() - set(before.get("chains", []))):
+        table, chain = entry.split(":", 1)
+        subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
+        subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
+    for link in sorted(_bridges() - set(before.get("links", []))):
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+    if "ip_forward" in before:
+        IP_FORWARD.write_text(before["ip_forward"] + "\n")
+    for folder in sorted(set(ENGINE_DIRS) - set(before.get("engine_dirs", ENGINE_DIRS))):
         _unmount_under(folder)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -283,32 +326,10 @@ def _unmount_under(folder: str) -> None:
 
 def _docker_chains() -> set[str]:
     """(table, chain) names of Docker's iptables chains, as "table:chain"."""
-    chains = set()
+    chains: set[str] = set()
+    if shutil.which("iptables-save") is None:
+        return chains
     for table in ("filter", "nat"):
         out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
         chains |= {f"{table}:{line[1:].split()[0]}" for line in out.splitlines() if line.startswith(":DOCKER")}
     return chains
-
-
-def _remove_docker_iptables(keep: set[str]) -> None:
-    """Deletes the rules that jump to Docker's chains or name docker0, then the chains, except chains in `keep`
-    (they were there before our engine started, so someone else's)."""
-    if shutil.which("iptables-save") is None:
-        return
-    for table in ("filter", "nat"):
-        ours = {c.split(":", 1)[1] for c in _docker_chains() if c.startswith(f"{table}:") and c not in keep}
-        if not ours:
-            continue
-        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if not line.startswith("-A "):
-                continue
-            chain, *rule = shlex.split(line[3:])
-            if chain in ours:
-                continue
-            if any(rule[i] == "-j" and rule[i + 1] in ours for i in range(len(rule) - 1)) or "docker0" in rule:
-                subprocess.run(["iptables", "-t", table, "-D", chain, *rule], capture_output=True)
-        for chain in sorted(ours):
-            subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
-        for chain in sorted(ours):
-            subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
