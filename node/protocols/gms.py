@@ -273,9 +273,11 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
         if self._pending is not None and self._pending.view.view_id != view.view_id:
             self._pending = None  # another coordinator's view overrides ours
         self.routes.install_view(view, now, out)  # every other layer, bottom first
-        if reset and mc is not None:
-            assert digest is not None
-            mc.reset_windows(self._above_delivered(digest, reset), reset, now, out)
+        if mc is not None and digest and (reset or view.is_merge):
+            # a merge digest holds every member's own entry and goes down whole; a coordinator's digest only for
+            # the senders restarted (its entries for the others are its receive windows, not theirs)
+            given = digest if view.is_merge else {m: digest[m] for m in reset}
+            mc.reset_windows(self._above_delivered(given, reset), reset, now, out)
             self.c["windows_reset"] += len(reset)
         self.c["views_installed"] += 1
         if view.is_merge:

@@ -21,6 +21,13 @@ from the retransmit task (`xmit_interval`) if anything was delivered (or a dupli
 retransmit task asks each sender for its gaps (XMIT_REQ), only for seqnos already missing on the previous run, plus
 the in-window tail below the highest seqno seen from it (messages dropped above a full window); the answer is one
 XMIT_RSP per message, carrying the original sender and seqno.
+
+Views and digests: new members get a window at 0 (a joiner's at the coordinator's digest); a merge restarts the
+windows of the senders GMS names at the merge digest's offsets. The merge digest holds each member's own entry as
+(purged, highest sent): a window of any other sender still waiting for messages that sender has purged skips past
+them. A sender purges only what every member of its view acked, so such a gap belongs to a member the sender had
+dropped from its view (JGroups' mergeDigest resets such windows too, to the sender's highest seqno; here only the
+unrecoverable part is skipped, nothing the sender can still retransmit).
 """
 
 from __future__ import annotations
@@ -112,6 +119,7 @@ class Mcast(MulticastLayer[McastProps]):
         "sends_held",
         "held_dropped_on_close",
         "windows_reset",
+        "windows_skipped",
     )
 
     def __init__(self, local: str, props: McastProps | None = None) -> None:
@@ -228,15 +236,19 @@ class Mcast(MulticastLayer[McastProps]):
             else:
                 table.add(seqno, payload)
                 added += 1
-        if not added:
-            return
+        if added:
+            self._deliver(sender, w, out)
+
+    def _deliver(self, sender: str, w: ReceiverWindow, out: Effects) -> None:
+        """Delivers the run of messages after the highest delivered one, frees them, and ACKs past the threshold."""
+        table = w.table
         first = table.hd + 1
         delivered = table.remove_deliverable()
         if not delivered:
             return
         table.purge(table.hd)
         out.delivers.extend(Deliver("multicast", sender, p, None, first + i) for i, p in enumerate(delivered))
-        c["msgs_delivered"] += len(delivered)
+        self.c["msgs_delivered"] += len(delivered)
         w.delivered_since_ack += len(delivered)
         if w.delivered_since_ack >= self.props.effective_ack_threshold():
             self._send_ack(sender, w, out)
@@ -328,10 +340,11 @@ class Mcast(MulticastLayer[McastProps]):
             self._purge(out)
 
     def digest(self) -> Digest:
-        """member -> (highest delivered, highest received) for every window, own included as (hs, hs)."""
+        """member -> (highest delivered, highest received) for every window, own as (purged, hs): in a merge digest
+        (every member's own entry) the first field tells receivers which of our messages are gone for good."""
         d: Digest = {m: (w.table.hd, w.table.hr) for m, w in self.windows.items()}
-        hs = self.send_window.hr
-        d[self.local] = (hs, hs)
+        win = self.send_window
+        d[self.local] = (win.low, win.hr)
         return d
 
     def set_digest(self, digest: Digest, now: float, out: Effects) -> None:
@@ -341,12 +354,16 @@ class Mcast(MulticastLayer[McastProps]):
                 self._reset_window(m, hr)
 
     def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Effects) -> None:
-        """Merge: fresh windows at offset digest[m][1] for the given members (others untouched). Those members
-        reset their window for us to digest[local][1] as well, so they will never ack anything below it: their ack
-        entries are raised to it (clamped to what we sent), which may purge and release held messages."""
+        """Merge: fresh windows at offset digest[m][1] for the given members. Those members reset their window for
+        us to digest[local][1] as well, so they will never ack anything below it: their ack entries are raised to
+        it (clamped to what we sent), which may purge and release held messages.
+
+        Every other sender in the digest (a merge digest holds each member's own entry, (purged, hs)) keeps its
+        window, but one still waiting for messages that sender has purged skips past them (`_skip_purged`)."""
         own = digest.get(self.local)
         floor = min(own[1], self.send_window.hr) if own is not None else None
-        for m in members:
+        reset = set(members)
+        for m in reset:
             if m == self.local:
                 continue
             if m in digest:
@@ -356,7 +373,33 @@ class Mcast(MulticastLayer[McastProps]):
                     self.acks[m] = max(self.acks[m], floor)
                 else:
                     self._ack_floor[m] = max(self._ack_floor.get(m, 0), floor)
+        for m, (purged, _) in digest.items():
+            if m != self.local and m not in reset:
+                self._skip_purged(m, purged, out)
         self._purge(out)
+
+    def _skip_purged(self, sender: str, purged: int, out: Effects) -> None:
+        """The sender has purged everything <= `purged`: it can never retransmit those. A sender purges only what
+        every member of its view acked, so a window still missing some of them belongs to a member the sender
+        dropped from its view meanwhile (or took to reset its window in a merge this member never installed, see
+        gms_merge.py) and they are not owed to it; without this its window would wait for them forever and deliver
+        nothing more from that sender. The window restarts at `purged`, keeping what it received above; the run
+        after it is delivered. Nothing is delivered twice (hd only grows)."""
+        w = self.windows.get(sender)
+        if w is None or w.table.hd >= purged:
+            return
+        old = w.table
+        fresh = ReceiverWindow(self._capacity, purged)
+        for seqno in range(purged + 1, old.hr + 1):
+            payload = old.get(seqno)
+            if payload is not None:
+                fresh.table.add(seqno, payload)
+        fresh.highest_seen = max(w.highest_seen, purged)
+        fresh.delivered_since_ack = w.delivered_since_ack
+        fresh.ack_pending = True  # tell the sender where we are now
+        self.windows[sender] = fresh
+        self.c["windows_skipped"] += 1
+        self._deliver(sender, fresh, out)
 
     def _reset_window(self, member: str, offset: int) -> None:
         """A fresh window at offset, unless the current one has delivered that far already (never deliver twice)."""

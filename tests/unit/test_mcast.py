@@ -453,9 +453,9 @@ def test_reset_windows_after_a_merge() -> None:
         net.call(n, lambda m, out: m.install_view(merge, net.now, out))
     net.deliver(acks_b)
     assert a.acks == {"B": 16, "C": 0} and a.blocked  # C is new in A's ack map: it holds back purging
-    # the merge digest: every member's own entry, from its subgroup
+    # the merge digest: every member's own entry (purged, highest sent), from its subgroup
     digest = {"A": a.digest()["A"], "B": b.digest()["B"], "C": c.digest()["C"]}
-    assert digest == {"A": (16, 16), "B": (0, 0), "C": (8, 8)}
+    assert digest == {"A": (8, 16), "B": (0, 0), "C": (8, 8)}
     net.call("A", lambda m, out: m.reset_windows(digest, ["C"], net.now, out))
     # C restarts its window for A after 16 and will never ack below it: its entry is 16 now, 9-16 are purged and
     # #17 leaves at once, without waiting for C to ack anything
@@ -472,6 +472,34 @@ def test_reset_windows_after_a_merge() -> None:
     assert [d.payload for d in net.delivered["A"] if d.sender == "C"] == [b"c1", b"c2", b"c3", b"c9"]
     assert not any(w[2].ranges[0][0] <= 16 for w in net.seen if type(w[2]) is XMIT_REQ and w[2].sender == "A")
     assert all(m.is_idle() for m in net.nodes.values())
+
+
+def test_merge_digest_skips_messages_the_sender_purged_after_dropping_the_receiver() -> None:
+    """Regression (property test, overlapping splits): E dropped C from its view and purged what C had not acked;
+    C never dropped E. Back in one view (E took C back through a merge C never installed, then both installed C's
+    own next view), C's window for E waits for E's purged messages: E cannot answer its XMIT_REQs, so C delivered
+    nothing more from E, forever. The next merge digest (E's own entry: purged, highest sent) restarts C's window
+    at E's purged end, even though E came from C's own subgroup (no reset)."""
+    net = Net(("C", "E"), ack_threshold=1)
+    c, e = net["C"], net["E"]
+    net.install("E", 2, at="E")  # E drops C; C keeps E
+    for i in range(1, 4):
+        net.mcast("E", b"e%d" % i)
+    net.take(to("C"))  # cut: C hears none of them; E purges them at once (nobody else to wait for)
+    assert e.send_window.low == 3
+    net.install("CE", 3)  # both in one view again, C's window for E untouched (E was never gone for C)
+    net.mcast("E", b"e4")
+    net.mcast("E", b"e5")
+    for _ in range(5):
+        net.pump()
+        net.advance()
+    assert net.seqnos("C", "E") == [] and not c.is_idle()
+    assert e.counters()["xmit_reqs_missing"] >= 1  # asked for 1-3, which E no longer has
+    net.call("C", lambda m, out: m.reset_windows({"C": c.digest()["C"], "E": e.digest()["E"]}, [], net.now, out))
+    assert net.seqnos("C", "E") == [4, 5] and c.counters()["windows_skipped"] == 1
+    net.settle()
+    assert all(m.is_idle() for m in net.nodes.values())
+    assert e.acks == {"C": 5} and e.send_window.low == 5
 
 
 def test_reset_windows_before_the_merge_view_keeps_the_ack_floor() -> None:
