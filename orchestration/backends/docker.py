@@ -103,6 +103,11 @@ class DockerCluster(NetnsCluster):
 
     # --- members ----------------------------------------------------------------------------------------------------
 
+    def start(self, timeout: float = 30.0) -> DockerCluster:
+        super().start(timeout)
+        self._save_state()  # with the members' own pids (wait_ready found them), for `chaosbed status`
+        return self
+
     def _spawn_all(self, members: list[MemberInfo]) -> None:
         with ThreadPoolExecutor(PARALLEL) as pool:
             list(pool.map(self._spawn, members))
@@ -194,6 +199,7 @@ class DockerCluster(NetnsCluster):
         self._leaving.discard(name)
         m.pid = None
         super().restart(name, timeout)
+        self._save_state()
 
     def stop_members(self) -> None:
         """Graceful stop of every running member (each writes its `stop` event), waiting for them to exit."""
