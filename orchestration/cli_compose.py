@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import click
 
-from orchestration.cli import console, main
+from orchestration.cli_options import console
 
 
-@main.group()
+@click.group()
 def compose() -> None:
     """Work with a cluster started by `docker compose -f compose/docker-compose.yml up`."""
 

@@ -17,10 +17,9 @@ import click
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
-from node.units import parse_duration
-from orchestration.cli import _attach, _duration, _fraction, console, main
+from orchestration.cli_options import attach, cluster_option, console, duration_arg, fraction_arg
+from orchestration.cli_output import describe
 
-_CLUSTER = click.option("--cluster", "label", default=None, help="the cluster's label (default: the only one running)")
 _FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
 
 
@@ -40,7 +39,7 @@ def _from_to(required: bool) -> Any:
 def _chaos(label: str | None) -> tuple[Any, Any]:
     from orchestration.cluster import ClusterError
 
-    cluster = _attach(label)
+    cluster = attach(label)
     try:
         return cluster, cluster.chaos
     except ClusterError as e:
@@ -51,7 +50,7 @@ def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None)
     from chaos.engine import ChaosError, append_log, fault_event
 
     cluster, chaos = _chaos(label)
-    duration = _duration(for_) if for_ else None
+    duration = duration_arg(for_) if for_ else None
     try:
         record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
     except ChaosError as e:
@@ -81,42 +80,7 @@ def _log_path(cluster: Any) -> Path:
     return Path(cluster.workdir) / "faults.jsonl"
 
 
-def describe(f: dict[str, Any]) -> str:
-    """One line saying what a fault does, e.g. `partition A -> B (one way)`."""
-    kind = f["kind"]
-    if kind == "heal":
-        return f"heal {', '.join(f['faults'])}" if f.get("faults") else "heal every fault"
-    if kind not in ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard"):
-        return f"{kind} " + ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("t", "event", "seed", "kind"))
-    if kind == "split":
-        return "split " + " | ".join(",".join(g) for g in f["groups"])
-    arrow = "<->" if kind == "partition" and not f.get("one_way") else "->"
-    links = f"{','.join(f['from'])} {arrow} {','.join(f['to'])}"
-    if kind == "partition":
-        return f"partition {links}" + (" (one way)" if f.get("one_way") else "")
-    if kind == "loss":
-        return f"loss {f['probability']:.0%} {links}"
-    if kind == "delay":
-        jitter = f" ± {_ms(f['jitter'])}" if f.get("jitter") else ""
-        return f"delay {_ms(f['delay'])}{jitter} {links}"
-    if kind in ("reorder", "duplicate"):
-        return f"{kind} {f['probability']:.0%} {links}"
-    extra = [f"action {f['action']}"] if f["action"] != "drop" else []
-    if f.get("count"):
-        extra.append(f"first {f['count']}")
-    if f.get("probability", 1.0) < 1.0:
-        extra.append(f"p={f['probability']:g}")
-    if f["action"] == "delay":
-        extra.append(_ms(f["delay"]))
-    return f"discard {f['match']} {links}" + (f" ({', '.join(extra)})" if extra else "")
-
-
-def _ms(value: float | str) -> str:
-    """A duration as milliseconds: seconds from the fault table, or the string faults.jsonl keeps ("30ms")."""
-    return f"{(parse_duration(value) if isinstance(value, str) else value) * 1000:g}ms"
-
-
-@main.group()
+@click.group()
 def fault() -> None:
     """Network faults on a running netns cluster: partition, split, loss, delay, discard, heal, list."""
 
@@ -125,7 +89,7 @@ def fault() -> None:
 @_from_to(required=True)
 @click.option("--one-way", is_flag=True, help="only --to stops hearing --from (default: both ways)")
 @_FOR
-@_CLUSTER
+@cluster_option
 def partition(from_: str, to: str, one_way: bool, for_: str | None, label: str | None) -> None:
     """Members in --to stop hearing members in --from (and the reverse unless --one-way)."""
     _apply(label, "partition", {"from": _members(from_), "to": _members(to), "one_way": one_way}, for_)
@@ -134,7 +98,7 @@ def partition(from_: str, to: str, one_way: bool, for_: str | None, label: str |
 @fault.command()
 @click.argument("groups", nargs=-1, required=True)
 @_FOR
-@_CLUSTER
+@cluster_option
 def split(groups: tuple[str, ...], for_: str | None, label: str | None) -> None:
     """Partition the cluster into GROUPS: `split A,B C,D`."""
     _apply(label, "split", {"groups": [_members(g) for g in groups]}, for_)
@@ -144,10 +108,10 @@ def split(groups: tuple[str, ...], for_: str | None, label: str | None) -> None:
 @click.argument("probability")
 @_from_to(required=False)
 @_FOR
-@_CLUSTER
+@cluster_option
 def loss(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
     """Drop PROBABILITY (20% or 0.2) of the packets on each link."""
-    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    args = {"from": _members(from_), "to": _members(to), "probability": fraction_arg(probability)}
     _apply(label, "loss", args, for_)
 
 
@@ -156,14 +120,14 @@ def loss(probability: str, from_: str | None, to: str | None, for_: str | None, 
 @click.option("--jitter", default=None, help="uniform extra delay, e.g. 10ms")
 @_from_to(required=False)
 @_FOR
-@_CLUSTER
+@cluster_option
 def delay(
     delay: str, jitter: str | None, from_: str | None, to: str | None, for_: str | None, label: str | None
 ) -> None:
     """Add DELAY (like 50ms) to each packet on each link (netem, or NFQUEUE held verdicts without netem)."""
-    args = {"from": _members(from_), "to": _members(to), "delay": _duration(delay)}
+    args = {"from": _members(from_), "to": _members(to), "delay": duration_arg(delay)}
     if jitter:
-        args["jitter"] = _duration(jitter)
+        args["jitter"] = duration_arg(jitter)
     _apply(label, "delay", args, for_)
 
 
@@ -171,10 +135,10 @@ def delay(
 @click.argument("probability")
 @_from_to(required=False)
 @_FOR
-@_CLUSTER
+@cluster_option
 def reorder(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
     """Hold back PROBABILITY of the packets on each link so later ones overtake them."""
-    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    args = {"from": _members(from_), "to": _members(to), "probability": fraction_arg(probability)}
     _apply(label, "reorder", args, for_)
 
 
@@ -182,10 +146,10 @@ def reorder(probability: str, from_: str | None, to: str | None, for_: str | Non
 @click.argument("probability")
 @_from_to(required=False)
 @_FOR
-@_CLUSTER
+@cluster_option
 def duplicate(probability: str, from_: str | None, to: str | None, for_: str | None, label: str | None) -> None:
     """Deliver PROBABILITY of the packets on each link twice."""
-    args = {"from": _members(from_), "to": _members(to), "probability": _fraction(probability)}
+    args = {"from": _members(from_), "to": _members(to), "probability": fraction_arg(probability)}
     _apply(label, "duplicate", args, for_)
 
 
@@ -197,7 +161,7 @@ def duplicate(probability: str, from_: str | None, to: str | None, for_: str | N
 @click.option("--action", type=click.Choice(["drop", "delay", "duplicate", "reorder"]), default="drop")
 @click.option("--delay", "delay_", default=None, help="for --action delay, e.g. 50ms")
 @_FOR
-@_CLUSTER
+@cluster_option
 def discard(
     match: str,
     from_: str | None,
@@ -213,9 +177,9 @@ def discard(
     args: dict[str, Any] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
     args["count"] = count
     if probability is not None:
-        args["probability"] = _fraction(probability)
+        args["probability"] = fraction_arg(probability)
     if delay_ is not None:
-        args["delay"] = _duration(delay_)
+        args["delay"] = duration_arg(delay_)
     _apply(label, "discard", args, for_)
 
 
@@ -223,7 +187,7 @@ def discard(
 @click.argument("ids", nargs=-1)
 @click.option("--after", type=float, default=0.0, hidden=True, help="wait this many seconds first (for --for)")
 @click.option("--quiet", is_flag=True, hidden=True)
-@_CLUSTER
+@cluster_option
 def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> None:
     """Remove the faults IDS (see `fault list`), or every network fault."""
     from chaos.engine import ChaosError, append_log, heal_event
@@ -241,7 +205,7 @@ def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> 
 
 
 @fault.command(name="list")
-@_CLUSTER
+@cluster_option
 def list_(label: str | None) -> None:
     """The network faults in force, with what the NFQUEUE handler did for each."""
     _, chaos = _chaos(label)
@@ -260,7 +224,7 @@ def list_(label: str | None) -> None:
             console.print(f"kernel rules at {member}: {acted} packets")
 
 
-@main.command()
+@click.command()
 @click.argument("kind", type=click.Choice(["list", *NEMESES]))
 @click.option("--members", "-n", default="3", show_default=True, help="a number, or names like A,B,C")
 @click.option("--seed", type=int, default=1, show_default=True)

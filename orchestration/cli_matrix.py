@@ -12,12 +12,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from orchestration.cli import console, main, spark_option
-from orchestration.cli_spark import spark_target
+from orchestration.cli_options import BACKEND, console, master_option, spark_option, spark_target
 from orchestration.matrix import Matrix, MatrixError, load_matrix, toml_value
 from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
-
-_BACKEND = click.Choice(["sim", "process", "netns", "docker"])
 
 
 def _fail(msg: str) -> None:
@@ -134,12 +131,12 @@ def summarize(result: MatrixResult) -> int:
     return 0 if result.ok else 1
 
 
-@main.command()
+@click.command()
 @click.argument("matrix_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="cells run at once")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/matrix-*")
-@click.option("--backend", type=_BACKEND, default=None, help="replaces the matrix's backend axis")
-@click.option("--master", default=None, help="Spark master URL for the checks (same as --spark URL)")
+@click.option("--backend", type=BACKEND, default=None, help="replaces the matrix's backend axis")
+@master_option
 @spark_option
 def matrix(
     matrix_file: Path, jobs: int, out: Path | None, backend: str | None, master: str | None, spark: str | None
@@ -156,7 +153,7 @@ def matrix(
     sys.exit(summarize(execute(m, folder, jobs, target)))
 
 
-@main.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @click.pass_context
 def bugs(ctx: click.Context) -> None:
     """The known-bug catalogue (scenarios/bugs/): list it, or `bugs run NAME` / `bugs run --all`."""
@@ -185,10 +182,10 @@ def bugs(ctx: click.Context) -> None:
 @bugs.command(name="run")
 @click.argument("name", required=False)
 @click.option("--all", "all_", is_flag=True, help="every bug of the catalogue (a matrix)")
-@click.option("--backend", "backends", type=_BACKEND, multiple=True, help="repeatable; default: netns as root")
+@click.option("--backend", "backends", type=BACKEND, multiple=True, help="repeatable; default: netns as root")
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="runs at once")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--master", default=None, help="Spark master URL for the checks (same as --spark URL)")
+@master_option
 @spark_option
 def bugs_run(
     name: str | None,

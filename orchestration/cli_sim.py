@@ -17,7 +17,8 @@ import click
 from rich.table import Table
 
 from node.stack import STACKS
-from orchestration.cli import _duration, _fraction, _print_handled, console, main, parse_set
+from orchestration.cli_options import console, duration_arg, fraction_arg, parse_set, protocol_set_option
+from orchestration.cli_output import print_handled
 
 SIM_TIMEOUT_AFTER = 120.0  # virtual seconds a case may take to settle after its workload and faults
 
@@ -128,7 +129,7 @@ def replay_command(args: dict[str, Any], out: Path | None) -> str:
     return shlex.join(argv)
 
 
-@main.command()
+@click.command()
 @click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3", show_default=True)
 @click.option("--members", "-n", type=click.IntRange(2, 26), default=3, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True, help="drives the network and workload")
@@ -145,7 +146,7 @@ def replay_command(args: dict[str, Any], out: Path | None) -> str:
 @click.option("--discard-from", "discard_from", multiple=True, help="sender member of each --discard (default any)")
 @click.option("--discard-to", "discard_to", multiple=True, help="receiver member of each --discard (default any)")
 @click.option("--discard-count", "discard_count", multiple=True, type=int, help="act on the first N matches only")
-@click.option("--set", "sets", multiple=True, metavar="PROTO.PROP=VALUE", help="a protocol property")
+@protocol_set_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="the run folder (default under runs/)")
 def sim(**opts: Any) -> None:
     """Run a seeded case in the deterministic simulator and check delivery (exit 0 clean, 1 violations, 2 bad
@@ -170,12 +171,12 @@ def sim(**opts: Any) -> None:
             count=opts["count"],
             rate=opts["rate"],
             size=opts["size"],
-            loss=_fraction(opts["loss"]),
-            duplicate=_fraction(opts["duplicate"]),
-            reorder=_fraction(opts["reorder"]),
-            delay=_duration(opts["delay"]),
-            jitter=_duration(opts["jitter"]),
-            fault_for=_duration(opts["fault_for"]),
+            loss=fraction_arg(opts["loss"]),
+            duplicate=fraction_arg(opts["duplicate"]),
+            reorder=fraction_arg(opts["reorder"]),
+            delay=duration_arg(opts["delay"]),
+            jitter=duration_arg(opts["jitter"]),
+            fault_for=duration_arg(opts["fault_for"]),
             discards=discards,
             properties=parse_set(opts["sets"]),
         )
@@ -184,7 +185,7 @@ def sim(**opts: Any) -> None:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     print_pairs(out, result, f"{opts['stack']}, {opts['members']} members, seed {opts['seed']}")
-    _print_handled(outcome.handled)
+    print_handled(outcome.handled)
     console.print(f"{result.events:,} events; the run took {elapsed:.2f} s real; run folder: {out}")
     for v in result.violations[:5]:
         console.print(f"  {v.check} {v.sender}->{v.receiver} seqno {v.seqno}: {v.detail}", markup=False)

@@ -1,5 +1,5 @@
-"""`chaosbed spark start|status|stop`: the warm Spark service (analysis/spark_service.py), and the `--spark` option
-of the commands that check histories (check, run, matrix, bugs run)."""
+"""`chaosbed spark start|status|stop`: the warm Spark service (analysis/spark_service.py). The `--spark` option of
+the commands that check histories (check, run, matrix, bugs run) is in cli_options.py."""
 
 from __future__ import annotations
 
@@ -8,24 +8,7 @@ import time
 
 import click
 
-from orchestration.cli import _duration, console, main
-
-
-def spark_target(spark: str | None, master: str | None) -> str | None:
-    """The one Spark target of --spark and --master (the older option, still a master URL); both is an error."""
-    if spark is not None and master is not None:
-        raise click.UsageError(
-            f"--spark {spark} and --master {master}: give one (--master URL is the same as --spark URL)"
-        )
-    target = spark if spark is not None else master
-    if target is not None:
-        from analysis.spark import check_target
-
-        try:
-            check_target(target)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--spark") from None
-    return target
+from orchestration.cli_options import console, duration_arg
 
 
 def _ago(seconds: float) -> str:
@@ -35,7 +18,7 @@ def _ago(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-@main.group()
+@click.group()
 def spark() -> None:
     """The warm Spark service: a local Spark Connect server that checks share (no JVM start per check)."""
 
@@ -45,7 +28,7 @@ def spark() -> None:
     "--idle-timeout",
     default="15m",
     show_default=True,
-    callback=lambda _c, _p, v: _duration(v),
+    callback=lambda _c, _p, v: duration_arg(v),
     help="stop by itself after this long with no check using it",
 )
 def spark_start(idle_timeout: float) -> None:

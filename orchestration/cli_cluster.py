@@ -1,0 +1,175 @@
+"""A cluster's lifecycle: `chaosbed up` (start real members and leave them running), `status`, `send` and `down`
+(also `down --all`: every cluster and leftover of this state root, and its warm Spark service)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from node.stack import STACKS
+from orchestration.cli_options import (
+    CLUSTER_BACKEND,
+    DEFAULT_BACKEND_HELP,
+    attach,
+    cluster_option,
+    console,
+    default_backend,
+    parse_set,
+    protocol_set_option,
+)
+
+
+@click.command()
+@click.option("--members", "-n", type=click.IntRange(1, 26), default=3, show_default=True)
+@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3+nakack2", show_default=True)
+@click.option(
+    "--backend",
+    type=CLUSTER_BACKEND,
+    default=None,
+    help=DEFAULT_BACKEND_HELP,
+)
+@click.option("--transport", type=click.Choice(["udp", "tcp"]), default="udp", show_default=True)
+@protocol_set_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="folder for the members' histories (default runs/<label>)",
+)
+def up(members: int, stack: str, backend: str | None, transport: str, sets: tuple[str, ...], out: Path | None) -> None:
+    """Start a cluster of real member processes and leave it running."""
+    from orchestration.backends import backend_class
+    from orchestration.cluster import ClusterError, ClusterSpec, member_names, new_label
+
+    backend = backend or default_backend()
+    label = new_label()
+    try:
+        spec = ClusterSpec(member_names(members), stack, transport, parse_set(list(sets)), backend)
+        cluster = backend_class(backend)(spec, label=label, workdir=out or Path("runs") / label)
+        with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
+            cluster.start()
+        if "+" in stack:
+            with console.status(f"waiting for the {members} members to form one view"):
+                try:
+                    view = cluster.wait_for_view(timeout=60)
+                except ClusterError:
+                    cluster.down()
+                    raise
+            console.print(f"view {view['view_id']}: {', '.join(view['members'])}")
+    except (ClusterError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
+    for name, m in cluster.members.items():
+        console.print(f"  {name}  {m.ip}:{m.port}  pid {m.pid}" + (f"  netns {m.netns}" if m.netns else ""))
+    console.print(f"histories: {cluster.workdir / 'history'}   stop it with: chaosbed down --cluster {cluster.label}")
+
+
+@click.command()
+@cluster_option
+def status(label: str | None) -> None:
+    """Per member: view, key counters, CPU and RSS."""
+    import psutil
+
+    from orchestration.cluster import ClusterError
+
+    cluster = attach(label)
+    table = Table(
+        title=f"cluster {cluster.label} ({cluster.backend_name}, {cluster.spec.stack}, {cluster.spec.transport})"
+    )
+    mproto = cluster.spec.stack.split("+")[1] if "+" in cluster.spec.stack else None
+    cols = ["member", "pid", "state", "view", "ucast sent", "ucast deliv"]
+    if mproto:
+        cols += ["mcast sent", "mcast deliv"]
+    cols += ["xmits", "malformed", "CPU s", "RSS MiB"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("member", "state", "view") else "right")
+    blank = [""] * (len(cols) - 3)
+    running = set(cluster.running())
+    for name, m in cluster.members.items():
+        if name not in running:
+            table.add_row(name, "-", "[red]not running[/red]", *blank)
+            continue
+        try:
+            stats = cluster.control(name, "stats", timeout=3.0)
+            view = cluster.control(name, "view", timeout=3.0)["view"]
+        except (ClusterError, OSError) as e:
+            state = "paused" if m.paused else f"no answer: {e}"
+            table.add_row(name, str(m.pid), f"[yellow]{state}[/yellow]", *blank)
+            continue
+        counters = stats["counters"]
+        uni = counters[cluster.spec.stack.split("+")[0]]
+        proc = psutil.Process(m.pid)
+        cpu = proc.cpu_times()
+        mc = counters.get(mproto, {}) if mproto else {}
+        row = [
+            name,
+            str(m.pid),
+            "paused" if m.paused else "running",
+            f"{view['view_id']} {view['members']}" if view else "(no membership)",
+            str(uni.get("msgs_sent", 0)),
+            str(uni.get("msgs_delivered", 0)),
+        ]
+        if mproto:
+            row += [str(mc.get("msgs_sent", 0)), str(mc.get("msgs_delivered", 0))]
+        row += [
+            str(uni.get("xmits", 0) + mc.get("xmit_rsps_sent", 0)),
+            str(counters["stack"]["malformed_datagrams"]),
+            f"{cpu.user + cpu.system:.2f}",
+            f"{proc.memory_info().rss / 2**20:.1f}",
+        ]
+        table.add_row(*row)
+    console.print(table)
+
+
+@click.command()
+@click.argument("sender")
+@click.argument("dest")
+@click.option("--count", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--size", type=click.IntRange(0), default=100, show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="messages/s (default: max)")
+@click.option("--cluster", "label", default=None)
+def send(sender: str, dest: str, count: int, size: int, rate: float | None, label: str | None) -> None:
+    """SENDER sends COUNT unicasts to DEST (or multicasts, with DEST '*')."""
+    from orchestration.cluster import ClusterError
+
+    cluster = attach(label)
+    try:
+        if dest == "*":
+            reply = cluster.control(sender, "multicast", count=count, size=size, rate=rate)
+        else:
+            reply = cluster.control(sender, "send", to=dest, count=count, size=size, rate=rate)
+    except (ClusterError, KeyError, OSError) as e:
+        raise click.ClickException(f"{sender}: {e}") from None
+    console.print(f"{sender} -> {dest}: task {reply['task']} sending {count} messages")
+
+
+@click.command()
+@cluster_option
+@click.option("--all", "all_", is_flag=True, help="remove every chaosbed cluster and leftover of crashed runs")
+def down(label: str | None, all_: bool) -> None:
+    """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
+    warm Spark service of this state root."""
+    from orchestration.cluster import reap_all
+
+    if all_:
+        removed = reap_all()
+        if _stop_spark_service():
+            removed.append("the Spark service")
+        console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
+        return
+    cluster = attach(label)
+    cluster.down()
+    console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
+
+
+def _stop_spark_service() -> bool:
+    """`down --all` also stops the warm Spark service of this state root (True if one ran)."""
+    from analysis.spark_service import SparkServiceError, stop
+
+    try:
+        return stop()
+    except (SparkServiceError, OSError) as e:
+        console.print(f"[bold red]the Spark service could not be stopped[/]: {e}")
+        return False
