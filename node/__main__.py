@@ -6,22 +6,35 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from node.control import ControlServer
 from node.runtime import Member, MemberConfig
 
 
-async def amain(cfg: MemberConfig) -> None:
-    member = Member(cfg)
+async def serve(
+    member: Member, ready: dict[str, Any] | None = None, alongside: Coroutine[Any, Any, None] | None = None
+) -> None:
+    """Starts the member and its control endpoint and runs them until SIGTERM/SIGINT or a `shutdown` command;
+    `alongside` runs meanwhile (cancelled at the end); `ready` adds fields to the ready line."""
+    cfg = member.cfg
     await member.start()
     control = ControlServer(member, cfg.ip, cfg.control_port or cfg.port + 1, cfg.token)
     await control.start()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(member.stop()))
-    print(json.dumps({"ready": cfg.name, "address": member.address}), flush=True)
+    side = asyncio.ensure_future(alongside) if alongside is not None else None
+    print(json.dumps({"ready": cfg.name, "address": member.address, **(ready or {})}), flush=True)
     await member.stopped.wait()
+    if side is not None:
+        side.cancel()
     await control.close()
+
+
+async def amain(cfg: MemberConfig) -> None:
+    await serve(Member(cfg))
 
 
 def main(argv: list[str]) -> int:

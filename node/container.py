@@ -20,14 +20,13 @@ import json
 import os
 import re
 import secrets
-import signal
 import socket
 import struct
 import sys
 from pathlib import Path
 from typing import Any
 
-from node.control import ControlServer
+from node.__main__ import serve
 from node.runtime import Member, MemberConfig
 
 REFRESH_S = 1.0
@@ -207,17 +206,8 @@ async def settled_peers(service: str, port: int) -> dict[str, tuple[str, int]]:
 async def amain(cfg: MemberConfig, service: str) -> None:
     member = Member(cfg)
     member.peers.update({n: a for n, a in (await settled_peers(service, cfg.port)).items() if n != cfg.name})
-    await member.start()
-    control = ControlServer(member, cfg.ip, cfg.control_port or cfg.port + 1, cfg.token)
-    await control.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(member.stop()))
-    refresh = asyncio.ensure_future(_refresh_peers(member, service, cfg.port))
-    print(json.dumps({"ready": cfg.name, "address": member.address, "ip": cfg.ip, "history": cfg.history}), flush=True)
-    await member.stopped.wait()
-    refresh.cancel()
-    await control.close()
+    ready = {"ip": cfg.ip, "history": cfg.history}
+    await serve(member, ready, alongside=_refresh_peers(member, service, cfg.port))
 
 
 def main() -> int:

@@ -16,16 +16,17 @@ they have no process yet (a cluster of another state root in the middle of its s
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+
+from orchestration.filelock import locked
 
 CLAIMS_DIR = Path("/run/chaosbed/.claims" if os.geteuid() == 0 else f"{tempfile.gettempdir()}/chaosbed/.claims")
 
@@ -57,15 +58,8 @@ def _started(pid: int) -> float | None:
         return None
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    CLAIMS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CLAIMS_DIR / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _locked() -> contextlib.AbstractContextManager[None]:
+    return locked(CLAIMS_DIR / ".lock")
 
 
 def _claims() -> list[Claim]:

@@ -11,7 +11,6 @@ ip_forward value it changed. An engine someone else started is never stopped.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -29,6 +28,7 @@ import psutil
 from orchestration import leases
 from orchestration.claims import CLAIMS_DIR
 from orchestration.cluster import ClusterError
+from orchestration.filelock import locked
 
 ENGINE_DIR = CLAIMS_DIR.parent / ".docker-engine"  # machine-wide, like the network claims: there is one engine
 START_TIMEOUT = 60.0
@@ -96,15 +96,8 @@ def unavailable_reason() -> str | None:
     return start_reason()
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(ENGINE_DIR / "lock", "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+def _locked() -> contextlib.AbstractContextManager[None]:
+    return locked(ENGINE_DIR / "lock")
 
 
 @contextlib.contextmanager
