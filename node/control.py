@@ -19,6 +19,11 @@ from node.runtime import Member
 
 MAX_LINE = 1 << 20
 
+# A request as json.loads gives it: each command converts the fields it reads (int(), float(), a peer name checked
+# against the member's peers), and a field of the wrong type is an error reply.
+Request = dict[str, Any]
+Reply = dict[str, object]  # JSON-encodable
+
 
 class ControlServer:
     def __init__(self, member: Member, ip: str, port: int, token: str) -> None:
@@ -27,7 +32,7 @@ class ControlServer:
         self.port = port
         self.token = token
         self.server: asyncio.base_events.Server | None = None
-        self.tasks: dict[int, dict[str, Any]] = {}
+        self.tasks: dict[int, dict[str, object]] = {}  # task id -> its workload's progress
         self._task_refs: set[asyncio.Task[None]] = set()
         self.c = {"requests": 0, "errors": 0, "bad_token": 0, "malformed": 0}
 
@@ -59,11 +64,11 @@ class ControlServer:
             writer.close()
 
     @staticmethod
-    async def _reply(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
+    async def _reply(writer: asyncio.StreamWriter, reply: Reply) -> None:
         writer.write(json.dumps(reply, separators=(",", ":"), default=str).encode() + b"\n")
         await writer.drain()
 
-    async def handle_line(self, line: bytes) -> dict[str, Any]:
+    async def handle_line(self, line: bytes) -> Reply:
         self.c["requests"] += 1
         try:
             req = json.loads(line)
@@ -89,24 +94,24 @@ class ControlServer:
 
     # --- commands -------------------------------------------------------------------------------------------------
 
-    async def cmd_ping(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_ping(self, req: Request) -> Reply:
         m = self.member
         return {"member": m.cfg.name, "address": m.address, "pid": os.getpid(), "incarnation": m.cfg.incarnation}
 
-    async def cmd_stats(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_stats(self, req: Request) -> Reply:
         stats = self.member.counters()
         stats["control"] = dict(self.c)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"counters": stats, "max_rss_kib": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime}
 
-    async def cmd_view(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_view(self, req: Request) -> Reply:
         gms = self.member.stack.gms
         view = getattr(gms, "view", None) if gms is not None else None
         if view is None:
             return {"view": None}
         return {"view": {"view_id": str(view.view_id), "members": list(view.members), "merge": view.is_merge}}
 
-    def _start_task(self, kind: str, dest: str | None, req: dict[str, Any]) -> dict[str, Any]:
+    def _start_task(self, kind: str, dest: str | None, req: Request) -> Reply:
         count = int(req.get("count", 1))
         size = int(req.get("size", 0))
         rate = req.get("rate")
@@ -121,34 +126,34 @@ class ControlServer:
         task.add_done_callback(self._task_refs.discard)
         return {"task": task_id}
 
-    async def cmd_send(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_send(self, req: Request) -> Reply:
         dest = req["to"]
         if dest not in self.member.peers or dest == self.member.cfg.name:
             raise ValueError(f"unknown destination {dest!r}; peers: {', '.join(sorted(self.member.peers))}")
         return self._start_task("unicast", dest, req)
 
-    async def cmd_multicast(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_multicast(self, req: Request) -> Reply:
         if self.member.stack.multicast_protocol is None:
             raise ValueError(f"stack {self.member.cfg.stack} has no multicast protocol")
         return self._start_task("multicast", None, req)
 
-    async def cmd_tasks(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_tasks(self, req: Request) -> Reply:
         return {"tasks": self.tasks}
 
-    async def cmd_close(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_close(self, req: Request) -> Reply:
         m = self.member
         peer = req["peer"]
         m.stack.unicast.close_connection(m.peer_address(peer), m.loop.time(), m.stack.out)  # type: ignore[union-attr]
         m.after_io()
         return {}
 
-    async def cmd_set(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_set(self, req: Request) -> Reply:
         m = self.member
         m.stack.set_property(req["protocol"], req["property"], req["value"])
         m.after_io()
         return {}
 
-    async def cmd_incarnation(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_incarnation(self, req: Request) -> Reply:
         """The orchestrator announces a peer's new incarnation (for stacks without membership)."""
         peer, incarnation = req["peer"], int(req["incarnation"])
         if peer not in self.member.peers or incarnation < 1:
@@ -156,11 +161,11 @@ class ControlServer:
         self.member.announced_incarnations[peer] = incarnation
         return {}
 
-    async def cmd_flush(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_flush(self, req: Request) -> Reply:
         self.member.history.flush()
         return {"events_written": self.member.history.events_written}
 
-    async def cmd_leave(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_leave(self, req: Request) -> Reply:
         m = self.member
         if m.stack.gms is None:
             raise ValueError(f"stack {m.cfg.stack} has no membership")
@@ -168,7 +173,7 @@ class ControlServer:
         m.after_io()
         return {}
 
-    async def cmd_shutdown(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def cmd_shutdown(self, req: Request) -> Reply:
         asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.member.stop())
         return {"bye": True}
 

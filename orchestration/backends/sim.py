@@ -202,7 +202,7 @@ class Simulation(SimNetwork, SimWorkload):
         for task in waiting:
             self._schedule_task(task)
 
-    def set_property(self, name: str, protocol: str, prop: str, value: Any) -> None:
+    def set_property(self, name: str, protocol: str, prop: str, value: object) -> None:
         """Changes a protocol property of a member at run time (e.g. "nakack2", "xmit_interval", "100ms") and lets
         the member act on it (its timers are rescheduled). A paused member applies it when it resumes. Not recorded
         in `faults`."""
