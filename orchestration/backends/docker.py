@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestration import claims, docker_engine, docker_images
 from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
-from orchestration.cluster import ClusterError, MemberInfo
+from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo
 
 DATA_PORT = 7800
 LABEL = "chaosbed.cluster"  # docker label of everything a cluster creates; value: the cluster's label
@@ -103,8 +103,17 @@ class DockerCluster(NetnsCluster):
 
     # --- members ----------------------------------------------------------------------------------------------------
 
+    def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
+        super().__init__(spec, label=label, workdir=workdir)
+        self.workdir = self.workdir.resolve()  # bind mounts and the paths in the members' configs are absolute
+
     def start(self, timeout: float = 30.0) -> DockerCluster:
-        super().start(timeout)
+        import docker
+
+        try:
+            super().start(timeout)
+        except docker.errors.DockerException as e:  # the engine refused: say what it said, not a traceback
+            raise ClusterError(f"the Docker engine: {e}") from None
         self._save_state()  # with the members' own pids (wait_ready found them), for `chaosbed status`
         return self
 

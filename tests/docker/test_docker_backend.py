@@ -153,3 +153,26 @@ def test_down_all_reaps_a_crashed_runs_containers_and_nothing_else(
         assert sorted(live.running()) == ["A", "B"] and leftovers(docker_client, live.label)
     finally:
         unrelated.remove(force=True)
+
+
+def test_the_command_line_drives_a_docker_cluster(docker_client: Any, tmp_path: Path) -> None:
+    """`chaosbed up --backend docker` as a user types it (histories under the relative runs/ folder), then status,
+    a fault, down: every step exits 0 and nothing of the cluster is left."""
+    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state"), "COLUMNS": "200"}
+    chaosbed = str(Path(sys.executable).parent / "chaosbed")
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([chaosbed, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f"chaosbed {' '.join(args)}: {proc.stdout}{proc.stderr}"
+        return proc.stdout
+
+    up = run("up", "--backend", "docker", "-n", "2", "--stack", "unicast3+nakack2")
+    label = up.split("cluster ", 1)[1].split()[0]
+    assert "on the docker backend" in up and (tmp_path / "runs" / label / "history").is_dir()
+    try:
+        assert "running" in run("status")
+        run("fault", "partition", "--from", "A", "--to", "B", "--one-way")
+        run("fault", "heal")
+    finally:
+        run("down")
+    assert leftovers(docker_client, label) == []
