@@ -5,11 +5,10 @@ counter is above every counter this member has seen, so a new view's id is great
 its own messages directly, with acks, retries and timeouts, and never relies on the reliable unicast or multicast
 layers: membership stays alive under any chaos.
 
-Join: a new member multicasts FIND and collects FIND_RSP(view_id) for `discovery_timeout` (or until the first
-answer from a coordinator, `break_on_coord_rsp`); members answer with their view id, members still joining with
-id 0. It sends JOIN_REQ to the coordinator of the highest view id found and waits `join_timeout` for JOIN_RSP,
-retrying discovery up to `max_join_attempts` times. With no coordinator anywhere, the smallest address among the
-members still joining becomes a singleton coordinator and the others try again.
+Join and leave (node/protocols/gms_join.py): a new member multicasts FIND, collects FIND_RSP(view_id) and the FINDs of
+other joiners for `discovery_timeout`, and sends JOIN_REQ to the coordinator of the highest view id found. With no
+coordinator anywhere, the smallest address among the joiners becomes a singleton coordinator and tells the others,
+which join it.
 
 View change (coordinator): requests (joins, leaves, suspicions from FD) are queued and bundled into one new view.
 The coordinator installs it, sends VIEW(view, its multicast digest, ()) to every other old member and resends it
@@ -40,17 +39,12 @@ from node.protocols.base import (
     StackRoutes,
     prop,
 )
+from node.protocols.gms_join import FIND, FIND_RSP, JOIN_REQ, JOIN_RSP, LEAVE_REQ, LEAVE_RSP, JoinLeave
 from node.protocols.gms_merge import CANCEL_MERGE, MERGE_REQ, MERGE_RSP, MergeHandshake, MergeRound, Ranges, State
 from node.wire import Digest, Message, View, ViewId, header_class, name_of
 
-FIND = header_class("GMS", "FIND")
-FIND_RSP = header_class("GMS", "FIND_RSP")
-JOIN_REQ = header_class("GMS", "JOIN_REQ")
-JOIN_RSP = header_class("GMS", "JOIN_RSP")
 VIEW = header_class("GMS", "VIEW")
 VIEW_ACK = header_class("GMS", "VIEW_ACK")
-LEAVE_REQ = header_class("GMS", "LEAVE_REQ")
-LEAVE_RSP = header_class("GMS", "LEAVE_RSP")
 
 
 @dataclass
@@ -127,7 +121,7 @@ class AloneRoutes:
             self.multicast.close()
 
 
-class Gms(MergeHandshake, MembershipLayer[GmsProps]):
+class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
     """The GMS state machine of one member. It drives the multicast layer below it (digests, window resets); views
     reach the other layers, and liveness comes from FD, through the stack's routes."""
 
@@ -291,18 +285,6 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
             merged_from=[str(v) for v in view.merged_from],
         )
 
-    def _become_member(self, view: View, digest: Digest, now: float, out: Effects) -> None:
-        """Joined (or became a singleton): install the view, take the digest, start accepting multicasts."""
-        self.state = State.MEMBER
-        self._deadline = NEVER
-        self._install(view, now, out)
-        mc = self.multicast
-        if mc is not None:
-            if digest:
-                mc.set_digest(digest, now, out)
-            mc.become_server(now, out)
-        self._process_requests(now, out)
-
     def _send_view(
         self, view: View, recipients: list[str], merge: tuple[Digest, Ranges] | None, out: Effects
     ) -> dict[str, Message]:
@@ -402,55 +384,11 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
         self._install(new_view, now, out)
         self._start_view_change(new_view, now, out, joiners=joiners, leavers=leavers)
 
-    # --- application side -----------------------------------------------------------------------------------------
-
-    def leave(self, now: float, out: Effects) -> None:
-        """Graceful leave: LEAVE_REQ to the coordinator (resent until LEAVE_RSP or leave_timeout); a coordinator
-        hands over by installing the view without itself at the others."""
-        if self.state in (State.LEAVING, State.LEFT):
-            return
-        if self.state is not State.MEMBER or self.view is None:
-            self._left(out)
-            return
-        others = [m for m in self.view.members if m != self.local]
-        if not others:
-            self._left(out)
-            return
-        if self.is_coord:
-            self._cancel_merge(out)
-            self._lock = None
-            self._pending = None
-            new_view = View(self._new_view_id(others[0]), tuple(others))
-            self.state = State.LEAVING
-            self._deadline = NEVER
-            self._start_view_change(new_view, now, out, leaving_self=True)
-            return
-        self.state = State.LEAVING
-        self._deadline = now + self.props.leave_timeout
-        self._send_leave_req(now, out)
-
-    def _send_leave_req(self, now: float, out: Effects) -> None:
-        coord = self.coordinator
-        if coord is not None and coord != self.local:
-            out.send(coord, LEAVE_REQ())
-            self.c["leave_reqs_sent"] += 1
-        self._leave_xmit = self._next_xmit(now)
-
     def _next_xmit(self, now: float) -> float:
         """When an unacked VIEW or LEAVE_REQ is sent again: never with view_xmit_interval = 0 (the flawed variant of
         reliable view installation: a VIEW lost on the way is lost for good, see gms-leave-view-lost.toml)."""
         interval = self.props.view_xmit_interval
         return now + interval if interval > 0 else NEVER
-
-    def _left(self, out: Effects) -> None:
-        self.state = State.LEFT
-        self._deadline = NEVER
-        self._leave_xmit = NEVER
-        self._pending = None
-        self._cancel_merge(out)
-        self._lock = None
-        self.routes.member_left()
-        out.event("left")
 
     # --- suspicions (from FD) -------------------------------------------------------------------------------------
 
@@ -522,14 +460,6 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
             elif t is CANCEL_MERGE:
                 self._handle_cancel_merge(src, m.merge_id, now, out)
 
-    def _handle_find(self, src: str, out: Effects) -> None:
-        self.c["finds_received"] += 1
-        if self.state is State.INIT:
-            return
-        view_id = self.view.view_id if self.is_member and self.view is not None else ViewId(self.local, 0)
-        out.send(src, FIND_RSP(view_id))
-        self.c["find_rsps_sent"] += 1
-
     def _handle_view(self, src: str, view: View, digest: Digest, subgroups: Ranges, now: float, out: Effects) -> None:
         if self.state not in (State.MEMBER, State.LEAVING):
             self.c["views_ignored_not_joined"] += 1  # a joiner waits for its JOIN_RSP (it carries the digest)
@@ -563,56 +493,6 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
         if not pending.unacked:
             self._finish_view_change(now, out)
 
-    # --- joining --------------------------------------------------------------------------------------------------
-
-    def _start_discovery(self, now: float, out: Effects) -> None:
-        self.state = State.DISCOVERY
-        self._responses = {}
-        self._deadline = now + self.props.discovery_timeout
-        self._attempts += 1
-        self.c["join_attempts"] += 1
-        out.send(None, FIND())
-        self.c["finds_sent"] += 1
-
-    def _handle_find_rsp(self, src: str, view_id: ViewId, now: float, out: Effects) -> None:
-        self.c["find_rsps_received"] += 1
-        self.note_view_id(view_id)
-        if self.state is not State.DISCOVERY:
-            return
-        self._responses[src] = view_id
-        if self.props.break_on_coord_rsp and view_id.id > 0 and view_id.creator == src:
-            self._discovery_done(now, out)
-
-    def _discovery_done(self, now: float, out: Effects) -> None:
-        found = [vid for vid in self._responses.values() if vid.id > 0]
-        if found:
-            target = max(found, key=ViewId.key).creator
-            self.state = State.JOINING
-            self._join_target = target
-            self._deadline = now + self.props.join_timeout
-            out.send(target, JOIN_REQ())
-            self.c["join_reqs_sent"] += 1
-            return
-        candidates = sorted([m for m, vid in self._responses.items() if vid.id == 0] + [self.local])
-        if candidates[0] == self.local or self._gave_up():
-            self._become_singleton(now, out)
-        else:
-            self._start_discovery(now, out)  # the smallest joiner becomes coordinator: ask again
-
-    def _gave_up(self) -> bool:
-        limit = self.props.max_join_attempts
-        return limit > 0 and self._attempts >= limit
-
-    def _become_singleton(self, now: float, out: Effects) -> None:
-        self.c["singletons"] += 1
-        self._become_member(View(self._new_view_id(self.local), (self.local,)), {}, now, out)
-
-    def _handle_join_rsp(self, view: View, digest: Digest, now: float, out: Effects) -> None:
-        self.c["join_rsps_received"] += 1
-        if self.state not in (State.DISCOVERY, State.JOINING) or self.local not in view.members:
-            return
-        self._become_member(view, digest, now, out)
-
     # --- timers ---------------------------------------------------------------------------------------------------
 
     def next_wakeup(self) -> float:
@@ -635,21 +515,10 @@ class Gms(MergeHandshake, MembershipLayer[GmsProps]):
             self._attempts = 0
             self._start_discovery(now, out)
             return
-        if state is State.DISCOVERY and now >= self._deadline:
-            self._discovery_done(now, out)
-        elif state is State.JOINING and now >= self._deadline:
-            self.c["join_timeouts"] += 1
-            if self._gave_up():
-                self._become_singleton(now, out)
-            else:
-                self._start_discovery(now, out)
-        elif state is State.LEAVING and self._deadline != NEVER:
-            if now >= self._deadline:
-                self.c["leave_timeouts"] += 1
-                self._left(out)
-                return
-            if now >= self._leave_xmit:
-                self._send_leave_req(now, out)
+        if state in (State.DISCOVERY, State.JOINING):
+            self._tick_joining(now, out)
+        elif state is State.LEAVING and self._tick_leaving(now, out):
+            return
         self._tick_pending(now, out)
         if self._merge is not None and now >= self._merge.deadline:
             self._abandon_merge(now, out)  # digests collected this long ago are stale: try again later

@@ -47,8 +47,8 @@ PROPS = {
     "merge": {"min_interval": MERGE_MIN, "max_interval": MERGE_MAX},
 }
 
-# Members started together: every one's discovery ends after DISCOVERY; all but the smallest look again (the
-# smallest is coordinator by then) and join at once; a lost round costs JOIN_TIMEOUT + DISCOVERY more.
+# Members started together: every one's discovery ends after DISCOVERY; the smallest becomes coordinator and tells
+# the others, which join at once (or find it when they look again); a lost round costs JOIN_TIMEOUT + DISCOVERY more.
 JOIN_BOUND = 2 * DISCOVERY + JOIN_TIMEOUT + VIEW_ACK
 # A crashed member is excluded once FD has not heard from it for FD_TIMEOUT (checked every FD_CHECK); the view
 # change itself is a few link delays (acks).
@@ -292,7 +292,7 @@ def test_staggered_join_lists_members_in_join_order_with_growing_view_ids() -> N
     sim.run(6 * 0.3)
     converge(sim, JOIN_BOUND)
     joined = sorted("ABCDEF", key=lambda n: (view_events(sim, n)[0].t, n))
-    assert sim.view_names("F") == joined  # oldest first (B, still discovering when C found A, joins after C)
+    assert sim.view_names("F") == joined  # oldest first
     ids = [int(v.view_id.split("|")[1]) for v in view_events(sim, "A")]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(v.view_id.startswith("A|") for v in view_events(sim, "A"))

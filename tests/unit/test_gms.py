@@ -12,7 +12,7 @@ import pytest
 
 from node.protocols.base import NEVER, Effects, Event
 from node.protocols.fd import Fd, FdProps
-from node.protocols.gms import FIND, JOIN_REQ, MERGE_REQ, MERGE_RSP, VIEW, VIEW_ACK, Gms, GmsProps, State
+from node.protocols.gms import FIND, FIND_RSP, JOIN_REQ, MERGE_REQ, MERGE_RSP, VIEW, VIEW_ACK, Gms, GmsProps, State
 from node.protocols.merge import INFO, Merge, Merge3Props
 from node.stack import STACKS, build_stack
 from node.wire import Digest, View, ViewId
@@ -540,3 +540,31 @@ def test_stacks_with_membership_wire_their_protocols() -> None:
     assert list(build_stack("A", "unicast3+mcast").by_name) == ["unicast3", "mcast", "gms", "fd", "merge"]
     with pytest.raises(ValueError, match="unknown protocols: gmss"):
         build_stack("A", "unicast3+gms", {"gmss": {}})
+
+
+def test_a_find_heard_while_discovering_counts_as_a_joiner_and_the_smallest_calls_the_others_in() -> None:
+    """B discovers alone; A's FIND reaches it: at the end of its discovery B (not the smallest joiner) asks again
+    instead of becoming a singleton. A, which heard of B, coordinates at the end of its own discovery and tells B,
+    which joins it at once."""
+    p = GmsProps()
+    p.update(FAST)
+    a, b = Gms("A", p), Gms("B", p)
+    out = Effects()
+    b.tick(0.0, out)
+    assert b.state is State.DISCOVERY and out.sends == [(None, FIND())]
+    a.tick(0.3, Effects())
+    out = Effects()
+    b.handle("A", [FIND()], 0.3, out)
+    assert out.sends == [("A", FIND_RSP(ViewId("B", 0)))]
+    a.handle("B", [FIND_RSP(ViewId("B", 0))], 0.3, Effects())
+    out = Effects()
+    b.tick(0.5, out)  # B's discovery is over: no FIND_RSP, but A is a smaller joiner
+    assert b.state is State.DISCOVERY and out.sends == [(None, FIND())]
+    assert b.counters()["singletons"] == 0 and b.counters()["join_attempts"] == 2
+    out = Effects()
+    a.tick(0.8, out)
+    assert a.is_coord and a.view is not None and a.view.members == ("A",)
+    assert out.sends == [("B", FIND_RSP(a.view.view_id))]  # unasked: B is waiting for it
+    out = Effects()
+    b.handle("A", [FIND_RSP(a.view.view_id)], 0.8, out)
+    assert b.state is State.JOINING and out.sends == [("A", JOIN_REQ())]
