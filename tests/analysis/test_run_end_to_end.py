@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestration.cli import main
-from tests.netns.conftest import BACKENDS, make_cluster  # noqa: F401 - the fixture
+from tests.clusters import BACKENDS, make_cluster  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from orchestration import docker_engine, docker_images
 from orchestration.backends.docker import LABEL, DockerCluster
 from orchestration.backends.netns import list_namespaces
 from orchestration.cluster import ClusterSpec
-from tests.netns.conftest import netns_skip_reason
+from tests.clusters import netns_skip_reason
 
 
 def docker_skip_reason() -> str | None:

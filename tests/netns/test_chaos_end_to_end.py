@@ -16,9 +16,9 @@ from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
 from orchestration.runner import run
 from orchestration.scenario import parse
-from tests.netns.conftest import assert_nothing_left, read_history
+from tests.clusters import assert_nothing_left, read_history
 from tests.netns.test_faults import _skip_reason, assert_no_rules
-from tests.netns.test_membership_real import FAST
+from tests.process.test_membership_real import FAST
 
 pytestmark = [
     pytest.mark.netns,

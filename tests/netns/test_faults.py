@@ -21,7 +21,7 @@ from node import wire
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cli import main
 from orchestration.cluster import ClusterSpec
-from tests.netns.conftest import assert_nothing_left, netns_skip_reason
+from tests.clusters import assert_nothing_left, netns_skip_reason
 from tests.netns.linkprobe import probe
 
 

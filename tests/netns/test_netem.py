@@ -12,7 +12,7 @@ import pytest
 from chaos import netem
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
-from tests.netns.conftest import assert_nothing_left
+from tests.clusters import assert_nothing_left
 from tests.netns.linkprobe import probe
 from tests.netns.test_faults import _skip_reason
 

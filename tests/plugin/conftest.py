@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns.conftest import netns_skip_reason
+from tests.clusters import netns_skip_reason
 
 CASES = Path(__file__).parent / "cases"
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "test_my_cluster.py"

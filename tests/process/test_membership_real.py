@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.netns.conftest import BACKENDS, read_history
+from tests.clusters import BACKENDS, read_history
 
 pytestmark = pytest.mark.slow
 

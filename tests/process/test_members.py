@@ -13,7 +13,7 @@ import pytest
 from node import wire
 from orchestration.backends.netns import in_namespace
 from orchestration.cluster import ClusterError
-from tests.netns.conftest import BACKENDS, read_history
+from tests.clusters import BACKENDS, read_history
 
 pytestmark = pytest.mark.slow
 

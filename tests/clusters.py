@@ -1,0 +1,73 @@
+"""Real clusters in tests (tests/process, tests/netns, tests/analysis): the `make_cluster` fixture (each test's cluster
+is torn down, and the test fails if anything of it remains), the process/netns backend parameter (the netns half
+marked `netns` and skipped without root), and reading a member's history. A conftest.py takes the fixture with
+`from tests.clusters import make_cluster`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestration.backends import backend_class
+from orchestration.backends.netns import list_namespaces
+from orchestration.cluster import Cluster, ClusterSpec, _alive
+
+
+def netns_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    if shutil.which("ip") is None:
+        return "needs the ip tool (iproute2)"
+    return None
+
+
+BACKENDS = [
+    pytest.param("process", id="process"),
+    pytest.param(
+        "netns",
+        id="netns",
+        marks=[pytest.mark.netns, pytest.mark.skipif(netns_skip_reason() is not None, reason=str(netns_skip_reason()))],
+    ),
+]
+
+
+def assert_nothing_left(cluster: Cluster) -> None:
+    leftovers = [ns for ns in list_namespaces() if ns.startswith(cluster.label)]
+    assert not leftovers, f"namespaces left behind: {leftovers}"
+    procs = [(n, m.pid) for n, m in cluster.members.items() if m.pid is not None and _alive(m.pid, cluster.label)]
+    assert not procs, f"member processes left behind: {procs}"
+    assert not cluster.state_dir.exists(), f"state left behind: {cluster.state_dir}"
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator:
+    made: list[Cluster] = []
+
+    def make(backend: str, n: int = 3, **spec: object) -> Cluster:
+        names = [chr(ord("A") + i) for i in range(n)]
+        cluster = backend_class(backend)(
+            ClusterSpec(members=names, backend=backend, **spec), workdir=tmp_path / f"run{len(made)}"
+        )
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in made:
+        cluster.down()
+        assert_nothing_left(cluster)
+
+
+def read_history(path: str) -> list[dict]:
+    """A member's events; only the last line may be cut off (a member killed mid-write), and is skipped."""
+    lines = Path(path).read_text().splitlines()
+    events = [json.loads(line) for line in lines[:-1]]
+    if lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            events.append(json.loads(lines[-1]))
+    return events
