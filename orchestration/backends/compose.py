@@ -121,7 +121,9 @@ class ComposeCluster(DockerCluster):
         """Detaches: heals every fault, unnames the namespaces, removes the state. The containers stay.
         Idempotent."""
         if self.members and self.state_dir.exists():
-            self.chaos.heal()  # the containers live on: take our rules out of their namespaces
+            if all(Path(f"/run/netns/{self.member_ns(n)}").exists() for n in self.members):
+                self.chaos.heal()  # the containers live on: take our rules out of their namespaces
+            # else compose stopped them: their namespaces, and our rules in them, are gone
             self.chaos.shutdown()
         reap_namespaces(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -95,16 +95,22 @@ def test_compose_up_forms_one_view_streams_are_checked_and_down_removes_it(docke
         chaosbed("fault", "heal", "--cluster", cluster.label)
         wait(lambda: delivered(cluster, "C", "unicast3") == 300, 60, "C delivers A's 300 after the heal")
         wait(lambda: delivered(cluster, "C", "nakack2") == 300, 60, "C delivers B's 300 multicasts")
-        cluster.down()  # detaches: our namespaces' names go, the containers stay
+        cluster.chaos.add("partition", {"from": ["A"], "to": ["C"], "one_way": True})
+        cluster.down()  # detaches: the faults are healed, our namespaces' names go, the containers stay
         assert not [ns for ns in list_namespaces() if ns.startswith(cluster.label)]
         assert len(docker_client.containers.list(filters={"label": f"com.docker.compose.project={project}"})) == 3
+        cluster = ComposeCluster.attach_project(project)
+        cluster.control("A", "send", to="C", count=10, size=10)  # no rule of the detached cluster is left
+        wait(lambda: delivered(cluster, "C", "unicast3") == 310, 30, "C delivers A's 10 after the detach")
 
         run("stop")  # members write their `stop` event: the checker then requires every message
+        cluster.down()  # detaching from stopped containers (their namespaces are gone) works too
+        assert not [ns for ns in list_namespaces() if ns.startswith(cluster.label)]
         check = chaosbed("check", str(tmp_path), ok=None)
         verdict = json.loads((tmp_path / "verdict.json").read_text())
         assert check.returncode == 0 and verdict["ok"], check.stdout[-3000:] + check.stderr[-2000:]
         required = verdict["stats"]["required"]
-        assert required["unicast"] == {"messages": 300, "delivered": 300}, required
+        assert required["unicast"] == {"messages": 310, "delivered": 310}, required
         assert required["multicast"] == {"messages": 900, "delivered": 900}, required  # to A, B and C
         assert verdict["stats"]["faults"] == 2  # the partition and the heal, from faults.jsonl
 
