@@ -71,7 +71,7 @@ def reap_namespaces(label: str | None = None, *, keep: set[str] | frozenset[str]
 
 
 def _stop_handlers(ns: str, label: str) -> bool:
-    """Kills the chaos handlers (chaos/nfqueue.py, tagged with the label) left in namespace ns; True if no other
+    """Kills the chaos handlers (chaos/nfqueue/, tagged with the label) left in namespace ns; True if no other
     process remains in it. Only pids whose command line names both the handler module and the label are touched."""
     others = 0
     for pid in map(int, _ip("netns", "pids", ns, check=False).stdout.split()):
