@@ -175,6 +175,7 @@ def host_snapshot() -> dict[str, Any]:
         "chains": sorted(_docker_chains()),
         "rules": sorted(_rules()),
         "links": sorted(_bridges()),
+        "nft_tables": sorted(_iptables_tables()),
         "engine_dirs": [d for d in ENGINE_DIRS if Path(d).exists()],
     }
 
@@ -195,6 +196,15 @@ def _rules() -> set[str]:
         out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
         rules |= {f"{table}:{line}" for line in out.splitlines() if line.startswith("-A ")}
     return rules
+
+
+def _iptables_tables() -> set[str]:
+    """The iptables-nft tables (ip filter, ip nat) that exist: dockerd creates them, and they stay, empty, after its
+    rules are gone."""
+    if shutil.which("nft") is None:
+        return set()
+    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout.split("\n")
+    return {line.split()[2] for line in out if line.startswith("table ip ") and line.split()[2] in ("filter", "nat")}
 
 
 def _bridges() -> set[str]:
@@ -301,6 +311,9 @@ def _restore_host(state: dict[str, Any]) -> None:
         table, chain = entry.split(":", 1)
         subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
         subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
+    left = {entry.split(":", 1)[0] for entry in _rules()}
+    for table in sorted(_iptables_tables() - set(before.get("nft_tables", [])) - left):
+        subprocess.run(["nft", "delete", "table", "ip", table], capture_output=True)  # empty now: dockerd made it
     for link in sorted(_bridges() - set(before.get("links", []))):
         subprocess.run(["ip", "link", "del", link], capture_output=True)
     if "ip_forward" in before:
