@@ -24,9 +24,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
-
 from orchestration.filelock import locked
+from orchestration.leases import process_started
 
 CLAIMS_DIR = Path("/run/chaosbed/.claims" if os.geteuid() == 0 else f"{tempfile.gettempdir()}/chaosbed/.claims")
 
@@ -45,17 +44,10 @@ class Claim:
     state_dir: str
 
     def owner_alive(self) -> bool:
-        return _started(self.pid) == self.pid_started
+        return process_started(self.pid) == self.pid_started
 
     def live(self, namespace_labels: set[str]) -> bool:
         return self.owner_alive() or Path(self.state_dir).exists() or self.label in namespace_labels
-
-
-def _started(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
 
 
 def _locked() -> contextlib.AbstractContextManager[None]:
@@ -98,7 +90,7 @@ def claim(label: str, kind: str, space: int, state_dir: Path) -> int:
         else:
             raise NoFreeNetwork(f"all {space} {kind} networks are in use by live clusters; take some down first")
         pid = os.getpid()
-        record = Claim(label, kind, index, pid, _started(pid) or 0.0, str(state_dir))
+        record = Claim(label, kind, index, pid, process_started(pid) or 0.0, str(state_dir))
         tmp = CLAIMS_DIR / f".{label}.tmp"
         tmp.write_text(json.dumps(asdict(record)))
         tmp.replace(CLAIMS_DIR / f"{label}.json")

@@ -155,7 +155,7 @@ def _dockerd(state: dict[str, Any]) -> psutil.Process | None:
     """Our dockerd, identified by pid AND start time (pids are reused within minutes here)."""
     try:
         proc = psutil.Process(int(state["pid"]))
-        if abs(proc.create_time() - float(state["started"])) > 0.01 or "dockerd" not in proc.name():
+        if leases.process_started(proc.pid) != float(state["started"]) or "dockerd" not in proc.name():
             return None
         return proc
     except (psutil.NoSuchProcess, KeyError, ValueError):
@@ -226,7 +226,7 @@ def _start() -> None:
     )
     log.close()
     state["pid"] = proc.pid
-    state["started"] = psutil.Process(proc.pid).create_time()
+    state["started"] = leases.process_started(proc.pid)
     _state_path().write_text(json.dumps(state))
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:

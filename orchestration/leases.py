@@ -14,10 +14,11 @@ import psutil
 _serial = itertools.count()
 
 
-def _started(pid: int) -> int | None:
-    """The process start time in centiseconds (stable for its life), or None if there is no such process."""
+def process_started(pid: int) -> float | None:
+    """The process's start time (stable for its life; with the pid, it names one process even when pids are
+    reused), or None if there is no such process."""
     try:
-        return int(psutil.Process(pid).create_time() * 100)
+        return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
@@ -26,7 +27,7 @@ def take(folder: Path) -> Path:
     """A new lease held by this process (and thread) until `give_back`."""
     folder.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
-    path = folder / f"{pid}-{_started(pid)}-{threading.get_ident()}-{next(_serial)}"
+    path = folder / f"{pid}-{process_started(pid)!r}-{threading.get_ident()}-{next(_serial)}"
     path.touch()
     return path
 
@@ -40,8 +41,15 @@ def live(folder: Path) -> int:
     count = 0
     for lease in folder.glob("*-*-*-*") if folder.is_dir() else ():
         pid, started, _ = lease.name.split("-", 2)
-        if pid.isdigit() and started.isdigit() and _started(int(pid)) == int(started):
+        if pid.isdigit() and process_started(int(pid)) == _number(started):
             count += 1
         else:
             lease.unlink(missing_ok=True)
     return count
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

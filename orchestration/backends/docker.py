@@ -16,6 +16,7 @@ container, the network and the namespaces carry the label and are removed by `do
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -240,8 +241,6 @@ class DockerCluster(NetnsCluster):
         if client is not None:
             remove_networks(client, self.label)
         claims.release(self.label)
-        import shutil
-
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def _network_state(self) -> dict[str, Any]:

@@ -4,9 +4,7 @@ The member image is built from this checkout, on a base image made without a reg
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +12,7 @@ import pytest
 from orchestration import docker_engine, docker_images
 from orchestration.backends.docker import LABEL, DockerCluster
 from orchestration.backends.netns import list_namespaces
-from orchestration.cluster import ClusterSpec
-from tests.clusters import netns_skip_reason
+from tests.clusters import make_cluster, netns_skip_reason  # noqa: F401 - make_cluster: the fixture
 
 
 def docker_skip_reason() -> str | None:
@@ -47,20 +44,17 @@ def leftovers(client: Any, label: str) -> list[str]:
 
 
 @pytest.fixture
-def docker_cluster(docker_client: Any, tmp_path: Path) -> Iterator:
-    """Starts docker clusters; takes each down after the test and fails it if anything of them is left."""
+def docker_cluster(docker_client: Any, make_cluster: Any) -> Iterator:  # noqa: F811 - the fixture, by name
+    """tests/clusters.py's make_cluster on the docker backend (each cluster taken down after the test, no namespace,
+    member process or state of it left), and no container or network with its label either."""
     made: list[DockerCluster] = []
 
     def make(n: int = 3, **spec: Any) -> DockerCluster:
-        names = [chr(ord("A") + i) for i in range(n)]
-        spec_ = ClusterSpec(members=names, backend="docker", **spec)
-        cluster = DockerCluster(spec_, workdir=tmp_path / f"run{len(made)}")
+        cluster = make_cluster("docker", n, **spec)
         made.append(cluster)
-        return cluster.start()
+        return cluster
 
     yield make
-    for cluster in made:
-        with contextlib.suppress(Exception):
-            cluster.down()
+    for cluster in made:  # before make_cluster's own teardown, which takes them down again (idempotent)
+        cluster.down()
         assert not leftovers(docker_client, cluster.label), leftovers(docker_client, cluster.label)
-        assert not cluster.state_dir.exists()
