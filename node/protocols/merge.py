@@ -8,6 +8,11 @@ coordinator if that member reports it (for our own view: our coordinator if FD s
 smallest member reporting it. The smallest representative is the merge leader; if that is this member, it asks its
 GMS to run the merge handshake with the other representatives. Members computing different leaders (they heard
 different things) at worst start competing merges; GMS lets only one win (merge ids, rejections, timeouts).
+
+After a heal the first INFO that crosses is evidence enough (`other_view_check_delay`, not in MERGE3): a member that
+hears a view id other than its own (or one its view merged) sends its own INFO at once, so the other side learns
+its view too, and runs the check `other_view_check_delay` later instead of up to check_interval later; each at most
+once per min_interval, so a split that cannot merge costs no more than MERGE3's schedule plus that.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ class Merge3Props(Properties):
         0.0, "how often view ids are compared; 0 = max_interval * 1.6 (as MERGE3 computes it)", SECONDS
     )
     max_participants_in_merge: int = prop(100, "representatives (subgroups) in one merge, the leader's included")
+    other_view_check_delay: float = prop(
+        0.1,
+        "an INFO of another view id sends this member's INFO at once and checks this much later (each at most once "
+        "per min_interval); 0 = off: checks only every check_interval, as MERGE3",
+        SECONDS,
+    )
 
     def validate(self) -> None:
         if self.min_interval <= 0 or self.max_interval < self.min_interval:
@@ -56,6 +67,8 @@ class Merge3Props(Properties):
             raise ValueError("merge.check_interval must be >= 0 (0: max_interval * 1.6)")
         if self.max_participants_in_merge < 2:
             raise ValueError("merge.max_participants_in_merge must be >= 2")
+        if self.other_view_check_delay < 0:
+            raise ValueError("merge.other_view_check_delay must be >= 0 (0: off)")
 
     def effective_check_interval(self) -> float:
         return self.check_interval or self.max_interval * 1.6
@@ -71,6 +84,7 @@ class Merge(Layer[Merge3Props]):
         "infos_sent",
         "infos_received",
         "infos_other_view",
+        "early_checks",
         "checks",
         "inconsistencies",
         "merges_triggered",
@@ -97,6 +111,7 @@ class Merge(Layer[Merge3Props]):
         self.active = False
         self._next_info = NEVER
         self._next_check = NEVER
+        self._last_early_info = self._last_early_check = -NEVER  # other_view_check_delay's rate limits
 
     @classmethod
     def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Merge:
@@ -145,8 +160,24 @@ class Merge(Layer[Merge3Props]):
             self.infos[src] = (m.view_id, now)
             if self.view is not None and m.view_id != self.view.view_id:
                 self.c["infos_other_view"] += 1
+                if m.view_id not in self.view.merged_from:
+                    self._react_to_other_view(now)
             if self.membership is not None:
                 self.membership.note_view_id(m.view_id)
+
+    def _react_to_other_view(self, now: float) -> None:
+        """Brings the next INFO and the next check forward (see the module docstring), each at most once per
+        min_interval."""
+        delay = self.props.other_view_check_delay
+        if not self.active or delay <= 0:
+            return
+        if now - self._last_early_info >= self.props.min_interval:
+            self._last_early_info = now
+            self._next_info = min(self._next_info, now)
+        if now - self._last_early_check >= self.props.min_interval and now + delay < self._next_check:
+            self._last_early_check = now
+            self._next_check = now + delay
+            self.c["early_checks"] += 1
 
     # --- timers ---------------------------------------------------------------------------------------------------
 

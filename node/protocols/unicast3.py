@@ -67,6 +67,11 @@ class Unicast3Props(Properties):
         True, "legacy switch: False drops the ACK/SEND_FIRST_SEQNO timestamp check (JGRP-1873)"
     )
     ack_duplicates: bool = prop(True, "legacy switch: False acks only batches that delivered something (JGRP-1578)")
+    xmit_req_after_silence: bool = prop(
+        True,
+        "a message that ends at least xmit_interval of silence from its sender and leaves a gap (a heal) asks for "
+        "the gap at once; False waits for the second retransmit run, as JGroups does",
+    )
 
     def validate(self) -> None:
         if self.xmit_interval <= 0:
@@ -101,13 +106,23 @@ class SenderEntry:
 
 
 class ReceiverEntry:
-    __slots__ = ("ack_pending", "conn_id", "last_ack_sent", "last_active", "state", "table", "xmit_highest")
+    __slots__ = (
+        "ack_pending",
+        "conn_id",
+        "last_ack_sent",
+        "last_active",
+        "last_received",
+        "state",
+        "table",
+        "xmit_highest",
+    )
 
     def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
         self.conn_id = conn_id
         self.table: RetransmitTable[Message] = RetransmitTable(first_seqno - 1)
         self.state = State.OPEN
         self.last_active = now
+        self.last_received = now  # the last message of this connection (xmit_req_after_silence)
         self.ack_pending = False
         self.last_ack_sent = -NEVER
         self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
@@ -131,6 +146,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         "stale_acks_dropped",
         "xmits",
         "xmit_reqs_sent",
+        "xmit_reqs_after_silence",
         "xmit_reqs_received",
         "xmit_rsps_sent",
         "xmit_reqs_missing",
@@ -261,7 +277,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                 c["duplicates_received"] += 1
         if entry is None or not matched:
             return
-        entry.last_active = now
+        silence = now - entry.last_received >= self.props.xmit_interval
+        entry.last_active = entry.last_received = now
         if entry.state is not State.OPEN:
             entry.state = State.OPEN
             self._conn_event(out, src, entry.conn_id, "recv", "open")
@@ -270,6 +287,13 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             conn_id = entry.conn_id
             out.delivers.extend(Deliver("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
             c["msgs_delivered"] += len(delivered)
+        if silence and self.props.xmit_req_after_silence and entry.table.num_missing():
+            # What is missing was sent before a silence of at least xmit_interval (a partition that healed): it is
+            # lost, not in flight, so it is asked for now instead of two retransmit runs later.
+            ranges = entry.table.missing(self.props.max_xmit_req_size)
+            entry.xmit_highest = ranges[-1][1]  # the next retransmit run asks again for what is still missing
+            self._send_xmit_req(src, entry, ranges, out)
+            c["xmit_reqs_after_silence"] += 1
         if not delivered and not self.props.ack_duplicates:
             c["acks_withheld"] += 1  # JGRP-1578's flaw: nothing new delivered, nothing acked
             return
@@ -412,8 +436,10 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         # previous run are asked for, so messages still in flight are not requested.
         members = self.members
         for peer, entry in self.recv_table.items():
-            if members is not None and peer not in members:
-                continue  # a member that left: neither acks nor retransmission requests (set_members closed it)
+            if members is not None and peer not in members and entry.state is not State.OPEN:
+                # a member that left and has sent nothing since (set_members closed it): neither acks nor
+                # retransmission requests. One that sends again (a healed partition) reopened it and is flushed.
+                continue
             if entry.ack_pending:
                 self._send_ack(peer, entry, now, out)
             table = entry.table
@@ -425,12 +451,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             prev = entry.xmit_highest
             if prev is None or highest > prev:
                 entry.xmit_highest = highest
-            if prev is None:
-                continue
-            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
-            if ranges:
-                out.send(peer, XMIT_REQ(entry.conn_id, tuple(ranges)))
-                c["xmit_reqs_sent"] += 1
+            if prev is not None:
+                self._send_xmit_req(peer, entry, [(f, min(last, prev)) for f, last in ranges if f <= prev], out)
         # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
         for peer, conn_id in sorted(self.sync_wanted.items()):
             last = self.last_sync_sent.get(peer)
@@ -465,6 +487,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                         out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=hs)
             entry.watermark = (ha, hs)
         self._reap(now, out)
+
+    def _send_xmit_req(self, peer: str, entry: ReceiverEntry, ranges: list[tuple[int, int]], out: Effects) -> None:
+        if ranges:
+            out.send(peer, XMIT_REQ(entry.conn_id, tuple(ranges[:MAX_XMIT_RANGES])))
+            self.c["xmit_reqs_sent"] += 1
 
     def _reap(self, now: float, out: Effects) -> None:
         props = self.props

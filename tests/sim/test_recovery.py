@@ -1,0 +1,112 @@
+"""Recovery after a heal, in the simulator, with bench_partition's timeouts (FD 1 s / 3 s, MERGE 2-5 s, the default
+500 ms xmit_interval): how soon the healed group is one view again, and how soon a receiver has the unicasts the
+partition held back. Each faster rule is compared with itself switched off on the same seeds, and nothing may be
+lost either way.
+
+- merge.other_view_check_delay: the first INFO that crosses after the heal brings the receiver's own INFO and its
+  view check forward, instead of waiting up to check_interval (1.6 x max_interval = 8 s here).
+- unicast3.xmit_req_after_silence: a message that ends a silence of at least xmit_interval and leaves a gap asks for
+  the gap at once, instead of on the second retransmit run (the gap was sent before the silence: lost, not in
+  flight). A receiver also flushes a connection to a non-member that sends again, as JGroups' retransmit task does:
+  the held-back unicasts do not wait for the merge.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from orchestration.backends.sim import Simulation
+
+pytestmark = pytest.mark.sim
+
+XMIT = 0.5  # UNICAST3's and NAKACK2's default xmit_interval
+MERGE_MIN, MERGE_MAX = 2.0, 5.0
+EARLY_DELAY = 0.1  # merge.other_view_check_delay's default
+PROPS = {
+    "fd": {"interval": "1s", "timeout": "3s", "timeout_check_interval": "0.5s"},
+    "merge": {"min_interval": MERGE_MIN, "max_interval": MERGE_MAX},
+    "gms": {"join_timeout": "1s", "discovery_timeout": "1s"},
+}
+SEEDS = range(1, 8)
+RATE = 200  # unicasts/s from A to C
+
+
+def cut_off_c(seed: int, *, stream_s: float, early_merge: bool = True, ask_at_once: bool = True) -> Simulation:
+    """Three members form a view; A streams unicasts to C (`stream_s` seconds' worth); C is cut off by a full
+    partition until both sides have views without each other, plus 1 s; then healed (sim.now is the heal)."""
+    props = {
+        **PROPS,
+        "merge": {**PROPS["merge"], "other_view_check_delay": EARLY_DELAY if early_merge else 0},
+        "unicast3": {"xmit_req_after_silence": ask_at_once},
+    }
+    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
+    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim.stream("A", "C", round(RATE * stream_s), rate=RATE)
+    sim.run(0.5)
+    sim.split([["A", "B"], ["C"]])
+    split = sim.run_until(lambda: sim.view_names("A") == ["A", "B"] and sim.view_names("C") == ["C"], 10)
+    assert split, {n: sim.view_names(n) for n in "ABC"}
+    sim.run(1.0)
+    sim.heal()
+    return sim
+
+
+def merged_after_heal(sim: Simulation) -> float:
+    heal = sim.now
+    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 30, check_every=0.01)
+    return sim.now - heal
+
+
+def unicasts_caught_up_after_heal(sim: Simulation) -> float:
+    """Seconds from the heal until C has delivered every unicast A sent before the heal."""
+    heal = sim.now
+    before = sim.sent("A", "C")
+    assert sim.run_until(lambda: sim.delivered("C", "A")[: len(before)] == before, 30, check_every=0.005)
+    return sim.now - heal
+
+
+def assert_nothing_lost(sim: Simulation) -> None:
+    assert sim.run_until(sim.quiet, 60), "the run did not settle"
+    assert sim.delivered("C", "A") == sim.sent("A", "C")  # all, once each, in order
+
+
+def test_early_check_merges_the_healed_group_sooner_and_loses_nothing() -> None:
+    early, late = [], []
+    for seed in SEEDS:
+        sim = cut_off_c(seed, stream_s=8)
+        early.append(merged_after_heal(sim))
+        assert_nothing_lost(sim)
+        assert sim.protocol_counters("A", "merge")["early_checks"] >= 1
+        sim = cut_off_c(seed, stream_s=8, early_merge=False)
+        late.append(merged_after_heal(sim))
+        assert_nothing_lost(sim)
+        assert sim.protocol_counters("A", "merge")["early_checks"] == 0
+    # Within MERGE_MAX every member has sent an INFO across the healed link; the receiver answers at once and its
+    # leader checks EARLY_DELAY later; the handshake itself is a few link delays.
+    assert max(early) <= MERGE_MAX + EARLY_DELAY + 0.2, early
+    # bench_partition's target: at most half JGroups 2.12's 3.4 s (same timeouts)
+    assert statistics.median(early) <= 1.7, early
+    assert statistics.median(early) * 2 <= statistics.median(late), (early, late)
+
+
+@pytest.mark.parametrize("stream_s", [2.0, 10.0], ids=["stream-ends-in-the-split", "stream-goes-on"])
+def test_unicasts_held_back_by_the_split_arrive_within_one_xmit_interval_of_the_heal(stream_s: float) -> None:
+    """A stream that goes on through the heal: its next message ends C's silence and C asks at once. One that ended
+    during the split: A resends its highest unacked message on every retransmit run (its HA/HS did not move), which
+    arrives within XMIT of the heal and makes C ask. Either way the target is 2 x XMIT + 100 ms; without asking at
+    once C waits for its second retransmit run."""
+    at_once, waited = [], []
+    for seed in SEEDS:
+        sim = cut_off_c(seed, stream_s=stream_s)
+        at_once.append(unicasts_caught_up_after_heal(sim))
+        assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] >= 1
+        assert_nothing_lost(sim)
+        sim = cut_off_c(seed, stream_s=stream_s, ask_at_once=False)
+        waited.append(unicasts_caught_up_after_heal(sim))
+        assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] == 0
+        assert_nothing_lost(sim)
+    bound = XMIT + 0.05 if stream_s == 2.0 else 0.05
+    assert max(at_once) <= bound, at_once
+    assert min(waited) >= XMIT * 0.9 and statistics.median(waited) > 2 * statistics.median(at_once), waited
