@@ -6,7 +6,10 @@ member's messages in seqno order. From its retransmit task (every `xmit_interval
 its windows (XMIT_REQ, to the original sender, or to everyone with `use_mcast_xmit_req`); whoever has a copy answers
 with XMIT_RSP (original sender and seqno inside, so any member can answer; multicast with `use_mcast_xmit`). A
 sender whose last multicast is not followed by another one multicasts HIGHEST_SEQNO (`resend_last_seqno`), so a
-receiver that lost the tail finds the gap (JGRP-1904).
+receiver that lost the tail finds the gap (JGRP-1904). A message that ends a silence of at least xmit_interval from
+its sender and leaves a gap (a healed partition) asks for the gap at once, and then for the next max_xmit_req_size
+seqnos each time the previous ones have all arrived (`xmit_req_after_silence`): what was sent before the silence is
+lost, not in flight, so it need not wait for retransmit runs, one chunk per run.
 
 `xmit_interval <= 0` turns retransmission off (JGRP-2675, for TCP): no retransmit or last-seqno task, and the
 joiner's become-server queue is unbounded, since a message it dropped could never be repaired. The switch
@@ -50,6 +53,11 @@ class Nakack2Props(Properties):
     become_server_queue_unbounded_without_xmit: bool = prop(
         True, "legacy switch: False keeps the become-server queue bounded with xmit_interval <= 0 (the JGRP-2675 bug)"
     )
+    xmit_req_after_silence: bool = prop(
+        True,
+        "a message that ends at least xmit_interval of silence from its sender and leaves a gap asks for it at once, "
+        "chunk after chunk as each arrives; False asks once per retransmit run, as JGroups does",
+    )
 
     def validate(self) -> None:
         for name in ("max_xmit_req_size", "become_server_queue_size", "resend_last_seqno_max_times"):
@@ -65,13 +73,16 @@ class Window:
     `announced` is the highest seqno known to exist (HIGHEST_SEQNO, STABLE): (hr, announced] counts as missing.
     """
 
-    __slots__ = ("announced", "kept", "table", "xmit_highest")
+    __slots__ = ("announced", "asked_at", "kept", "last_received", "table", "xmit_asked", "xmit_highest")
 
     def __init__(self, offset: int, keep_delivered: bool) -> None:
         self.table: RetransmitTable[bytes] = RetransmitTable(offset)
         self.kept: RetransmitTable[bytes] | None = RetransmitTable(offset) if keep_delivered else None
         self.announced = offset
-        self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
+        self.xmit_highest: int | None = None  # missing up to here is not in flight (a previous run, a silence)
+        self.xmit_asked: int | None = None  # the highest seqno of the last chunk asked for after a silence
+        self.last_received: float | None = None  # when the last new message of this sender arrived
+        self.asked_at = -NEVER  # when the last XMIT_REQ for this window went out
 
     def num_missing(self) -> int:
         table = self.table
@@ -92,6 +103,7 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         "own_msgs_ignored",
         "msgs_from_non_members",
         "xmit_reqs_sent",
+        "xmit_reqs_after_silence",
         "xmit_reqs_received",
         "xmit_rsps_sent",
         "xmit_rsps_received",
@@ -157,13 +169,13 @@ class Nakack2(MulticastLayer[Nakack2Props]):
             return
         bound = self._queue_bound()
         if self._server or bound == 0:
-            self._receive(data, out)
+            self._receive(data, now, out)
             return
         self._queue.extend(data)  # not a server yet: hold everything until become_server()
         c["become_server_queued"] += len(data)
         self._trim_queue(bound)
 
-    def _receive(self, data: Iterable[tuple[str, int, bytes]], out: Effects) -> None:
+    def _receive(self, data: Iterable[tuple[str, int, bytes]], now: float, out: Effects) -> None:
         c = self.c
         touched: dict[str, Window] = {}
         for sender, seqno, payload in data:
@@ -178,8 +190,35 @@ class Nakack2(MulticastLayer[Nakack2Props]):
                 touched[sender] = w
             else:
                 c["duplicates_received"] += 1
+        at_once = self.props.xmit_req_after_silence and self.props.xmit_interval > 0
         for sender, w in touched.items():
+            # a silence ended by the answer to our own XMIT_REQ does not count
+            interval = self.props.xmit_interval
+            silence = w.last_received is not None and now - w.last_received >= interval <= now - w.asked_at
+            w.last_received = now
             self._deliver(sender, w, out)
+            if not at_once:
+                continue
+            if w.num_missing() == 0:
+                w.xmit_asked = None
+            elif silence:
+                # everything missing was sent before the silence: lost, not in flight
+                known = max(w.table.hr, w.announced)
+                w.xmit_highest = known if w.xmit_highest is None else max(w.xmit_highest, known)
+                self._ask_next_chunk(sender, w, now, out)
+            elif w.xmit_asked is not None and w.table.hd >= w.xmit_asked:
+                self._ask_next_chunk(sender, w, now, out)  # the last chunk has all arrived
+
+    def _ask_next_chunk(self, sender: str, w: Window, now: float, out: Effects) -> None:
+        """XMIT_REQ for the next max_xmit_req_size missing seqnos known not to be in flight (up to xmit_highest)."""
+        prev = w.xmit_highest
+        ranges = [] if prev is None else [(f, min(last, prev)) for f, last in self._missing_ranges(w) if f <= prev]
+        if not ranges:
+            w.xmit_asked = None
+            return
+        w.xmit_asked = ranges[-1][1]
+        self._send_xmit_req(sender, w, ranges, now, out)
+        self.c["xmit_reqs_after_silence"] += 1
 
     def _deliver(self, sender: str, w: Window, out: Effects) -> None:
         first = w.table.hd + 1
@@ -286,7 +325,7 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         self._server = True
         queued = list(self._queue)
         self._queue.clear()
-        self._receive(queued, out)
+        self._receive(queued, now, out)
 
     @property
     def is_server(self) -> bool:
@@ -336,37 +375,48 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         if interval <= 0 or now < self._next_xmit:
             return
         self._next_xmit = now + interval
-        self._retransmit_run(out)
+        self._retransmit_run(now, out)
         if self.props.resend_last_seqno:
             self._last_seqno_run(out)
 
-    def _retransmit_run(self, out: Effects) -> None:
+    def _retransmit_run(self, now: float, out: Effects) -> None:
         """Asks for the gaps of every window; only seqnos already missing at the previous run (or announced), so
         messages still in flight are not requested."""
-        limit = self.props.max_xmit_req_size
-        mcast = self.props.use_mcast_xmit_req
         for sender, w in self.windows.items():
             if w.num_missing() == 0:
-                w.xmit_highest = None
+                w.xmit_highest = w.xmit_asked = None
                 continue
-            table = w.table
-            ranges = table.missing(limit)
-            if w.announced > table.hr:  # the announced tail, within what max_xmit_req_size leaves
-                tail = w.announced
-                if limit > 0:
-                    tail = min(tail, table.hr + limit - sum(last - first + 1 for first, last in ranges))
-                if tail > table.hr:
-                    ranges.append((table.hr + 1, tail))
+            ranges = self._missing_ranges(w)
             highest = ranges[-1][1]
             prev = w.xmit_highest
             if prev is None or highest > prev:
                 w.xmit_highest = highest
             if prev is None:
                 continue
-            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev][:MAX_XMIT_RANGES]
-            if ranges:
-                out.send(None if mcast else sender, XMIT_REQ(sender, tuple(ranges)))
-                self.c["xmit_reqs_sent"] += 1
+            ranges = [(f, min(last, prev)) for f, last in ranges if f <= prev]
+            if ranges and w.xmit_asked is not None:
+                w.xmit_asked = ranges[-1][1]  # what arrives of this one continues the chunks after a silence
+            self._send_xmit_req(sender, w, ranges, now, out)
+
+    def _missing_ranges(self, w: Window) -> list[tuple[int, int]]:
+        """The first max_xmit_req_size missing seqnos of a window, the announced tail included."""
+        limit = self.props.max_xmit_req_size
+        table = w.table
+        ranges = table.missing(limit)
+        if w.announced > table.hr:  # the announced tail, within what max_xmit_req_size leaves
+            tail = w.announced
+            if limit > 0:
+                tail = min(tail, table.hr + limit - sum(last - first + 1 for first, last in ranges))
+            if tail > table.hr:
+                ranges.append((table.hr + 1, tail))
+        return ranges
+
+    def _send_xmit_req(self, sender: str, w: Window, ranges: list[tuple[int, int]], now: float, out: Effects) -> None:
+        if ranges:
+            w.asked_at = now
+            dest = None if self.props.use_mcast_xmit_req else sender
+            out.send(dest, XMIT_REQ(sender, tuple(ranges[:MAX_XMIT_RANGES])))
+            self.c["xmit_reqs_sent"] += 1
 
     def _last_seqno_run(self, out: Effects) -> None:
         """HIGHEST_SEQNO(hs) when hs did not move since the previous run, at most resend_last_seqno_max_times per hs."""

@@ -108,6 +108,7 @@ class SenderEntry:
 class ReceiverEntry:
     __slots__ = (
         "ack_pending",
+        "asked_at",
         "conn_id",
         "last_ack_sent",
         "last_active",
@@ -123,6 +124,7 @@ class ReceiverEntry:
         self.state = State.OPEN
         self.last_active = now
         self.last_received = now  # the last message of this connection (xmit_req_after_silence)
+        self.asked_at = -NEVER  # the last XMIT_REQ on this connection
         self.ack_pending = False
         self.last_ack_sent = -NEVER
         self.xmit_highest: int | None = None  # highest missing seqno seen by the previous retransmit run
@@ -277,7 +279,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                 c["duplicates_received"] += 1
         if entry is None or not matched:
             return
-        silence = now - entry.last_received >= self.props.xmit_interval
+        # a silence ended by the answer to our own XMIT_REQ does not count
+        silence = now - entry.last_received >= self.props.xmit_interval <= now - entry.asked_at
         entry.last_active = entry.last_received = now
         if entry.state is not State.OPEN:
             entry.state = State.OPEN
@@ -292,7 +295,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             # lost, not in flight, so it is asked for now instead of two retransmit runs later.
             ranges = entry.table.missing(self.props.max_xmit_req_size)
             entry.xmit_highest = ranges[-1][1]  # the next retransmit run asks again for what is still missing
-            self._send_xmit_req(src, entry, ranges, out)
+            self._send_xmit_req(src, entry, ranges, now, out)
             c["xmit_reqs_after_silence"] += 1
         if not delivered and not self.props.ack_duplicates:
             c["acks_withheld"] += 1  # JGRP-1578's flaw: nothing new delivered, nothing acked
@@ -452,7 +455,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             if prev is None or highest > prev:
                 entry.xmit_highest = highest
             if prev is not None:
-                self._send_xmit_req(peer, entry, [(f, min(last, prev)) for f, last in ranges if f <= prev], out)
+                self._send_xmit_req(peer, entry, [(f, min(last, prev)) for f, last in ranges if f <= prev], now, out)
         # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
         for peer, conn_id in sorted(self.sync_wanted.items()):
             last = self.last_sync_sent.get(peer)
@@ -488,8 +491,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             entry.watermark = (ha, hs)
         self._reap(now, out)
 
-    def _send_xmit_req(self, peer: str, entry: ReceiverEntry, ranges: list[tuple[int, int]], out: Effects) -> None:
+    def _send_xmit_req(
+        self, peer: str, entry: ReceiverEntry, ranges: list[tuple[int, int]], now: float, out: Effects
+    ) -> None:
         if ranges:
+            entry.asked_at = now
             out.send(peer, XMIT_REQ(entry.conn_id, tuple(ranges[:MAX_XMIT_RANGES])))
             self.c["xmit_reqs_sent"] += 1
 

@@ -9,6 +9,8 @@ lost either way.
   the gap at once, instead of on the second retransmit run (the gap was sent before the silence: lost, not in
   flight). A receiver also flushes a connection to a non-member that sends again, as JGroups' retransmit task does:
   the held-back unicasts do not wait for the merge.
+- nakack2.xmit_req_after_silence: the same for multicasts, and then the next max_xmit_req_size seqnos as soon as the
+  previous ones have all arrived, instead of one chunk per retransmit run (1 s by default).
 """
 
 from __future__ import annotations
@@ -110,3 +112,42 @@ def test_unicasts_held_back_by_the_split_arrive_within_one_xmit_interval_of_the_
     bound = XMIT + 0.05 if stream_s == 2.0 else 0.05
     assert max(at_once) <= bound, at_once
     assert min(waited) >= XMIT * 0.9 and statistics.median(waited) > 2 * statistics.median(at_once), waited
+
+
+def deaf_c(seed: int, *, ask_at_once: bool) -> Simulation:
+    """bench_partition's one-way variant: A multicasts at 1,000/s; C stops hearing A for 8 s (the views stay as they
+    are: the coordinator A still hears C, so C's suspicion is not confirmed); then healed."""
+    props = {**PROPS, "nakack2": {"xmit_req_after_silence": ask_at_once}}
+    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
+    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim.multicast_stream("A", 12_000, rate=1_000, size=100)
+    sim.run(0.5)
+    sim.cut("A", "C")
+    sim.run(8.0)
+    sim.heal()
+    return sim
+
+
+def multicasts_caught_up_after_heal(sim: Simulation) -> float:
+    heal = sim.now
+    before = sim.multicast_sent("A")
+    assert sim.run_until(
+        lambda: sim.delivered("C", "A", kind="multicast")[: len(before)] == before, 60, check_every=0.01
+    ), len(sim.delivered("C", "A", kind="multicast"))
+    return sim.now - heal
+
+
+def test_multicasts_missed_by_a_deaf_member_arrive_within_two_xmit_intervals_of_the_heal() -> None:
+    xmit = 1.0  # NAKACK2's default xmit_interval
+    at_once, per_run = [], []
+    for seed in (1, 2, 3):
+        for ask, got in ((True, at_once), (False, per_run)):
+            sim = deaf_c(seed, ask_at_once=ask)
+            assert sim.view_names("C") == ["A", "B", "C"], sim.view_names("C")
+            got.append(multicasts_caught_up_after_heal(sim))
+            assert (sim.protocol_counters("C", "nakack2")["xmit_reqs_after_silence"] > 0) == ask
+            assert sim.run_until(sim.quiet, 60)
+            assert sim.delivered("C", "A", kind="multicast") == sim.multicast_sent("A")
+    # ~8,000 missed: at 1,024 seqnos per retransmit run that is 8 runs; chunk after chunk it is a few round trips
+    assert max(at_once) <= 2 * xmit + 0.1, at_once
+    assert min(per_run) >= 7 * xmit, per_run

@@ -625,6 +625,56 @@ def test_stable_announces_a_lost_tail_when_retransmission_is_on() -> None:
     assert net.seqnos("B", "A") == [1, 2, 3, 4, 5]
 
 
+def silence_then_gap(net: Net, *, lost: range) -> None:
+    """A multicasts 1..2 (B gets them at t=0), then, 1.5 s later (a silence of more than xmit_interval), 3..12 of
+    which B loses `lost`."""
+    net.mcast("A", 2)
+    net.pump()
+    net.now += 1.5
+    net.mcast("A", 10)
+    net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in lost)
+
+
+def test_a_gap_that_ends_a_silence_is_asked_for_at_once_chunk_after_chunk() -> None:
+    net = Net(max_xmit_req_size=2, xmit_interval=1.0)
+    silence_then_gap(net, lost=range(3, 9))
+    # no retransmit run has run (the clock did not pass B's next one): the first chunk, then each next one as soon
+    # as the previous one has arrived
+    assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 4),), ((5, 6),), ((7, 8),)]
+    assert net.seqnos("B", "A") == list(range(1, 13))
+    assert net["B"].counters()["xmit_reqs_after_silence"] == 3
+
+
+def test_without_a_silence_or_with_the_switch_off_the_gap_waits_for_the_second_run() -> None:
+    for net in (Net(xmit_interval=1.0, xmit_req_after_silence=False), Net(xmit_interval=1.0)):
+        if net["B"].props.xmit_req_after_silence:  # no silence: 3..12 follow 1..2 at once
+            net.mcast("A", 12)
+            net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in range(3, 9))
+        else:
+            silence_then_gap(net, lost=range(3, 9))
+        assert not net.sent(XMIT_REQ)
+        net.advance(1.0)  # the first run notes the gap
+        assert not net.sent(XMIT_REQ)
+        net.advance(1.0)
+        assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 8),)]
+        assert net.seqnos("B", "A") == list(range(1, 13))
+        assert net["B"].counters()["xmit_reqs_after_silence"] == 0
+
+
+def test_the_answer_to_our_own_request_is_not_a_silence() -> None:
+    """B's run asks for 3 and 5 after 2 s without news from A; the answer to 3 arrives alone (5's is lost): B must
+    not ask for 5 again at once, the next run does."""
+    net = Net(xmit_interval=1.0)
+    net.mcast("A", 6)
+    net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in (3, 5))
+    net.advance(1.0)
+    net.advance(1.0, drop=lambda w: type(w[2]) is XMIT_RSP and w[2].seqno == 5)
+    assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 3), (5, 5))]
+    assert net.seqnos("B", "A") == [1, 2, 3, 4]
+    net.advance(1.0)
+    assert net.seqnos("B", "A") == list(range(1, 7))
+
+
 # ---------------------------------------------------------------------------------------------------- properties
 
 
@@ -640,6 +690,7 @@ def test_properties_defaults_and_validation() -> None:
         "resend_last_seqno": True,
         "resend_last_seqno_max_times": 1,
         "become_server_queue_unbounded_without_xmit": True,
+        "xmit_req_after_silence": True,
     }
     n = Nakack2("A")
     n.set_property("xmit_interval", "250ms")
