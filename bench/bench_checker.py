@@ -150,6 +150,7 @@ class Data:
     cold_session: float | None = None
     warm: float | None = None
     warm_check: float | None = None
+    warm_parts: dict[str, float] = field(default_factory=dict)  # ingest, checks (the Spark job and collect)
     cached: float | None = None
     duckdb: float | None = None
     reference: float | None = None
@@ -197,6 +198,7 @@ def run_bench(sizes: dict[str, int], repeat: int, keep: bool, workdir: Path | No
             runs = [fresh_check(d.root, None) for _ in range(reps)]
             d.warm = statistics.median(r["wall"] for r in runs)
             d.warm_check = statistics.median(r["total"] for r in runs)
+            d.warm_parts = {k: statistics.median(r[k] for r in runs) for k in ("ingest", "spark_start", "checks")}
             d.found["spark"] = Counter(runs[-1]["found"])
             d.cached = statistics.median(fresh_cached(d.root) for _ in range(reps))
         if running is None:
@@ -243,6 +245,12 @@ def show(data: list[Data]) -> None:
         cells = (d.name, f"{d.events:,}", sec(d.cold), sec(d.warm), rate(d.events, d.warm), sec(d.cached),
                  sec(d.duckdb), rate(d.events, d.duckdb), sec(d.reference), ratio)  # fmt: skip
         print("  ".join(f"{c:>10}" for c in cells))
+    print("\nwhere the warm seconds go (in analyze; the Connect client starts while the JSON lines are parsed):")
+    for d in data:
+        if d.warm_parts:
+            p = d.warm_parts
+            print(f"  {d.name:>6}: ingest (JSON lines -> cache) {p['ingest']:.2f} s, client ready at "
+                  f"{p['spark_start']:.2f} s, checks (one Spark job) {p['checks']:.2f} s")  # fmt: skip
     print("\nviolations found (injected / spark / duckdb / reference):")
     for d in data:
         parts = [d.expected, *(d.found.get(k, Counter()) for k in ("spark", "duckdb", "reference"))]

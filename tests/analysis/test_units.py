@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
-from analysis.ingest import read_history_file
+from analysis.ingest import JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
 from analysis.verdict import Violation, sort_violations, verdict_doc
@@ -95,6 +95,46 @@ def test_cut_and_damaged_lines_are_reported_with_neighbours(tmp_path: Path) -> N
     tbl, bad = read_history_file(f, "r", "history/B.jsonl")
     assert tbl["t"].to_pylist() == [1, 5]
     assert [(b.line, b.last, b.prev_t, b.next_t) for b in bad] == [(2, False, 1, 5), (5, True, 5, None)]
+
+
+@pytest.mark.parametrize("use_duckdb", [True, False], ids=["duckdb", "pyarrow"])
+def test_both_json_readers_read_alike_and_are_strict_about_required_fields(tmp_path: Path, use_duckdb: bool) -> None:
+    """DuckDB's reader (the default) and pyarrow's give the same table, and neither turns a required field of the
+    wrong JSON type into a value (DuckDB alone would read "t": "5", 1.5 or true as a number, "member": 5 as "5"):
+    such a line goes to the careful reader, which reports it."""
+    good = [
+        '{"t":1,"member":"A","event":"view","view_id":7,"members":["A","B"],"merge":false,"extra":{"x":1}}',
+        '{"t":2,"member":"A","event":"send","kind":"unicast","sender":"A","dest":"B","dest_address":"B/2",'
+        '"conn_id":3,"seqno":1,"msg_id":"m1","size":10}',
+        '{"t":3,"member":"A","event":"deliver","kind":"multicast","sender":"B","seqno":4,"msg_id":"é😀"}',
+    ]
+    reader = JsonReader(use_duckdb=use_duckdb)
+    f = tmp_path / "A.jsonl"
+    write_lines(f, good)
+    tbl, bad = read_history_file(f, "r", "history/A.jsonl", reader)
+    assert bad == []
+    assert tbl.to_pylist() == read_history_file(f, "r", "history/A.jsonl", JsonReader(use_duckdb=False))[0].to_pylist()
+    assert tbl["members"].to_pylist() == [["A", "B"], None, None]
+    for line in (
+        '{"t":"4","member":"A","event":"stop"}',
+        '{"t":4.5,"member":"A","event":"stop"}',
+        '{"t":true,"member":"A","event":"stop"}',
+        '{"t":4,"member":5,"event":"stop"}',
+        '{"t":4,"member":"A","event":["stop"]}',
+    ):
+        write_lines(f, [*good, line, good[0]])
+        tbl, bad = read_history_file(f, "r", "history/A.jsonl", reader)
+        assert tbl.num_rows == 4 and [b.line for b in bad] == [4], line
+    reader.close()
+
+
+def test_split_groups_keeps_file_order_within_each_group() -> None:
+    import pyarrow as pa
+
+    tbl = pa.table({"key": ["B", None, "A", "B", "A", None], "pos": [0, 1, 2, 3, 4, 5]})
+    parts = {k: p["pos"].to_pylist() for k, p in split_groups(tbl)}
+    assert parts == {"B": [0, 3], "A": [2, 4], None: [1, 5]}
+    assert [k for k, _ in split_groups(tbl.slice(0, 1))] == ["B"]
 
 
 def test_liveness_and_incarnations(tmp_path: Path) -> None:
