@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ def measure(evs: list[dict[str, Any]], cut: int, heal: int) -> Outcome:
 
 
 def one_run(workdir: Path, one_way: bool) -> Outcome:
+    shutil.rmtree(workdir, ignore_errors=True)  # a member appends to its history: an earlier run's would mix in
     spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=PROPERTIES, backend="netns")
     with NetnsCluster(spec, workdir=workdir) as cluster:
         cluster.start()
