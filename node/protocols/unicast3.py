@@ -6,13 +6,20 @@ across two runs. Receiver B delivers in order, acks once per message batch (imme
 `ack_threshold`, otherwise delayed by at most `min_time_between_acks`), and asks for missing ranges (XMIT_REQ) from
 its retransmit task. A message on a connection B does not know (no entry, or a non-first message with another
 conn-id) is dropped and B asks A for the first seqno (SEND_FIRST_SEQNO), at most once per `sync_min_interval`,
-from its retransmit task; each one sent is a `sync` history event (the sender, and the conn-id B did not know), which
-a scenario's control_per_heal bounds (JGRP-1874). ACKs and SEND_FIRST_SEQNOs carry receiver-made increasing
-timestamps; A drops ones older than the last it accepted, so a delayed ACK of an earlier connection incarnation
-cannot purge messages B has not seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce the bug.
-Duplicates are acked too (JGRP-1578: a sender whose ACKs were lost resends its highest message until one gets
-through); `ack_duplicates = False` acks only batches that delivered something, as UNICAST did before that fix, to
-reproduce the endless retransmission.
+from its retransmit task; A answers with its lowest message (flagged first) and its highest sent one, so B sees the
+gap between them at once. Each SEND_FIRST_SEQNO sent is a `sync` history event (the sender, and the conn-id B did
+not know), which a scenario's control_per_heal bounds (JGRP-1874). ACKs and SEND_FIRST_SEQNOs carry receiver-made
+increasing timestamps; A drops ones older than the last it accepted, so a delayed ACK of an earlier connection
+incarnation cannot purge messages B has not seen (JGRP-1873). `sync_timestamps = False` turns that off, to reproduce
+the bug. Duplicates are acked too (JGRP-1578: a sender whose ACKs were lost resends its highest message until one
+gets through); `ack_duplicates = False` acks only batches that delivered something, as UNICAST did before that fix,
+to reproduce the endless retransmission.
+
+Not in JGroups (`xmit_req_after_silence`, default on): a message that ends a silence of at least xmit_interval from
+its sender, or the answer to our SEND_FIRST_SEQNO, and leaves a gap asks for the gap at once rather than on the second
+retransmit run: what was sent before the silence is lost, not in flight (a partition that healed). A connection to a
+peer that left the view is closed but still flushed (acks, XMIT_REQs) once that peer sends on it again, as JGroups'
+retransmit task does.
 """
 
 from __future__ import annotations
@@ -316,7 +323,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             self.c["conns_reset"] += 1
             self._conn_event(out, src, entry.conn_id, "recv", "closed")
             self._ack_due.pop(src, None)
-        self.recv_table[src] = ReceiverEntry(conn_id, seqno, now)
+        entry = self.recv_table[src] = ReceiverEntry(conn_id, seqno, now)
+        if src in self.last_sync_sent:
+            # the answer to our SEND_FIRST_SEQNO: what lies between the first and the highest message that come with
+            # it was sent long ago, so a gap counts as after a silence (xmit_req_after_silence)
+            entry.last_received = -NEVER
         self.c["conns_created"] += 1
         self._conn_event(out, src, conn_id, "recv", "open")
 
@@ -365,11 +376,17 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         if self.props.sync_timestamps and not entry.accept_timestamp(m.timestamp):
             self.c["stale_send_first_seqno_dropped"] += 1
             return
+        # UNICAST3-sync.txt: resend the lowest message (flagged first) and the highest sent one, so the receiver
+        # opens the connection and sees the gap between them in one batch
         table = entry.table
         lowest = table.get(table.low + 1)
         if lowest is not None:
             out.send(src, lowest._replace(first=True))
             self.c["xmits"] += 1
+            highest = table.get(table.hr)
+            if highest is not None and highest.seqno != lowest.seqno:
+                out.send(src, highest)
+                self.c["xmits"] += 1
 
     def _handle_close(self, src: str, m: Message, out: Effects) -> None:
         self.c["close_received"] += 1

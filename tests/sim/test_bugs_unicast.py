@@ -165,8 +165,8 @@ def test_last_message_resend_does_not_resend_a_stream_in_progress() -> None:
 def _delayed_ack_after_close(sync_timestamps: bool) -> tuple[Simulation, list[str]]:
     """The scenario file's sequence with the simulator's own controls: B's ACKs are held; A->B is cut and B closes
     its connection to A (gone after conn_close_timeout); after the heal, once B's SEND_FIRST_SEQNO has reached A
-    (which restarts B's window at its lowest unacked message), A's non-first DATA are held back, and only then the
-    old ACKs arrive."""
+    (which restarts B's window at its lowest unacked message), A's non-first DATA and B's XMIT_REQs are held back,
+    and only then the old ACKs arrive."""
     sim = u3(sync_timestamps=sync_timestamps, conn_close_timeout="300ms", conn_expiry_timeout="0s")
     b = sim.protocol("B")
     burst(sim, "A", "B", 1)
@@ -180,15 +180,21 @@ def _delayed_ack_after_close(sync_timestamps: bool) -> tuple[Simulation, list[st
     sim.rules.remove(old_acks)
     sim.heal(keep_rules=True)
     a = sim.protocol("A")
+    reqs = sim.add_rule(MessageRule("UNICAST3", "XMIT_REQ", src="B", dst="A", action="hold"))
     assert sim.run_until(lambda: a.c["send_first_seqno_received"] >= 1, 2.0, check_every=0.001)
     later = sim.add_rule(MessageRule("UNICAST3", "DATA", {"first": False}, src="A", dst="B", action="hold"))
     assert sim.run_until(lambda: "A" in b.recv_table, 0.1, check_every=0.001)
     sim.run(0.3)
-    assert b.recv_table["A"].table.hr == 2  # B's new window started at A's lowest unacked, #2, and has only it
+    window = b.recv_table["A"].table
+    # B's new window started at A's lowest unacked, #2; A also resent its highest, #10 (UNICAST3-sync.txt), so B
+    # asked at once for #3-#9 (held in the network until the old ACK has arrived)
+    assert (window.hd, window.hr, window.num_missing()) == (2, 10, 7)
     assert sim.release(old_acks) >= 1  # ACK(10) of the closed window, older than the SEND_FIRST_SEQNO
     sim.run(0.1)
     sim.rules.remove(later)
     sim.release(later)
+    sim.rules.remove(reqs)
+    sim.release(reqs)  # B's requests for #3-#9 reach A only after the old ACK
     return sim, burst(sim, "A", "B", 5)  # sent after everything: they must arrive
 
 

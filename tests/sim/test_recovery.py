@@ -151,3 +151,34 @@ def test_multicasts_missed_by_a_deaf_member_arrive_within_two_xmit_intervals_of_
     # ~8,000 missed: at 1,024 seqnos per retransmit run that is 8 runs; chunk after chunk it is a few round trips
     assert max(at_once) <= 2 * xmit + 0.1, at_once
     assert min(per_run) >= 7 * xmit, per_run
+
+
+def b_deaf_to_a_from_the_start(seed: int, *, ask_at_once: bool) -> Simulation:
+    """The README's one-way example: B cannot hear A when A opens its connection to B and sends 100 unicasts, so B
+    never sees A's first message; then healed. B learns of the connection from A's resent highest message and asks
+    for the first seqno (SEND_FIRST_SEQNO); A answers with its first and highest messages."""
+    props = {**PROPS, "unicast3": {"xmit_req_after_silence": ask_at_once}}
+    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
+    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim.cut("A", "B")
+    sim.stream("A", "B", 100, rate=1_000)
+    sim.run(2.0)
+    sim.heal()
+    return sim
+
+
+def test_the_answer_to_send_first_seqno_asks_for_the_rest_at_once() -> None:
+    at_once, per_run = [], []
+    for seed in (1, 2, 3):
+        for ask, got in ((True, at_once), (False, per_run)):
+            sim = b_deaf_to_a_from_the_start(seed, ask_at_once=ask)
+            heal = sim.now
+            assert sim.run_until(lambda s=sim: len(s.delivered("B", "A")) == 100, 30, check_every=0.005)
+            got.append(sim.now - heal)
+            assert sim.protocol_counters("B", "unicast3")["send_first_seqno_sent"] >= 1
+            assert sim.run_until(sim.quiet, 60)
+            assert sim.delivered("B", "A") == sim.sent("A", "B")
+    # A's resend reaches B within one run, B's SEND_FIRST_SEQNO goes out on its next: two runs at most, then one
+    # round trip; waiting for B's second run after the answer costs one or two runs more
+    assert max(at_once) <= 2 * XMIT + 0.1, at_once
+    assert min(per_run) >= max(at_once) + XMIT * 0.9, (at_once, per_run)
