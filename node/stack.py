@@ -17,6 +17,7 @@ from node.protocols.base import (
     Deliver,
     Effects,
     Event,
+    EventlessEffects,
     FailureDetector,
     Layer,
     MembershipLayer,
@@ -153,7 +154,12 @@ class Stack:
         self._held: list[bytes] = []  # multicasts held back during a merge handshake
         self._next_seqno = 1  # the seqno the multicast protocol gives the next multicast
         self.max_datagram_size = max_datagram_size
+        # False: the protocols' history events are dropped as they are made (a driver that records no history, such
+        # as the simulator with record=False); everything else the protocols do is the same
+        self.record_events = True
         self.out = Effects()
+        self._layers = tuple(self.protocols.values())
+        self._overhead: dict[str | None, int] = {}  # dest -> datagram_overhead (cluster and local do not change)
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
         self.last_error: str | None = None
 
@@ -234,9 +240,14 @@ class Stack:
         if dgram.dest and dgram.dest != self.local:
             self.c["wrong_dest"] += 1  # e.g. addressed to an earlier incarnation of this member
             return False
-        batches: dict[int, list[Message]] = {}
-        for m in dgram.messages:
-            batches.setdefault(m.PROTO_ID, []).append(m)
+        msgs = dgram.messages
+        batches: dict[int, list[Message]]
+        if len(msgs) == 1:
+            batches = {msgs[0].PROTO_ID: msgs}
+        else:
+            batches = {}
+            for m in msgs:
+                batches.setdefault(m.PROTO_ID, []).append(m)
         mark = len(self.out.delivers)
         for proto_id, msgs in batches.items():
             proto = self.protocols.get(proto_id)
@@ -257,24 +268,42 @@ class Stack:
         self._release_held(now)
 
     def next_wakeup(self) -> float:
-        return min(p.next_wakeup() for p in self.protocols.values())
+        layers = self._layers
+        if len(layers) == 1:
+            return layers[0].next_wakeup()
+        return min([p.next_wakeup() for p in layers])
 
     def drain(self) -> Output:
         """Everything the protocols asked for since the last drain, with sends bundled into datagrams."""
         out = self.out
         datagrams = self._bundle(out.sends) if out.sends else []
         result = Output(datagrams, out.delivers, out.events)
-        self.out = Effects()
+        self.out = Effects() if self.record_events else EventlessEffects()
         return result
 
     def _bundle(self, sends: list[Send]) -> list[tuple[str | None, bytes]]:
+        c = self.c
+        if len(sends) == 1:  # the common case: one message, one datagram
+            dest, msg = sends[0]
+            data = wire.encode_datagram(self.cluster, self.local, dest, [msg])
+            c["datagrams_sent"] += 1
+            c["bytes_sent"] += len(data)
+            return [(dest, data)]
         # Group by destination, keeping each destination's order (FIFO on the wire as the protocol sent them).
         per_dest: dict[str | None, list[Message]] = {}
         for dest, msg in sends:
-            per_dest.setdefault(dest, []).append(msg)
+            msgs = per_dest.get(dest)
+            if msgs is None:
+                per_dest[dest] = [msg]
+            else:
+                msgs.append(msg)
         datagrams: list[tuple[str | None, bytes]] = []
+        overheads = self._overhead
         for dest, msgs in per_dest.items():
-            budget = self.max_datagram_size - wire.datagram_overhead(self.cluster, self.local, dest)
+            overhead = overheads.get(dest)
+            if overhead is None:
+                overhead = overheads[dest] = wire.datagram_overhead(self.cluster, self.local, dest)
+            budget = self.max_datagram_size - overhead
             batch: list[Message] = []
             size = 0
             for m in msgs:
@@ -285,8 +314,8 @@ class Stack:
                 batch.append(m)
                 size += n
             datagrams.append((dest, wire.encode_datagram(self.cluster, self.local, dest, batch)))
-        self.c["datagrams_sent"] += len(datagrams)
-        self.c["bytes_sent"] += sum(len(d) for _, d in datagrams)
+        c["datagrams_sent"] += len(datagrams)
+        c["bytes_sent"] += sum(len(d) for _, d in datagrams)
         return datagrams
 
     # --- management -----------------------------------------------------------------------------------------------

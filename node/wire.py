@@ -400,46 +400,113 @@ _DECODERS: dict[str, Callable[[bytes | memoryview, int], tuple[Any, int]]] = {
 # --- messages ------------------------------------------------------------------------------------------------------
 
 
+# Per message class and per (proto_id, type_id): the codec pieces of its spec, looked up once per message instead of
+# being recomputed from the spec (the simulator and the member encode and decode every message through these). A
+# header without variable-size fields also gets one struct for its head and payload length together (`with_len`).
+class _EncodePlan(NamedTuple):
+    key: str
+    pack: Callable[..., bytes]
+    proto_id: int
+    type_id: int
+    n_fixed: int
+    encoders: tuple[Callable[[Any, list[bytes]], None], ...]
+    with_len: Callable[..., bytes] | None
+
+
+class _DecodePlan(NamedTuple):
+    spec: HeaderSpec
+    unpack_from: Callable[[bytes | memoryview, int], tuple[Any, ...]]
+    fixed_size: int
+    decoders: tuple[Callable[[bytes | memoryview, int], tuple[Any, int]], ...]
+    cls: type
+    with_len: Callable[[bytes | memoryview, int], tuple[Any, ...]] | None
+    with_len_size: int
+
+
+def _with_len(spec: HeaderSpec) -> struct.Struct | None:
+    return None if spec.variable else struct.Struct(spec.fixed.format + "I")
+
+
+_ENCODE_PLANS: dict[type, _EncodePlan] = {}
+_DECODE_PLANS: dict[int, _DecodePlan] = {}
+for _s in SPECS.values():
+    _wl = _with_len(_s)
+    _ENCODE_PLANS[_s.cls] = _EncodePlan(
+        _s.key,
+        _s.fixed.pack,
+        _s.proto_id,
+        _s.type_id,
+        len(_s.fields) - len(_s.variable),
+        tuple(_ENCODERS[f.kind] for f in _s.variable),
+        _wl.pack if _wl is not None else None,
+    )
+    _DECODE_PLANS[(_s.proto_id << 8) | _s.type_id] = _DecodePlan(
+        _s,
+        _s.fixed.unpack_from,
+        _s.fixed.size,
+        tuple(_DECODERS[f.kind] for f in _s.variable),
+        _s.cls,
+        _wl.unpack_from if _wl is not None else None,
+        _wl.size if _wl is not None else 0,
+    )
+del _s, _wl
+_pack_u32 = _U32.pack
+_unpack_u32 = _U32.unpack_from
+_tuple_new = tuple.__new__
+
+
 def encode_message(msg: Message, out: list[bytes]) -> None:
     """Appends the encoding of one message to `out`."""
-    spec = _SPEC_BY_CLASS.get(type(msg))
-    if spec is None:
+    plan = _ENCODE_PLANS.get(type(msg))
+    if plan is None:
         raise WireError(f"not a wire message: {type(msg).__name__}")
-    n_fixed = len(spec.fields) - len(spec.variable)
-    try:
-        out.append(spec.fixed.pack(spec.proto_id, spec.type_id, *msg[:n_fixed]))
-    except struct.error as e:
-        raise WireError(f"{spec.key}: {e}") from None
-    for i, f in enumerate(spec.variable):
-        _ENCODERS[f.kind](msg[n_fixed + i], out)
     payload = msg[-1]
-    out.append(_U32.pack(len(payload)))
+    try:
+        if plan.with_len is not None:  # no variable-size fields: head and payload length in one pack
+            out.append(plan.with_len(plan.proto_id, plan.type_id, *msg[:-1], len(payload)))
+            out.append(payload)
+            return
+        n_fixed = plan.n_fixed
+        out.append(plan.pack(plan.proto_id, plan.type_id, *msg[:n_fixed]))
+    except struct.error as e:
+        raise WireError(f"{plan.key}: {e}") from None
+    for i, encode in enumerate(plan.encoders):
+        encode(msg[n_fixed + i], out)
+    out.append(_pack_u32(len(payload)))
     out.append(payload)
 
 
 def decode_message(data: bytes | memoryview, pos: int) -> tuple[Message, int]:
     """Decodes one message at `pos`; returns it and the position after it."""
-    if pos + 2 > len(data):
+    size = len(data)
+    if pos + 2 > size:
         raise WireError("truncated message header")
-    spec = SPECS_BY_IDS.get((data[pos], data[pos + 1]))
-    if spec is None:
+    plan = _DECODE_PLANS.get((data[pos] << 8) | data[pos + 1])
+    if plan is None:
         raise WireError(f"unknown protocol/header type {data[pos]}/{data[pos + 1]}")
-    fixed = spec.fixed
-    if pos + fixed.size > len(data):
+    if plan.with_len is not None and pos + plan.with_len_size <= size:
+        # no variable-size fields: head and payload length in one unpack (what does not fit is reported below)
+        values = plan.with_len(data, pos)
+        start = pos + plan.with_len_size
+        end = start + values[-1]
+        if end <= size:
+            return _tuple_new(plan.cls, (*values[2:-1], bytes(data[start:end]))), end
+    spec = plan.spec
+    if pos + plan.fixed_size > size:
         raise WireError(f"truncated {spec.key} header")
-    values = list(fixed.unpack_from(data, pos)[2:])
-    pos += fixed.size
-    for f in spec.variable:
-        value, pos = _DECODERS[f.kind](data, pos)
-        values.append(value)
-    if pos + 4 > len(data):
+    fields = list(plan.unpack_from(data, pos)[2:])
+    pos += plan.fixed_size
+    for decode in plan.decoders:
+        value, pos = decode(data, pos)
+        fields.append(value)
+    if pos + 4 > size:
         raise WireError(f"truncated {spec.key} payload length")
-    (n,) = _U32.unpack_from(data, pos)
+    (n,) = _unpack_u32(data, pos)
     pos += 4
-    if pos + n > len(data):
+    if pos + n > size:
         raise WireError(f"truncated {spec.key} payload ({n} bytes announced)")
-    values.append(bytes(data[pos : pos + n]))
-    return spec.cls._make(values), pos + n
+    fields.append(bytes(data[pos : pos + n]))
+    return plan.cls._make(fields), pos + n  # type: ignore[attr-defined]
 
 
 # --- datagrams -----------------------------------------------------------------------------------------------------
@@ -458,16 +525,30 @@ class Datagram(NamedTuple):
         return not self.dest
 
 
+_HEADS: dict[tuple[str, str, str], bytes] = {}  # (cluster, src, dest) -> the encoded datagram head before the count
+_MAX_HEADS = 4096
+
+
+def _datagram_head(cluster: str, src: str, dest: str) -> bytes:
+    head = _HEADS.get((cluster, src, dest))
+    if head is None:
+        out: list[bytes] = [_DGRAM_HEAD.pack(MAGIC, WIRE_VERSION, 0 if dest else FLAG_MULTICAST)]
+        _encode_str(cluster, out)
+        _encode_str(src, out)
+        _encode_str(dest, out)
+        head = b"".join(out)
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        _HEADS[(cluster, src, dest)] = head
+    return head
+
+
 def encode_datagram(cluster: str, src: str, dest: str | None, messages: Iterable[Message]) -> bytes:
     """One datagram carrying a batch of messages; dest None or "" means multicast."""
-    msgs = list(messages)
+    msgs = messages if type(messages) is list else list(messages)
     if not msgs or len(msgs) > 0xFFFF:
         raise WireError(f"a datagram carries 1..65535 messages, not {len(msgs)}")
-    out: list[bytes] = [_DGRAM_HEAD.pack(MAGIC, WIRE_VERSION, 0 if dest else FLAG_MULTICAST)]
-    _encode_str(cluster, out)
-    _encode_str(src, out)
-    _encode_str(dest or "", out)
-    out.append(_U16.pack(len(msgs)))
+    out: list[bytes] = [_datagram_head(cluster, src, dest or ""), _U16.pack(len(msgs))]
     for m in msgs:
         encode_message(m, out)
     return b"".join(out)
@@ -500,8 +581,21 @@ def datagram_source(data: bytes | memoryview) -> tuple[str, str] | None:
     return cluster, src
 
 
-def decode_datagram(data: bytes | memoryview) -> Datagram:
-    """Decodes a whole datagram. Raises WireError on anything malformed, including trailing bytes."""
+_DECODED_HEADS: dict[bytes, tuple[str, str, str]] = {}  # a valid datagram head's bytes -> (cluster, src, dest)
+
+
+def _head_end(data: bytes | memoryview) -> int:
+    """Where the three strings of a datagram head end (after magic, version, flags), or -1 if they do not fit."""
+    try:
+        end = _DGRAM_HEAD.size + 1 + data[_DGRAM_HEAD.size]
+        end += 1 + data[end]
+        end += 1 + data[end]
+    except IndexError:
+        return -1
+    return end if end <= len(data) else -1
+
+
+def _decode_head(data: bytes | memoryview) -> tuple[str, str, str, int]:
     if len(data) < _DGRAM_HEAD.size:
         raise WireError(f"datagram too short ({len(data)} bytes)")
     magic, version, flags = _DGRAM_HEAD.unpack_from(data, 0)
@@ -517,6 +611,23 @@ def decode_datagram(data: bytes | memoryview) -> Datagram:
         raise WireError("multicast flag and destination disagree")
     if not src:
         raise WireError("empty source address")
+    return cluster, src, dest, pos
+
+
+def decode_datagram(data: bytes | memoryview) -> Datagram:
+    """Decodes a whole datagram. Raises WireError on anything malformed, including trailing bytes."""
+    # The heads a member sees repeat (one per peer and direction): a head seen valid before is not decoded again.
+    end = _head_end(data)
+    key = bytes(data[:end]) if end > 0 else b""
+    head = _DECODED_HEADS.get(key)
+    if head is not None:
+        cluster, src, dest = head
+        pos = end
+    else:
+        cluster, src, dest, pos = _decode_head(data)
+        if len(_DECODED_HEADS) >= _MAX_HEADS:
+            _DECODED_HEADS.clear()
+        _DECODED_HEADS[bytes(data[:pos])] = (cluster, src, dest)
     if pos + 2 > len(data):
         raise WireError("truncated message count")
     (count,) = _U16.unpack_from(data, pos)

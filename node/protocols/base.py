@@ -85,6 +85,16 @@ class Effects:
         self.events.clear()
 
 
+class EventlessEffects(Effects):
+    """Effects that drop history events as they are made, for a driver that records no history (the simulator with
+    record=False): sends and deliveries are the same, the events cost nothing."""
+
+    __slots__ = ()
+
+    def event(self, kind: str, **fields: EventValue) -> None:
+        pass
+
+
 # --- properties -----------------------------------------------------------------------------------------------------
 
 T = TypeVar("T")

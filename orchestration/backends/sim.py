@@ -62,8 +62,12 @@ class Simulation(SimNetwork, SimWorkload):
         cluster: str = "sim",
         record: bool = True,
         stagger: float = 0.0,
+        sender_poll: float = 0.0,
     ) -> None:
-        """`stagger` > 0 starts the i-th member (0-based) at i x stagger virtual seconds instead of all at 0."""
+        """`stagger` > 0 starts the i-th member (0-based) at i x stagger virtual seconds instead of all at 0.
+        `sender_poll` > 0 paces workload tasks as the real member's sender loop does (node/runtime.py polls every
+        node.workload.POLL = 1 ms: what fell due in between goes out together, in one datagram per destination);
+        0 (the default) wakes a paced task for every single message."""
         names = [chr(ord("A") + i) for i in range(members)] if isinstance(members, int) else list(members)
         if not names or len(set(names)) != len(names):
             raise ValueError(f"members must be distinct non-empty names: {names}")
@@ -89,6 +93,9 @@ class Simulation(SimNetwork, SimWorkload):
         self.messages_sent = 0
         if stagger < 0:
             raise ValueError("stagger must be >= 0")
+        if sender_poll < 0:
+            raise ValueError("sender_poll must be >= 0")
+        self.sender_poll = sender_poll
         for i, n in enumerate(names):
             if i == 0 or stagger == 0:
                 self._start_member(n, 1)
@@ -105,6 +112,7 @@ class Simulation(SimNetwork, SimWorkload):
         stack = build_stack(
             address, self.stack_name, self.properties, cluster=self.cluster, conn_id_start=conn_id_start, seed=seed
         )
+        stack.record_events = self.record  # without a history, the protocols' events are not even made
         history = HistoryWriter(None, name, incarnation, clock=self._t, records=self.history.setdefault(name, []))
         m = SimMember(name, incarnation, stack, history)
         self.members[name] = m
@@ -256,22 +264,26 @@ class Simulation(SimNetwork, SimWorkload):
     def _schedule_timer(self, m: SimMember) -> None:
         wake = m.stack.next_wakeup()
         if wake < m.timer_at:
-            m.timer_at = max(wake, self.now)
-            self._push(m.timer_at, _TIMER, (m.name, m.incarnation))
+            m.timer_at = wake = max(wake, self.now)
+            self._seq += 1
+            heapq.heappush(self._queue, (wake, self._seq, _TIMER, (m.name, m.incarnation)))
 
     def _flush(self, m: SimMember) -> None:
-        out = m.stack.drain()
-        for dest, data in out.datagrams:
-            self._transmit(m, dest, data)
+        stack = m.stack
+        out = stack.drain()
+        if out.datagrams:
+            transmit = self._transmit
+            for dest, data in out.datagrams:
+                transmit(m, dest, data)
         if out.delivers:
             history = m.history if self.record else None
-            deliveries = m.deliveries
+            append = m.deliveries.append
             for d in out.delivers:
                 msg_id = history.delivered(d) if history is not None else msg_id_of(d.payload)
-                deliveries.append((d.kind, name_of(d.sender), d.conn_id, d.seqno, msg_id))
+                append((d.kind, name_of(d.sender), d.conn_id, d.seqno, msg_id))
         if self.record and out.events:
             m.history.protocol_events(out.events)
-        if m.stack.has_left:
+        if stack.has_left:
             self._stopped(m)  # left gracefully: stops like a crash, but the group was told
             return
         self._schedule_timer(m)
@@ -312,8 +324,10 @@ class Simulation(SimNetwork, SimWorkload):
     def run(self, duration: float) -> None:
         """Runs for `duration` virtual seconds from now."""
         until = self.now + duration
-        while self._queue and self._queue[0][0] <= until:
-            self.step()
+        queue = self._queue
+        step = self.step
+        while queue and queue[0][0] <= until:
+            step()
         self.now = max(self.now, until)
 
     def run_until(self, condition: Callable[[], bool], timeout: float, *, check_every: float = 0.05) -> bool:

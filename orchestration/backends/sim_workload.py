@@ -23,6 +23,7 @@ class SimWorkload:
     members: dict[str, SimMember]
     history: dict[str, list[dict[str, Any]]]
     messages_sent: int
+    sender_poll: float
     _msg_counter: dict[tuple[str, str], int]
 
     if TYPE_CHECKING:  # provided by Simulation
@@ -109,7 +110,7 @@ class SimWorkload:
             raise ValueError(f"stack {self.stack_name} has no multicast protocol")
         if start < 0:
             raise ValueError("start must be >= 0")
-        work = Workload(kind, dest, count, size=size, rate=rate, start=self.now + start)
+        work = Workload(kind, dest, count, size=size, rate=rate, start=self.now + start, granularity=self.sender_poll)
         m = self.members.get(src)
         if m is not None and m.alive:
             task = Task(src, m.incarnation, work)
@@ -145,8 +146,10 @@ class SimWorkload:
             assert dst is not None
             dest = m.stack.peer_address(dst, m.announced)  # as the real member resolves it
             n = work.due_on(m.stack, self.now, dest)
+            send = self._send
+            size = work.size
             for _ in range(n):
-                self._send(m, dst, dest, work.size)
+                send(m, dst, dest, size)
         else:
             n = work.due_on(m.stack, self.now)
             for _ in range(n):
