@@ -121,11 +121,16 @@ class Merge(Layer[Merge3Props]):
 
     def install_view(self, view: View, now: float, out: Effects) -> None:
         """Forgets reports made stale by this view: members of it that reported our previous view id or one of the
-        views it merged are with us now. Reports of other view ids stay (a member listed in our view may not have
-        installed it: an overlapping partition). Our next INFO goes out soon, so that others learn the new id."""
+        views it merged are with us now, and members it removed were heard before we gave up on them (an INFO they
+        send now brings them back; without this, a member cut off by a partition still "reports" our previous view
+        id for a check_interval, and a merge with it is tried, and times out, before the heal). Other reports of
+        members of this view stay (a member listed in our view may not have installed it: an overlapping
+        partition). Our next INFO goes out soon, so that others learn the new id."""
         stale = set(view.merged_from)
         if self.view is not None:
             stale.add(self.view.view_id)
+            for m in set(self.view.members) - set(view.members):
+                self.infos.pop(m, None)
         for m in view.members:
             entry = self.infos.get(m)
             if entry is not None and entry[0] in stale:

@@ -17,9 +17,10 @@ to reproduce the endless retransmission.
 
 Not in JGroups (`xmit_req_after_silence`, default on): a message that ends a silence of at least xmit_interval from
 its sender, or the answer to our SEND_FIRST_SEQNO, and leaves a gap asks for the gap at once rather than on the second
-retransmit run: what was sent before the silence is lost, not in flight (a partition that healed). A connection to a
-peer that left the view is closed but still flushed (acks, XMIT_REQs) once that peer sends on it again, as JGroups'
-retransmit task does.
+retransmit run: what was sent before the silence is lost, not in flight (a partition that healed); so does a view
+that brings a peer back (a merge), for what is missing from that peer. A peer outside the view is neither acked nor
+asked from the retransmit task (JGroups' task has no such filter; without it the partition-heal scenario's merge
+failed and timed out, a cause not yet run down).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from enum import Enum
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Deliver, Effects, Properties, UnicastLayer, prop
 from node.tables import RetransmitTable
-from node.wire import Message, header_class
+from node.wire import Message, View, header_class
 
 DATA = header_class("UNICAST3", "DATA")
 ACK = header_class("UNICAST3", "ACK")
@@ -297,7 +298,13 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             conn_id = entry.conn_id
             out.delivers.extend(Deliver("unicast", src, m.payload, conn_id, m.seqno) for m in delivered)
             c["msgs_delivered"] += len(delivered)
-        if silence and self.props.xmit_req_after_silence and entry.table.num_missing():
+        members = self.members
+        if (
+            silence
+            and self.props.xmit_req_after_silence
+            and (members is None or src in members)
+            and entry.table.num_missing()
+        ):
             # What is missing was sent before a silence of at least xmit_interval (a partition that healed): it is
             # lost, not in flight, so it is asked for now instead of two retransmit runs later.
             ranges = entry.table.missing(self.props.max_xmit_req_size)
@@ -421,6 +428,21 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         removed_recv = self.remove_receive_connection(peer)
         return removed_send or removed_recv
 
+    def install_view(self, view: View, now: float, out: Effects) -> None:
+        """A view that brings a peer back (a merge) asks it at once for what is missing from it: that was sent before
+        the view, during the partition, so it is lost, not in flight (xmit_req_after_silence)."""
+        before = self.members
+        self.set_members(view.members)
+        if before is None or not self.props.xmit_req_after_silence:
+            return
+        for peer in sorted(set(view.members) - before):
+            entry = self.recv_table.get(peer)
+            if entry is not None and entry.table.num_missing():
+                ranges = entry.table.missing(self.props.max_xmit_req_size)
+                entry.xmit_highest = ranges[-1][1]
+                self._send_xmit_req(peer, entry, ranges, now, out)
+                self.c["xmit_reqs_after_silence"] += 1
+
     def set_members(self, members: Iterable[str] | None, now: float | None = None, out: Effects | None = None) -> None:
         """The current membership (None: unknown). With `now` and `out`, connections to members that left are
         closed (CLOSING: still flushed, removed after conn_close_timeout), as JGroups' UNICAST3 does on a view."""
@@ -456,10 +478,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         # previous run are asked for, so messages still in flight are not requested.
         members = self.members
         for peer, entry in self.recv_table.items():
-            if members is not None and peer not in members and entry.state is not State.OPEN:
-                # a member that left and has sent nothing since (set_members closed it): neither acks nor
-                # retransmission requests. One that sends again (a healed partition) reopened it and is flushed.
-                continue
+            if members is not None and peer not in members:
+                continue  # a member that left: neither acks nor retransmission requests (until a view brings it back)
             if entry.ack_pending:
                 self._send_ack(peer, entry, now, out)
             table = entry.table

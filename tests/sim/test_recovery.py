@@ -5,10 +5,9 @@ lost either way.
 
 - merge.other_view_check_delay: the first INFO that crosses after the heal brings the receiver's own INFO and its
   view check forward, instead of waiting up to check_interval (1.6 x max_interval = 8 s here).
-- unicast3.xmit_req_after_silence: a message that ends a silence of at least xmit_interval and leaves a gap asks for
-  the gap at once, instead of on the second retransmit run (the gap was sent before the silence: lost, not in
-  flight). A receiver also flushes a connection to a non-member that sends again, as JGroups' retransmit task does:
-  the held-back unicasts do not wait for the merge.
+- unicast3.xmit_req_after_silence: a message that ends a silence of at least xmit_interval and leaves a gap, the
+  answer to a SEND_FIRST_SEQNO, or the merge view that brings the sender back, asks for the gap at once instead of on
+  the second retransmit run (the gap was sent before: lost, not in flight).
 - nakack2.xmit_req_after_silence: the same for multicasts, and then the next max_xmit_req_size seqnos as soon as the
   previous ones have all arrived, instead of one chunk per retransmit run (1 s by default).
 """
@@ -93,25 +92,40 @@ def test_early_check_merges_the_healed_group_sooner_and_loses_nothing() -> None:
     assert statistics.median(early) * 2 <= statistics.median(late), (early, late)
 
 
+def caught_up_and_merged(sim: Simulation) -> tuple[float, float]:
+    """Seconds from the heal until C has delivered every unicast A sent before the heal, and until the merge view."""
+    heal, before = sim.now, sim.sent("A", "C")
+    merged: list[float] = []
+
+    def done() -> bool:
+        if not merged and sim.views_agree() and len(sim.view_names("A")) == 3:
+            merged.append(sim.now - heal)
+        return bool(merged) and sim.delivered("C", "A")[: len(before)] == before
+
+    assert sim.run_until(done, 30, check_every=0.005)
+    return sim.now - heal, merged[0]
+
+
 @pytest.mark.parametrize("stream_s", [2.0, 10.0], ids=["stream-ends-in-the-split", "stream-goes-on"])
-def test_unicasts_held_back_by_the_split_arrive_within_one_xmit_interval_of_the_heal(stream_s: float) -> None:
-    """A stream that goes on through the heal: its next message ends C's silence and C asks at once. One that ended
-    during the split: A resends its highest unacked message on every retransmit run (its HA/HS did not move), which
-    arrives within XMIT of the heal and makes C ask. Either way the target is 2 x XMIT + 100 ms; without asking at
-    once C waits for its second retransmit run."""
+def test_unicasts_held_back_by_the_split_arrive_with_the_merge(stream_s: float) -> None:
+    """C asks A for nothing while A is outside its view; the merge view that brings A back asks at once for what is
+    missing (it was sent during the split: lost, not in flight), and so does the message that ends C's silence
+    from A if it comes later (a stream that ended during the split: A resends its highest unacked message on every
+    retransmit run). Without asking at once C waits for its second retransmit run after the merge."""
     at_once, waited = [], []
     for seed in SEEDS:
         sim = cut_off_c(seed, stream_s=stream_s)
-        at_once.append(unicasts_caught_up_after_heal(sim))
+        caught_up, merged = caught_up_and_merged(sim)
+        at_once.append(caught_up)
+        assert caught_up <= max(merged, XMIT if stream_s == 2.0 else 0) + 0.05, (seed, caught_up, merged)
         assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] >= 1
         assert_nothing_lost(sim)
         sim = cut_off_c(seed, stream_s=stream_s, ask_at_once=False)
-        waited.append(unicasts_caught_up_after_heal(sim))
+        waited.append(caught_up_and_merged(sim)[0])
         assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] == 0
         assert_nothing_lost(sim)
-    bound = XMIT + 0.05 if stream_s == 2.0 else 0.05
-    assert max(at_once) <= bound, at_once
-    assert min(waited) >= XMIT * 0.9 and statistics.median(waited) > 2 * statistics.median(at_once), waited
+    assert statistics.median(at_once) <= 2 * XMIT + 0.1, at_once  # bench_partition's target, on the median
+    assert statistics.median(waited) >= statistics.median(at_once) + 0.9 * XMIT, (at_once, waited)
 
 
 def deaf_c(seed: int, *, ask_at_once: bool) -> Simulation:
@@ -182,3 +196,19 @@ def test_the_answer_to_send_first_seqno_asks_for_the_rest_at_once() -> None:
     # round trip; waiting for B's second run after the answer costs one or two runs more
     assert max(at_once) <= 2 * XMIT + 0.1, at_once
     assert min(per_run) >= max(at_once) + XMIT * 0.9, (at_once, per_run)
+
+
+def test_no_merge_is_tried_with_a_member_cut_off_before_the_heal() -> None:
+    """A member the view dropped is no evidence of a subgroup until it is heard again: its INFO from before the cut
+    must not make the leader try a merge that can only time out (merge_timeout 5 s) and delay the real one."""
+    for seed in SEEDS:
+        props = {**PROPS, "gms": {**PROPS["gms"], "merge_timeout": "5s"}}
+        sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
+        assert sim.run_until(lambda s=sim: s.views_agree() and len(s.view_names("A")) == 3, 10, check_every=0.01)
+        sim.run(seed * 0.7 % MERGE_MAX)  # the cut falls at another point of the INFO schedule each time
+        sim.split([["A", "B"], ["C"]])
+        sim.run(12.0)  # views split after ~3 s; then more than one check_interval (8 s)
+        assert sim.view_names("A") == ["A", "B"] and sim.view_names("C") == ["C"]
+        assert sim.protocol_counters("A", "merge")["merges_triggered"] == 0, seed
+        sim.heal()
+        assert merged_after_heal(sim) <= MERGE_MAX + EARLY_DELAY + 0.2
