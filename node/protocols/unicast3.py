@@ -77,8 +77,9 @@ class Unicast3Props(Properties):
     ack_duplicates: bool = prop(True, "legacy switch: False acks only batches that delivered something (JGRP-1578)")
     xmit_req_after_silence: bool = prop(
         True,
-        "a message that ends at least xmit_interval of silence from its sender and leaves a gap (a heal) asks for "
-        "the gap at once; False waits for the second retransmit run, as JGroups does",
+        "a gap after xmit_interval of silence from its sender (a heal), after the answer to our SEND_FIRST_SEQNO or "
+        "in a view that brings the sender back is asked for at once; False waits for the second retransmit run, as "
+        "JGroups does",
     )
 
     def validate(self) -> None:
