@@ -6,9 +6,11 @@ marked `netns` and skipped without root), and reading a member's history. A conf
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,19 @@ import pytest
 from orchestration.backends import backend_class
 from orchestration.backends.netns import list_namespaces
 from orchestration.cluster import Cluster, ClusterSpec, _alive
+
+
+@contextlib.contextmanager
+def reaper_lock() -> Iterator[None]:
+    """`chaosbed down --all` reaps the leftovers of every crashed run on the machine, other tests' included. Tests
+    that run it hold this lock (across xdist workers), and a test that makes leftovers for its own `down --all` to
+    reap holds it from before it makes them, so that no other test's reaper takes them first."""
+    with open(Path(tempfile.gettempdir()) / "chaosbed-tests-reaper.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def netns_skip_reason() -> str | None:

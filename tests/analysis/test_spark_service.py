@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from analysis import spark_service
 from analysis.spark_service import ServiceInfo, SparkServiceError
+from tests.clusters import reaper_lock
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,13 +74,14 @@ def test_concurrent_starts_share_one_server_and_down_all_stops_it(state: Path) -
     assert res.exit_code == 0 and info.url in res.output and str(info.pid) in res.output
     # in a process of its own: the clusters' state root is fixed at import, and this process's is the machine's
     # (an in-process `down --all` took down the clusters of the other xdist worker)
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestration", "down", "--all"],
-        env={**env, "CHAOSBED_STATE": str(state.parent)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with reaper_lock():
+        res = subprocess.run(
+            [sys.executable, "-m", "orchestration", "down", "--all"],
+            env={**env, "CHAOSBED_STATE": str(state.parent)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "the Spark service" in res.stdout
     assert_gone(pids, state)

@@ -17,6 +17,7 @@ from analysis.reference import check_path
 from orchestration.runner import run
 from orchestration.scenario import load
 from tests.bug_catalogue import assert_reproduced, run_catalogue
+from tests.clusters import reaper_lock
 from tests.docker.conftest import leftovers, needs_docker
 
 pytestmark = needs_docker
@@ -122,37 +123,38 @@ def test_down_all_reaps_a_crashed_runs_containers_and_nothing_else(
     docker_client: Any, docker_cluster: Any, tmp_path: Path
 ) -> None:
     live = docker_cluster(2, stack="unicast3")  # a running cluster of someone else: stays
-    env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "crashed-state")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_RUN, str(tmp_path / "crashed")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        label = proc.stdout.readline().strip()  # type: ignore[union-attr]
-    finally:
-        proc.kill()
-        proc.wait()
-    shutil.rmtree(tmp_path / "crashed-state")  # the crashed run's state root is gone too
-    unrelated = docker_client.containers.create(live._image, command=["true"], name=f"unrelated-{live.label}")
-    try:
-        assert leftovers(docker_client, label), "the crashed run left nothing to reap"
-        down = subprocess.run(
-            [str(Path(sys.executable).parent / "chaosbed"), "down", "--all"],
-            env={**os.environ, "CHAOSBED_STATE": str(tmp_path / "another-root")},
-            capture_output=True,
+    with reaper_lock():  # no other test's `down --all` may reap the crashed run first
+        env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "crashed-state")}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CRASHING_RUN, str(tmp_path / "crashed")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
             text=True,
-            timeout=120,
         )
-        assert down.returncode == 0, down.stderr
-        assert leftovers(docker_client, label) == [], down.stdout
-        assert f"docker cluster {label}" in down.stdout
-        unrelated.reload()  # still there: no label of ours
-        assert sorted(live.running()) == ["A", "B"] and leftovers(docker_client, live.label)
-    finally:
-        unrelated.remove(force=True)
+        try:
+            label = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        finally:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp_path / "crashed-state")  # the crashed run's state root is gone too
+        unrelated = docker_client.containers.create(live._image, command=["true"], name=f"unrelated-{live.label}")
+        try:
+            assert leftovers(docker_client, label), "the crashed run left nothing to reap"
+            down = subprocess.run(
+                [str(Path(sys.executable).parent / "chaosbed"), "down", "--all"],
+                env={**os.environ, "CHAOSBED_STATE": str(tmp_path / "another-root")},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert down.returncode == 0, down.stderr
+            assert leftovers(docker_client, label) == [], down.stdout
+            assert f"docker cluster {label}" in down.stdout
+            unrelated.reload()  # still there: no label of ours
+            assert sorted(live.running()) == ["A", "B"] and leftovers(docker_client, live.label)
+        finally:
+            unrelated.remove(force=True)
 
 
 def test_the_command_line_drives_a_docker_cluster(docker_client: Any, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from orchestration.backends.netns import list_namespaces
 from orchestration.cluster import _alive
+from tests.clusters import reaper_lock
 
 pytestmark = pytest.mark.slow
 
@@ -57,13 +58,14 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
             for pid in map(int, pids):
                 if _alive(pid, label) and pid not in handlers:
                     os.kill(pid, signal.SIGKILL)
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "down", "--all"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    with reaper_lock():
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestration.cli", "down", "--all"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     deadline = time.monotonic() + 10
     while any(_alive(p, label) for p in handlers) and time.monotonic() < deadline:
@@ -86,9 +88,10 @@ def test_down_all_of_another_state_root_leaves_a_cluster_that_is_starting_alone(
     env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
 
     def down_all() -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestration.cli", "down", "--all"], env=env, capture_output=True, text=True
-        )
+        with reaper_lock():
+            done = subprocess.run(
+                [sys.executable, "-m", "orchestration.cli", "down", "--all"], env=env, capture_output=True, text=True
+            )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
