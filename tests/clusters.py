@@ -10,6 +10,8 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,19 @@ def reaper_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def down_all(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`chaosbed down --all` in a process of its own (the state root is fixed at import: env's CHAOSBED_STATE), under
+    the reaper lock."""
+    with reaper_lock():
+        return subprocess.run(
+            [sys.executable, "-m", "orchestration.cli", "down", "--all"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 def netns_skip_reason() -> str | None:

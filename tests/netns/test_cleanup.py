@@ -16,7 +16,7 @@ import pytest
 
 from orchestration.backends.netns import list_namespaces
 from orchestration.cluster import _alive
-from tests.clusters import reaper_lock
+from tests.clusters import down_all
 
 pytestmark = pytest.mark.slow
 
@@ -58,14 +58,7 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
             for pid in map(int, pids):
                 if _alive(pid, label) and pid not in handlers:
                     os.kill(pid, signal.SIGKILL)
-    with reaper_lock():
-        result = subprocess.run(
-            [sys.executable, "-m", "orchestration.cli", "down", "--all"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    result = down_all(env)
     assert result.returncode == 0, result.stdout + result.stderr
     deadline = time.monotonic() + 10
     while any(_alive(p, label) for p in handlers) and time.monotonic() < deadline:
@@ -87,20 +80,17 @@ def test_down_all_of_another_state_root_leaves_a_cluster_that_is_starting_alone(
     claims.claim(label, "netns", 100 * 250, tmp_path / "no-state-here")  # owned by this live process
     env = {**os.environ, "CHAOSBED_STATE": str(tmp_path / "state")}
 
-    def down_all() -> str:
-        with reaper_lock():
-            done = subprocess.run(
-                [sys.executable, "-m", "orchestration.cli", "down", "--all"], env=env, capture_output=True, text=True
-            )
+    def reap() -> str:
+        done = down_all(env)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
     try:
         subprocess.run(["ip", "netns", "add", ns], check=True)
-        down_all()
+        reap()
         assert ns in list_namespaces()
         claims.release(label)
-        assert ns in down_all()
+        assert ns in reap()
         assert ns not in list_namespaces()
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)

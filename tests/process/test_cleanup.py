@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from orchestration.backends.netns import list_namespaces
 from orchestration.cli import main
 from orchestration.cluster import STATE_ROOT, _alive
-from tests.clusters import BACKENDS, reaper_lock
+from tests.clusters import BACKENDS, down_all
 
 pytestmark = pytest.mark.slow
 
@@ -52,14 +52,7 @@ def test_down_all_reaps_the_leftovers_of_a_killed_orchestrator(backend: str, tmp
         proc.wait(10)
     label, pids = info["label"], info["pids"]
     assert all(_alive(p, label) for p in pids)  # its members outlive it...
-    with reaper_lock():
-        result = subprocess.run(
-            [sys.executable, "-m", "orchestration.cli", "down", "--all"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    result = down_all(env)
     assert result.returncode == 0 and label in result.stdout, result.stdout + result.stderr
     deadline = time.monotonic() + 10
     while any(_alive(p, label) for p in pids) and time.monotonic() < deadline:
