@@ -190,10 +190,10 @@ class Nakack2(MulticastLayer[Nakack2Props]):
                 touched[sender] = w
             else:
                 c["duplicates_received"] += 1
-        at_once = self.props.xmit_req_after_silence and self.props.xmit_interval > 0
+        interval = self.props.xmit_interval
+        at_once = self.props.xmit_req_after_silence and interval > 0
         for sender, w in touched.items():
             # a silence ended by the answer to our own XMIT_REQ does not count
-            interval = self.props.xmit_interval
             silence = w.last_received is not None and now - w.last_received >= interval <= now - w.asked_at
             w.last_received = now
             self._deliver(sender, w, out)

@@ -308,10 +308,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         ):
             # What is missing was sent before a silence of at least xmit_interval (a partition that healed): it is
             # lost, not in flight, so it is asked for now instead of two retransmit runs later.
-            ranges = entry.table.missing(self.props.max_xmit_req_size)
-            entry.xmit_highest = ranges[-1][1]  # the next retransmit run asks again for what is still missing
-            self._send_xmit_req(src, entry, ranges, now, out)
-            c["xmit_reqs_after_silence"] += 1
+            self._ask_all_missing(src, entry, now, out)
         if not delivered and not self.props.ack_duplicates:
             c["acks_withheld"] += 1  # JGRP-1578's flaw: nothing new delivered, nothing acked
             return
@@ -439,10 +436,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         for peer in sorted(set(view.members) - before):
             entry = self.recv_table.get(peer)
             if entry is not None and entry.table.num_missing():
-                ranges = entry.table.missing(self.props.max_xmit_req_size)
-                entry.xmit_highest = ranges[-1][1]
-                self._send_xmit_req(peer, entry, ranges, now, out)
-                self.c["xmit_reqs_after_silence"] += 1
+                self._ask_all_missing(peer, entry, now, out)
 
     def set_members(self, members: Iterable[str] | None, now: float | None = None, out: Effects | None = None) -> None:
         """The current membership (None: unknown). With `now` and `out`, connections to members that left are
@@ -528,6 +522,14 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                         out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=hs)
             entry.watermark = (ha, hs)
         self._reap(now, out)
+
+    def _ask_all_missing(self, peer: str, entry: ReceiverEntry, now: float, out: Effects) -> None:
+        """xmit_req_after_silence: an XMIT_REQ for everything missing now (known lost, not in flight); the next
+        retransmit run asks again for what is still missing then."""
+        ranges = entry.table.missing(self.props.max_xmit_req_size)
+        entry.xmit_highest = ranges[-1][1]
+        self._send_xmit_req(peer, entry, ranges, now, out)
+        self.c["xmit_reqs_after_silence"] += 1
 
     def _send_xmit_req(
         self, peer: str, entry: ReceiverEntry, ranges: list[tuple[int, int]], now: float, out: Effects

@@ -264,9 +264,8 @@ class Simulation(SimNetwork, SimWorkload):
     def _schedule_timer(self, m: SimMember) -> None:
         wake = m.stack.next_wakeup()
         if wake < m.timer_at:
-            m.timer_at = wake = max(wake, self.now)
-            self._seq += 1
-            heapq.heappush(self._queue, (wake, self._seq, _TIMER, (m.name, m.incarnation)))
+            m.timer_at = max(wake, self.now)
+            self._push(m.timer_at, _TIMER, (m.name, m.incarnation))
 
     def _flush(self, m: SimMember) -> None:
         stack = m.stack

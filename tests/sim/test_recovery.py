@@ -34,6 +34,17 @@ SEEDS = range(1, 8)
 RATE = 200  # unicasts/s from A to C
 
 
+def one_view_of_three(sim: Simulation) -> bool:
+    return sim.views_agree() and len(sim.view_names("A")) == 3
+
+
+def group_of_three(seed: int, properties: dict) -> Simulation:
+    """A, B and C with `properties`, once they have formed one view."""
+    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=properties)
+    assert sim.run_until(lambda: one_view_of_three(sim), 10, check_every=0.01)
+    return sim
+
+
 def cut_off_c(seed: int, *, stream_s: float, early_merge: bool = True, ask_at_once: bool = True) -> Simulation:
     """Three members form a view; A streams unicasts to C (`stream_s` seconds' worth); C is cut off by a full
     partition until both sides have views without each other, plus 1 s; then healed (sim.now is the heal)."""
@@ -42,8 +53,7 @@ def cut_off_c(seed: int, *, stream_s: float, early_merge: bool = True, ask_at_on
         "merge": {**PROPS["merge"], "other_view_check_delay": EARLY_DELAY if early_merge else 0},
         "unicast3": {"xmit_req_after_silence": ask_at_once},
     }
-    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
-    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim = group_of_three(seed, props)
     sim.stream("A", "C", round(RATE * stream_s), rate=RATE)
     sim.run(0.5)
     sim.split([["A", "B"], ["C"]])
@@ -56,15 +66,7 @@ def cut_off_c(seed: int, *, stream_s: float, early_merge: bool = True, ask_at_on
 
 def merged_after_heal(sim: Simulation) -> float:
     heal = sim.now
-    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 30, check_every=0.01)
-    return sim.now - heal
-
-
-def unicasts_caught_up_after_heal(sim: Simulation) -> float:
-    """Seconds from the heal until C has delivered every unicast A sent before the heal."""
-    heal = sim.now
-    before = sim.sent("A", "C")
-    assert sim.run_until(lambda: sim.delivered("C", "A")[: len(before)] == before, 30, check_every=0.005)
+    assert sim.run_until(lambda: one_view_of_three(sim), 30, check_every=0.01)
     return sim.now - heal
 
 
@@ -98,7 +100,7 @@ def caught_up_and_merged(sim: Simulation) -> tuple[float, float]:
     merged: list[float] = []
 
     def done() -> bool:
-        if not merged and sim.views_agree() and len(sim.view_names("A")) == 3:
+        if not merged and one_view_of_three(sim):
             merged.append(sim.now - heal)
         return bool(merged) and sim.delivered("C", "A")[: len(before)] == before
 
@@ -132,8 +134,7 @@ def deaf_c(seed: int, *, ask_at_once: bool) -> Simulation:
     """bench_partition's one-way variant: A multicasts at 1,000/s; C stops hearing A for 8 s (the views stay as they
     are: the coordinator A still hears C, so C's suspicion is not confirmed); then healed."""
     props = {**PROPS, "nakack2": {"xmit_req_after_silence": ask_at_once}}
-    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
-    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim = group_of_three(seed, props)
     sim.multicast_stream("A", 12_000, rate=1_000, size=100)
     sim.run(0.5)
     sim.cut("A", "C")
@@ -172,8 +173,7 @@ def b_deaf_to_a_from_the_start(seed: int, *, ask_at_once: bool) -> Simulation:
     never sees A's first message; then healed. B learns of the connection from A's resent highest message and asks
     for the first seqno (SEND_FIRST_SEQNO); A answers with its first and highest messages."""
     props = {**PROPS, "unicast3": {"xmit_req_after_silence": ask_at_once}}
-    sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
-    assert sim.run_until(lambda: sim.views_agree() and len(sim.view_names("A")) == 3, 10, check_every=0.01)
+    sim = group_of_three(seed, props)
     sim.cut("A", "B")
     sim.stream("A", "B", 100, rate=1_000)
     sim.run(2.0)
@@ -203,8 +203,7 @@ def test_no_merge_is_tried_with_a_member_cut_off_before_the_heal() -> None:
     must not make the leader try a merge that can only time out (merge_timeout 5 s) and delay the real one."""
     for seed in SEEDS:
         props = {**PROPS, "gms": {**PROPS["gms"], "merge_timeout": "5s"}}
-        sim = Simulation(3, seed=seed, stack="unicast3+nakack2", properties=props)
-        assert sim.run_until(lambda s=sim: s.views_agree() and len(s.view_names("A")) == 3, 10, check_every=0.01)
+        sim = group_of_three(seed, props)
         sim.run(seed * 0.7 % MERGE_MAX)  # the cut falls at another point of the INFO schedule each time
         sim.split([["A", "B"], ["C"]])
         sim.run(12.0)  # views split after ~3 s; then more than one check_interval (8 s)
