@@ -22,6 +22,7 @@ _HEAD = struct.Struct("!IQ")  # probe seqno, send time (ns, CLOCK_MONOTONIC: one
 class ProbeResult:
     sent: int
     received: list[tuple[int, int]] = field(default_factory=list)  # (seqno, one-way latency ns) in arrival order
+    sent_at: list[int] = field(default_factory=list)  # CLOCK_MONOTONIC ns at which datagram i was sent
 
     @property
     def seqnos(self) -> list[int]:
@@ -101,7 +102,9 @@ def probe(
         for i in range(total):
             while (ahead := start + i / rate - time.monotonic()) > 0:
                 time.sleep(ahead)  # pacing the sender, not waiting for a result
-            data = messages[i] if messages is not None else _HEAD.pack(i, time.monotonic_ns()) + payload
+            sent_at = time.monotonic_ns()
+            data = messages[i] if messages is not None else _HEAD.pack(i, sent_at) + payload
+            result.sent_at.append(sent_at)
             tx.sendto(data, target)
             last_arrival[0] = max(last_arrival[0], time.monotonic())
         thread.join(timeout=quiet + 30.0)

@@ -245,4 +245,16 @@ def test_duplicate_and_reorder_per_link(cluster: NetnsCluster, chaos) -> None:
     reordered = probe(cluster, "A", "B", 2000, rate=4000, quiet=0.5)
     overtaken = sum(1 for a, b in itertools.pairwise(reordered.seqnos) if b < a)
     assert len(reordered.unique) == 2000 and len(reordered.seqnos) == 2000, "reorder must not lose or add"
-    assert 200 <= overtaken <= 600, f"{overtaken} of 2000 datagrams arrived after a later one (p=0.2)"
+    # The handler draws each datagram it judges (`matched`) with p = 0.2: a drawn one waits for its source's next
+    # one, at most REORDER_MAX_HOLD (100 ms), and a run of drawn ones is overtaken once: p * (1 - p) = 0.16 per pair
+    # when the next was sent well within the hold and judged too. A loaded machine stalls the probe's sender now and
+    # then, and a starved handler's queue fails open (those pass unjudged, in order): count only what can reorder.
+    (rule,) = chaos.handler_stats()["B"]["rules"].values()
+    assert abs(rule["reordered"] / rule["matched"] - 0.2) <= 0.05, f"the handler's draws: {rule}"
+    close = sum(1 for a, b in itertools.pairwise(reordered.sent_at) if b - a < 20_000_000)
+    can_reorder = min(close, rule["matched"] - 1)
+    assert can_reorder >= 1000, f"the probe's sender or the handler stalled: {close} close pairs, {rule}"
+    assert 0.10 * can_reorder <= overtaken <= rule["reordered"], (
+        f"{overtaken} of 2000 datagrams arrived after a later one (p=0.2; {close} sent within 20 ms of the previous;"
+        f" handler {rule})"
+    )
