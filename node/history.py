@@ -19,6 +19,9 @@ Two modes:
 - file (`HistoryWriter(path, ...)`, the real member): events are buffered in memory and written to the OS at batch
   boundaries (`flush`), as complete lines in one `os.write` on an append-only file, so a member killed with SIGKILL
   loses at most what it had not flushed yet, and at worst leaves one partial last line, which readers skip.
+  `send` and `deliver`, one per message, skip the dict and the encoder: their constant part (member, incarnation,
+  kind, peer) is encoded once per peer by `encode` and the rest formatted into it (the same bytes, 10x cheaper:
+  JSON encoding was a third of a member's time at full rate).
 - memory (`HistoryWriter(None, ..., records=list)`, the simulator): events are appended to `records` as dicts;
   `write_records` later writes them exactly as a file-mode writer would have.
 """
@@ -29,6 +32,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,19 @@ def lines_of(records: Iterable[dict[str, Any]]) -> bytes:
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
     """Writes records as a new history file (replacing one that exists), line for line as a file-mode writer would."""
     Path(path).write_bytes(lines_of(records))
+
+
+def _plain(conn_id: object, seqno: object, msg_id: object) -> bool:
+    """The per-message fields are of the types the fast path formats exactly as `encode` does."""
+    return type(seqno) is int and (conn_id is None or type(conn_id) is int) and (msg_id is None or type(msg_id) is str)
+
+
+def _int_or_null(value: int | None) -> str:
+    return "null" if value is None else repr(value)
+
+
+def _str_or_null(value: str | None) -> str:
+    return "null" if value is None else encode_basestring(value)
 
 
 class HistoryWriter:
@@ -74,6 +91,7 @@ class HistoryWriter:
         if path is None:
             self.records = records if records is not None else []
         self._buf: list[str] = []
+        self._heads: dict[tuple[str, str, str | None, str | None], str] = {}  # the constant part of send/deliver lines
         self.events_written = 0
         self._fd = -1
         if path is not None:
@@ -117,6 +135,16 @@ class HistoryWriter:
         """This member sent an application message: `dest` is a member name (None for a multicast, whose conn_id
         is None too), `dest_address` the incarnation it was addressed to ("C" or "C/2"; None for a multicast),
         `size` the payload's bytes."""
+        if self.records is None and _plain(conn_id, seqno, msg_id) and type(size) is int:
+            key = ("send", kind, dest, dest_address)
+            head = self._heads.get(key)
+            if head is None:
+                head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
+            self._buf.append(
+                f'{{"t":{self.clock()}{head},"conn_id":{_int_or_null(conn_id)},"seqno":{seqno},'
+                f'"msg_id":{_str_or_null(msg_id)},"size":{size}}}'
+            )
+            return
         self.event(
             "send",
             kind=kind,
@@ -132,6 +160,22 @@ class HistoryWriter:
     def delivered(self, d: Deliver) -> str | None:
         """This member delivered `d` (from the stack's output); returns its msg_id."""
         msg_id = msg_id_of(d.payload)
+        if self.records is None and _plain(d.conn_id, d.seqno, msg_id):
+            key = ("deliver", d.kind, d.sender, None)
+            head = self._heads.get(key)
+            if head is None:
+                head = self._head(
+                    key,
+                    kind=d.kind,
+                    sender=name_of(d.sender),
+                    sender_address=d.sender,
+                    dest=self.member if d.kind == "unicast" else None,
+                )
+            self._buf.append(
+                f'{{"t":{self.clock()}{head},"conn_id":{_int_or_null(d.conn_id)},"seqno":{d.seqno},'
+                f'"msg_id":{_str_or_null(msg_id)},"size":{len(d.payload)}}}'
+            )
+            return msg_id
         self.event(
             "deliver",
             kind=d.kind,
@@ -144,6 +188,13 @@ class HistoryWriter:
             size=len(d.payload),
         )
         return msg_id
+
+    def _head(self, key: tuple[str, str, str | None, str | None], **fields: Any) -> str:
+        """The constant part of a send or deliver line, from `"member"` up to (without) `"conn_id"`, as `encode`
+        writes it; cached under `key` (the event and the arguments it is made of)."""
+        record = {"member": self.member, "incarnation": self.incarnation, "event": key[0], **fields}
+        head = self._heads[key] = "," + encode(record)[1:-1]
+        return head
 
     def protocol_events(self, events: Iterable[Event]) -> None:
         """The events the stack's protocols emitted (view, conn, xmit, ...), with a peer address turned into the

@@ -107,3 +107,32 @@ def test_non_ascii_is_written_as_utf8(tmp_path: Path) -> None:
     h.event("note", text="naïve")
     h.close()
     assert path.read_bytes() == '{"t":5,"member":"Ä","incarnation":1,"event":"note","text":"naïve"}\n'.encode()
+
+
+def test_send_and_deliver_lines_are_the_encoders_bytes_for_any_value(tmp_path: Path) -> None:
+    """The file mode formats send/deliver lines itself (node/history.py): for names, msg_ids and numbers that JSON
+    must escape or that are absent, its bytes are still what `encode` makes of the same record (memory mode)."""
+    names = ['A"q', "Ä/2", "B\\n", "C\u2028", "D\x01"]
+    msg_ids: list[str | None] = ['x"y>B#1', "naïve>B#2", "tab\t>B#3", None, "\x7f>B#4"]
+    conn_ids = [None, 0, 2**32 - 1]
+
+    def events(h: HistoryWriter) -> None:
+        for i, (name, msg_id) in enumerate(zip(names, msg_ids, strict=True)):
+            conn_id = conn_ids[i % len(conn_ids)]
+            h.sent("unicast", name.split("/")[0], conn_id, 2**63 + i, msg_id, i, dest_address=name)
+            h.sent("multicast", None, None, i, msg_id, 0)
+            h.delivered(Deliver("unicast", name, (msg_id or "").encode() + b"\0pad", conn_id, i))
+            h.delivered(Deliver("multicast", name, b"no msg_id", None, i))
+            h.sent("unicast", "B", True, i, msg_id, i, dest_address="B")  # not an int: the encoder's path
+        h.flush()
+
+    live = tmp_path / "live.jsonl"
+    f = HistoryWriter(str(live), 'M"1', 3, clock=iter(range(1000)).__next__)
+    events(f)
+    f.close()
+    m = HistoryWriter(None, 'M"1', 3, clock=iter(range(1000)).__next__)
+    events(m)
+    assert m.records is not None
+    assert live.read_bytes() == lines_of(m.records)
+    lines = live.read_text().split("\n")[:-1]  # not splitlines(): U+2028 is a line break to it, not to JSON lines
+    assert len(lines) == 25 and all(line == encode(json.loads(line)) for line in lines)
