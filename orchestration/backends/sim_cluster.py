@@ -17,6 +17,7 @@ from typing import Any
 
 from chaos.engine import ChaosError, links, normalize, planned_record
 from chaos.rules import parse_match
+from node.workload import POLL
 from orchestration.backends.sim import LinkFaults, MessageRule, Simulation
 from orchestration.backends.sim_member import SimMember
 from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
@@ -176,7 +177,14 @@ class SimCluster(Cluster):
 
     def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
         super().__init__(spec, label=label, workdir=workdir)
-        self.sim = Simulation(spec.members, seed=spec.seed, stack=spec.stack, properties=spec.properties, cluster="sim")
+        self.sim = Simulation(
+            spec.members,
+            seed=spec.seed,
+            stack=spec.stack,
+            properties=spec.properties,
+            cluster="sim",
+            sender_poll=POLL,  # paced as a real member's sender loop: what fell due within 1 ms goes out together
+        )
         self.clock = SimClock(self.sim)
         self._chaos = SimChaos(self)
         self._tasks: dict[str, dict[int, dict[str, object]]] = {}  # member -> task id -> progress

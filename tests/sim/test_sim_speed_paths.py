@@ -88,3 +88,19 @@ def test_sender_poll_sends_what_fell_due_together_in_one_datagram() -> None:
 def test_sender_poll_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="sender_poll"):
         Simulation(2, sender_poll=-1.0)
+
+
+def test_the_scenario_backend_paces_workloads_as_a_real_member(tmp_path) -> None:
+    """`--backend sim` (SimCluster) sends what fell due within the real member's 1 ms sender poll together: at
+    5,000/s about 5 unicasts per datagram, as node/runtime.py does, not one datagram per message."""
+    from orchestration.backends.sim_cluster import SimCluster
+    from orchestration.cluster import ClusterSpec
+
+    cluster = SimCluster(ClusterSpec(["A", "B"], backend="sim", seed=3), workdir=tmp_path)
+    cluster.start()
+    assert cluster.sim.sender_poll == POLL
+    cluster.control("A", "send", to="B", count=1000, rate=5000)
+    assert cluster.sim.run_until(lambda: len(cluster.sim.delivered("B", "A")) == 1000, 10)
+    a_sent = cluster.control("A", "stats")["counters"]["stack"]["datagrams_sent"]
+    assert a_sent <= 1000 / 3, f"{a_sent} datagrams for 1,000 unicasts"
+    cluster.down()
