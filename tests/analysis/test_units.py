@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.checks import MIN_ROWS_PER_TASK, plan_tasks
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
-from analysis.ingest import JsonReader, read_history_file, split_groups
+from analysis.ingest import Group, JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
 from analysis.verdict import Violation, sort_violations, verdict_doc
@@ -135,6 +136,27 @@ def test_split_groups_keeps_file_order_within_each_group() -> None:
     parts = {k: p["pos"].to_pylist() for k, p in split_groups(tbl)}
     assert parts == {"B": [0, 3], "A": [2, 4], None: [1, 5]}
     assert [k for k, _ in split_groups(tbl.slice(0, 1))] == ["B"]
+
+
+def test_tasks_grow_with_the_rows_up_to_two_per_slot() -> None:
+    """A small input is one task (a task costs more than checking a few thousand rows); more rows make more tasks,
+    up to two per slot, then one per rows_per_task; every group is in exactly one task, the biggest tasks first."""
+
+    def groups(*rows: int) -> list[Group]:
+        return [Group("run", f"m{i}", f"groups/g{i}", n) for i, n in enumerate(rows)]
+
+    def sizes(tasks: list[list[Group]]) -> list[int]:
+        return [sum(g.rows for g in t) for t in tasks]
+
+    assert sizes(plan_tasks(groups(300, 250, 250, 200), slots=2)) == [1000]
+    assert len(plan_tasks(groups(*[MIN_ROWS_PER_TASK // 4] * 8), slots=2)) == 2
+    many = groups(*[MIN_ROWS_PER_TASK] * 8)
+    assert len(plan_tasks(many, slots=2)) == 4
+    assert len(plan_tasks(many, slots=2, rows_per_task=MIN_ROWS_PER_TASK)) == 8
+    assert len(plan_tasks(groups(10**6), slots=2)) == 1  # never more tasks than groups
+    mixed = plan_tasks(groups(*range(1, 40_000, 1_000)), slots=2)
+    assert sorted(g.key for t in mixed for g in t) == sorted(g.key for g in groups(*range(1, 40_000, 1_000)))
+    assert sizes(mixed) == sorted(sizes(mixed), reverse=True)
 
 
 def test_liveness_and_incarnations(tmp_path: Path) -> None:
