@@ -24,7 +24,7 @@ def run_suite(args: list[str], workers: int | None) -> tuple[float, bool, str]:
     """Wall time of one pytest run, whether it passed, and its summary line."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     if workers is not None:
-        command += ["-n", str(workers)]
+        command += ["-n", str(workers), "--dist", "worksteal"]  # as `make test`
     else:
         command += ["-p", "no:xdist"]
     t = time.perf_counter()
