@@ -31,7 +31,9 @@ def run_suite(args: list[str], workers: int | None) -> tuple[float, bool, str]:
     done = subprocess.run(command, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    return elapsed, done.returncode == 0, lines[-1] if lines else done.stderr.strip()[-200:]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]  # pytest's short summary
+    summary = lines[-1] if lines else done.stderr.strip()[-200:]
+    return elapsed, done.returncode == 0, "\n".join([summary, *(f"    {line}" for line in failed)])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -75,8 +75,10 @@ class GmsProps(Properties):
     merge_ask_listed_members: bool = prop(
         True,
         "the merge leader also asks the members listed in the views it is answered with that it had not heard of (a "
-        "coordinator whose INFO it missed, JGRP-1876); False = only the members it knew of when the merge started (the"
-        " flawed variant: scenarios/bugs/merge-coordinator-left-out.toml)",
+        "coordinator whose INFO it missed, JGRP-1876), and waits up to merge_timeout / 2 for those the failure detector"
+        " has not heard from (right after a heal the first INFO may come before their first heartbeat); False = only "
+        "the members it knew of when the merge started (the flawed variant: scenarios/bugs/merge-coordinator-left-out"
+        ".toml)",
     )
 
     def validate(self) -> None:
@@ -164,6 +166,8 @@ class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
         "merges_completed",
         "merges_abandoned",
         "merges_busy",
+        "merge_unheard_asked",  # listed in an answer, not heard from by the failure detector: asked all the same
+        "merge_unheard_left_out",  # of those, the ones that had not answered by unheard_deadline
         "merge_reqs_sent",
         "merge_reqs_received",
         "merge_rsps_sent",
@@ -504,7 +508,7 @@ class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
         if self._pending is not None:
             t = min(t, self._pending.next_xmit, self._pending.deadline)
         if self._merge is not None:
-            t = min(t, self._merge.deadline)
+            t = min(t, self._merge.deadline, self._merge.unheard_deadline if self._merge.unheard else NEVER)
         if self._lock is not None:
             t = min(t, self._lock[2])
         return t
@@ -520,6 +524,11 @@ class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
         elif state is State.LEAVING and self._tick_leaving(now, out):
             return
         self._tick_pending(now, out)
+        merge = self._merge
+        if merge is not None and merge.unheard and now >= merge.unheard_deadline:
+            self.c["merge_unheard_left_out"] += merge.drop_silent_unheard()  # dead, or cut off
+            if merge.complete():
+                self._finish_merge(now, out)
         if self._merge is not None and now >= self._merge.deadline:
             self._abandon_merge(now, out)  # digests collected this long ago are stale: try again later
         if self._lock is not None and now >= self._lock[2]:

@@ -54,9 +54,21 @@ class MergeRound:
     deadline: float
     answers: dict[str, tuple[View, Digest]] = field(default_factory=dict)
     rejected: set[str] = field(default_factory=set)
+    # asked because an answer listed them, though the failure detector had not heard from them (yet: right after a
+    # heal, the first INFO can come before their first heartbeat); by `unheard_deadline` the merge goes on without
+    # those that did not answer (they may be dead)
+    unheard: set[str] = field(default_factory=set)
+    unheard_deadline: float = 0.0
 
     def complete(self) -> bool:
         return all(m in self.answers or m in self.rejected for m in self.asked)
+
+    def drop_silent_unheard(self) -> int:
+        """At unheard_deadline: the unheard that have not answered are no longer waited for; returns how many."""
+        silent = {m for m in self.unheard if m not in self.answers and m not in self.rejected}
+        self.asked = [m for m in self.asked if m not in silent]
+        self.unheard.clear()
+        return len(silent)
 
 
 Ranges = tuple[tuple[int, int], ...]
@@ -148,6 +160,7 @@ class MergeHandshake:
         self._merge_counter += 1
         merge_id = self._merge_id_base | (self._merge_counter & 0xFFFFFFFF)
         rnd = MergeRound(merge_id, asked, now + self.props.merge_timeout)
+        rnd.unheard_deadline = now + self.props.merge_timeout / 2  # the participants' locks last merge_timeout
         rnd.answers[self.local] = (self.view, self._digest())
         self._merge = rnd
         self.c["merges_started"] += 1
@@ -187,14 +200,18 @@ class MergeHandshake:
         else:
             self.note_view_id(view.view_id)
             rnd.answers[src] = (view, digest)
-            # members of its view we did not know of (no INFO from them yet): ask them too if they are alive
+            # members of its view we did not know of (no INFO from them yet): ask them too; those the failure detector
+            # has not heard from are not waited for past unheard_deadline
             more = [
                 m
                 for m in (view.members if self.props.merge_ask_listed_members else ())
-                if m != self.local and m not in rnd.asked and self._alive(m, now)
+                if m != self.local and m not in rnd.asked
             ]
             for m in more:
                 rnd.asked.append(m)
+                if not self._alive(m, now):
+                    rnd.unheard.add(m)
+                    self.c["merge_unheard_asked"] += 1
                 out.send(m, MERGE_REQ(merge_id))
             self.c["merge_reqs_sent"] += len(more)
         if rnd.complete():

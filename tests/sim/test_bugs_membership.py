@@ -185,9 +185,10 @@ def test_subgroup_reset_restarts_a_window_and_delivers_everything_after_the_merg
 # --- merge-coordinator-left-out: the merge leader never hears a subgroup coordinator's INFO (JGRP-1876) -----------
 
 
-def merge_without_cs_info(ask_listed: bool, seed: int) -> tuple[Simulation, MessageRule]:
+def merge_without_cs_info(ask_listed: bool, seed: int, *, a_deaf_to_c: bool = False) -> tuple[Simulation, MessageRule]:
     """Every member streams unicasts to the others; every MERGE.INFO from C to A is dropped; a split {A,B} | {C,D}
-    for 3 s, then heal: A leads the merge and hears of {C,D}'s view only from D."""
+    for 3 s, then heal: A leads the merge and hears of {C,D}'s view only from D. `a_deaf_to_c`: A gets none of C's
+    FD heartbeats either (the rule is returned second; remove it from sim.rules to end it)."""
     sim = group(4, seed, stack="unicast3+gms", gms={"merge_ask_listed_members": ask_listed})
     for s in "ABCD":
         for d in "ABCD":
@@ -198,6 +199,8 @@ def merge_without_cs_info(ask_listed: bool, seed: int) -> tuple[Simulation, Mess
     sim.split([["A", "B"], ["C", "D"]])
     sim.run(3.0)
     assert sim.view_names("A") == ["A", "B"] and sim.view_names("D") == ["C", "D"]
+    if a_deaf_to_c:
+        sim.add_rule(MessageRule("FD", "HEARTBEAT", src="C", dst="A"))
     sim.heal(keep_rules=True)
     return sim, rule
 
@@ -238,3 +241,34 @@ def test_asking_listed_members_takes_the_unheard_coordinator_in(seed: int) -> No
         for r in "ABCD":
             if s != r:
                 assert sim.delivered(r, s) == sim.sent(s, r), f"{s}->{r}"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_listed_member_not_heard_from_since_the_heal_is_asked_too(seed: int) -> None:
+    """On netns the first INFO after a heal comes within merge.other_view_check_delay (0.1 s), before C's first
+    heartbeat (every fd.interval), and A's failure detector has not heard from C since the split: C is asked anyway,
+    and the merge waits for its answer (up to merge_timeout / 2). Here A gets no heartbeat of C until the merge."""
+    sim, rule = merge_without_cs_info(True, seed, a_deaf_to_c=True)
+    assert sim.run_until(lambda: bool(sim.view("A").is_merge), CONVERGENCE_BOUND)  # type: ignore[union-attr]
+    first = sim.view("A")
+    assert first is not None and sorted(first.members) == ["A", "B", "C", "D"], views_of(sim)
+    counters = sim.protocol_counters("A", "gms")
+    assert counters["merges_completed"] == counters["merge_unheard_asked"] == 1, counters
+    assert counters["merge_unheard_left_out"] == 0, counters
+    sim.rules[:] = [r for r in sim.rules if r.protocol != "FD"]
+    converge(sim, CONVERGENCE_BOUND)
+    assert rule.matched > 0 and sim.view("C") == first
+    assert sim.run_until(sim.quiet, 30.0), views_of(sim)
+    assert_unicasts_in_order(sim)
+
+
+def test_a_dead_listed_member_delays_the_merge_by_half_merge_timeout_only() -> None:
+    """A listed member that never answers (C, killed after the split) is not waited for past merge_timeout / 2: the
+    merge of {A,B} and {D} goes on without it, and nothing is abandoned."""
+    sim, _ = merge_without_cs_info(True, 1, a_deaf_to_c=True)
+    sim.crash("C")
+    assert sim.run_until(lambda: bool(sim.view("A").is_merge), CONVERGENCE_BOUND)  # type: ignore[union-attr]
+    assert sim.view_names("A") == sim.view_names("D") == ["A", "B", "D"], views_of(sim)
+    counters = sim.protocol_counters("A", "gms")
+    assert counters["merges_completed"] == 1 and counters["merges_abandoned"] == 0, counters
+    assert counters["merge_unheard_asked"] == counters["merge_unheard_left_out"] == 1, counters
