@@ -28,8 +28,9 @@ from orchestration.cluster import ClusterSpec, member_names
 
 SIZE = 100  # message payload bytes (--size)
 # JGroups 2.12.2 (Debian's libjgroups-java) at 1000 B on this machine kind, issue #14's anchor (another day, another
-# harness): msgs/s. bench_jgroups measures JGroups in the same run; on 2026-11-26 it gave UNICAST2 119.8k, NAKACK 157.4k.
+# harness): msgs/s. bench_jgroups measures JGroups in the same run (2026-11-26: UNICAST2 119.8k, NAKACK 157.4k).
 JGROUPS_1000B = {"UNICAST": 58_500, "UNICAST2": 83_800, "NAKACK per receiver": 70_700}
+SAME_RUN = "(bench_jgroups measures JGroups in the same run)"
 RAW_RECEIVER = textwrap.dedent("""
     import socket, sys, time
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -234,9 +235,8 @@ def netns_transports(messages: int, repeats: int) -> None:
             if transport == "udp":
                 report("  ratio UNICAST3 / raw UDP", u3 / rate, "x")
                 if SIZE == 1000:
-                    report(
-                        "  ratio UNICAST3 / #14's JGroups UNICAST2 anchor", u3 / JGROUPS_1000B["UNICAST2"], "x", "(bench_jgroups: same run)"
-                    )
+                    anchor = JGROUPS_1000B["UNICAST2"]
+                    report("  ratio UNICAST3 / #14's JGroups UNICAST2 anchor", u3 / anchor, "x", SAME_RUN)
     spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=FAST_MEMBERSHIP, backend="netns")
     with NetnsCluster(spec) as cluster:
         cluster.start()
@@ -251,9 +251,8 @@ def netns_transports(messages: int, repeats: int) -> None:
             f"(median of {repeats}; receiver RSS peak {peak / 1024:.0f} MiB)",
         )
         if SIZE == 1000:
-            report(
-                "  ratio NAKACK2 / #14's JGroups NAKACK anchor", nak / JGROUPS_1000B["NAKACK per receiver"], "x", "(bench_jgroups: same run)"
-            )
+            anchor = JGROUPS_1000B["NAKACK per receiver"]
+            report("  ratio NAKACK2 / #14's JGroups NAKACK anchor", nak / anchor, "x", SAME_RUN)
 
 
 if __name__ == "__main__":
