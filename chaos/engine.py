@@ -48,6 +48,52 @@ class ChaosError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class QueueBypass:
+    """What one member's NFQUEUE handler missed. The queue is fail-open (chaos/nfqueue/netlink.py): a packet that
+    finds the queue full (`full_queue`; the kernel counts it nowhere, so it is the queue rules' packet count minus
+    what the kernel numbered) or the handler's socket buffer full (`overflowed`, numbered but never read) is
+    accepted, not dropped: it escapes every handler rule. `dropped`: a full queue on kernels without fail-open.
+    Packets in flight when it is asked (numbered, not yet read) count as overflowed: a handful at most."""
+
+    member: str
+    queued: int  # packets the queue rules took since they were last installed
+    full_queue: int
+    overflowed: int
+    dropped: int
+    faults: list[str]  # the faults with rules at this member
+
+    IN_FLIGHT = 16  # packets numbered but not yet read when asked: below this, overflowed is not a bypass
+
+    @property
+    def bypassed(self) -> int:
+        return self.full_queue + (self.overflowed if self.overflowed > self.IN_FLIGHT else 0)
+
+    def warning(self) -> str | None:
+        """What a run says about it (None: every packet was judged)."""
+        faults = ", ".join(self.faults) or "its rules"
+        parts = []
+        if self.bypassed:
+            share = f" ({100 * self.bypassed / self.queued:.1f}%)" if self.queued >= self.bypassed else ""
+            parts.append(
+                f"the NFQUEUE handler at {self.member} could not keep up: {self.bypassed:,} of {self.queued:,} packets"
+                f"{share} bypassed the protocol-aware rules ({faults}; its queue or socket buffer was full, and the "
+                "kernel lets such packets through rather than drop them), so those faults acted on fewer packets "
+                "than planned. A less busy machine or a lower workload rate avoids it"
+            )
+        if self.dropped:
+            parts.append(
+                f"the NFQUEUE handler at {self.member} could not keep up: its full queue dropped {self.dropped:,} "
+                f"packets that no rule of {faults} dropped (this kernel has no fail-open for queues)"
+            )
+        return "; ".join(parts) or None
+
+
+def _fault_order(fault_id: str) -> tuple[int, str]:
+    """f2 before f10."""
+    return (int(fault_id[1:]), fault_id) if fault_id[1:].isdigit() else (1 << 62, fault_id)
+
+
+@dataclass(frozen=True)
 class Endpoint:
     name: str
     ip: str
@@ -164,6 +210,33 @@ class Chaos:
         state = self._load()
         return {m: self._request(m, h, {"cmd": "stats"})["stats"] for m, h in state["handlers"].items()}
 
+    def queue_bypass(self) -> dict[str, QueueBypass]:
+        """Per receiving member with a handler: the packets its queue rules took since they were last installed, and
+        how many of them no handler rule judged because the handler fell behind (see QueueBypass)."""
+        state = self._load()
+        out: dict[str, QueueBypass] = {}
+        for member, h in state["handlers"].items():
+            # the kernel's rule counters first, the handler's numbering after: a packet arriving in between is
+            # counted by the handler only, so it can never look bypassed
+            queued = kernel.counters(self.members[member].ns)["queued"]
+            try:
+                stats = self._request(member, h, {"cmd": "stats"})["stats"]
+            except (OSError, ChaosError, ValueError):
+                continue
+            kq = stats["queue"]
+            numbered = kq.get("id_sequence")
+            if numbered is None:  # the queue is not bound (the handler is stopping)
+                continue
+            out[member] = QueueBypass(
+                member=member,
+                queued=queued,
+                full_queue=max(0, queued - (numbered - h.get("numbered_at_apply", 0))),
+                overflowed=stats["missed_ids"],
+                dropped=kq.get("queue_dropped", 0) + kq.get("queue_user_dropped", 0),
+                faults=sorted({rule_id.split(":", 1)[0] for rule_id in stats["rules"]}, key=_fault_order),
+            )
+        return out
+
     def shutdown(self) -> None:
         """Stops every handler without touching rules (the namespaces are about to be deleted). Idempotent."""
         if not self._state_path.exists():
@@ -272,7 +345,9 @@ class Chaos:
         if h is None:
             h = self._start_handler(name, need)
             state["handlers"][name] = h
-        self._request(name, h, {"cmd": "rules", "rules": rules})
+        reply = self._request(name, h, {"cmd": "rules", "rules": rules})
+        # asked before kernel.apply resets the queue rules' counters: queue_bypass compares the two from here on
+        h["numbered_at_apply"] = reply.get("numbered", 0)
 
     def _carry_counts(self, name: str, h: dict[str, Any], rules: list[dict]) -> list[dict]:
         """A handler restarted for a bigger queue keeps what its count rules have left."""

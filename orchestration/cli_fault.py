@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
@@ -222,6 +223,9 @@ def list_(label: str | None) -> None:
         acted = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         if acted:
             console.print(f"kernel rules at {member}: {acted} packets")
+    for bypass in chaos.queue_bypass().values():
+        if (warning := bypass.warning()) is not None:
+            console.print(f"[bold red]WARNING[/bold red]: {escape(warning)}", soft_wrap=True)
 
 
 @click.command()

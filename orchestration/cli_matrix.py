@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -114,6 +115,9 @@ def summarize(result: MatrixResult) -> int:
     for r in result.results:
         if (r.checked and not r.passed) or not r.ok:
             console.print(f"{r.cell.id} replay: {r.cell.replay()}", markup=False, soft_wrap=True)
+    for r in result.results:
+        for w in r.warnings:
+            console.print(f"[bold red]WARNING[/] {escape(r.cell.id)}: {escape(w)}", soft_wrap=True)
     n_ok = sum(r.ok for r in result.results)
     summary = (
         f"{n_ok} of {len(result.results)} cells as expected; runs {result.run_seconds:.1f} s, one check pass "

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.markup import escape
 
 from node.units import parse_duration
 from orchestration.cli_options import console
@@ -58,15 +59,13 @@ def print_handled(faults: list[dict[str, Any]]) -> None:
 
 
 def warn_late(outcome: RunOutcome) -> None:
-    """Says loudly what did not happen on time: member actions that started late (network faults are switched by
-    the clock), a wall clock that moved under the kernel's time gates."""
-    for e in outcome.late:
-        console.print(
-            f"[bold red]WARNING[/bold red]: {e['kind']} {e.get('member', '')} planned at {e['at']} started "
-            f"{e['lag_ms']:g} ms late (the machine was too busy)"
-        )
-    for w in outcome.warnings:
-        console.print(f"[bold red]WARNING[/bold red]: {w}")
+    """Says loudly what did not happen as planned: member actions that started late (network faults are switched by
+    the clock), a wall clock that moved under the kernel's time gates, packets that escaped the protocol-aware rules
+    because an NFQUEUE handler fell behind."""
+    from orchestration.runner import warning_lines
+
+    for w in warning_lines(outcome.late, outcome.warnings):
+        console.print(f"[bold red]WARNING[/bold red]: {escape(w)}", soft_wrap=True)
 
 
 def run_checks(folder: Path, master: str | None) -> int:

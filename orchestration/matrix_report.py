@@ -57,6 +57,9 @@ def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
     settings = " ".join(f"{k}={_value(v)}" for k, v in c.settings.items())
     title = f"{c.id} {c.scenario_name} {c.label} {c.backend} seed {c.seed} {settings}; expected {c.expect.describe()}"
     href = f' href="{_e(c.folder)}/report.html"' if r.status == "ran" and r.checked else ""
+    if r.warnings:  # the run did not go as planned: marked, and said in the tooltip and below the grid
+        text += " \u26a0"
+        title += "; NOT AS PLANNED: " + " / ".join(r.warnings)
     label = f"{text} <span style='font-weight:normal'>{_e(' '.join(rest))}</span>" if rest else text
     return f'<a class="cell {cls}"{href} title="{_e(title)}">{label}</a>'
 
@@ -113,12 +116,14 @@ def render(result: MatrixResult) -> str:
         parts.append("<p class='badge fail'>interrupted (Ctrl-C): unfinished cells were not checked</p>")
     if result.check_error:
         parts.append(f"<p class='badge fail'>the checker could not run: {_e(result.check_error)}</p>")
+    unplanned = [(r, w) for r in res for w in r.warnings]
+    unplanned_note = " \u26a0: the run did not go as planned (listed below)." if unplanned else ""
     checks = (
         " <a href='checks.html'>Every run's checks in one table</a>." if (result.out / "checks.html").exists() else ""
     )
     parts.append(
         "<p class='muted'>green: passed; amber: failed as expected (a known bug reproduced); red: not as expected "
-        f"(or could not run); grey: not finished. A cell links to its run's report.{checks}</p>"
+        f"(or could not run); grey: not finished.{unplanned_note} A cell links to its run's report.{checks}</p>"
     )
     parts.append(grid(result))
     failed = [r for r in res if (r.checked and not r.passed) or r.status == "error" or not r.ok]
@@ -134,6 +139,10 @@ def render(result: MatrixResult) -> str:
                 f"{_e(why)}{note}{link}<br><code>{_e(c.replay())}</code></li>"
             )
         parts.append(f"<h2>Failed cells: replay</h2><ul class='replay'>{''.join(items)}</ul>")
+    if unplanned:
+        names = (" ".join(filter(None, (r.cell.id, r.cell.scenario_name, r.cell.label))) for r, _ in unplanned)
+        items = "".join(f"<li>{_e(name)}: {_e(w)}</li>" for name, (_, w) in zip(names, unplanned, strict=True))
+        parts.append(f"<h2>Not as planned (\u26a0)</h2><ul class='replay'>{items}</ul>")
     title = _e(result.matrix.name)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestration.matrix import Cell, Matrix
-from orchestration.runner import OUTCOME_FILE, first_interrupt_only
+from orchestration.runner import OUTCOME_FILE, first_interrupt_only, warning_lines
 
 CELL_LOG = "run.log"  # what the cell printed
 GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
@@ -43,6 +43,11 @@ class CellResult:
     @property
     def passed(self) -> bool:
         return self.status == "ran" and self.checked and not self.violated
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the cell's run did not do as planned (its outcome.json: late member actions, warnings)."""
+        return warning_lines(self.outcome.get("late") or [], self.outcome.get("warnings") or [])
 
     @property
     def ok(self) -> bool:
@@ -219,7 +224,8 @@ def check_all(result: MatrixResult, master: str | None) -> None:
 
 
 def matrix_doc(result: MatrixResult) -> dict[str, Any]:
-    """matrix.json (SCENARIO.md): ok and one entry per cell; extended with status, expect, seconds and timings."""
+    """matrix.json (SCENARIO.md): ok and one entry per cell; extended with status, expect, seconds, warnings and
+    timings."""
     cells = []
     for r in result.results:
         c = r.cell
@@ -241,6 +247,7 @@ def matrix_doc(result: MatrixResult) -> dict[str, Any]:
                 "replay": c.replay(),
                 "seconds": round(r.seconds, 2),
                 "error": r.error,
+                "warnings": r.warnings,  # what the run did not do as planned (late actions, rules bypassed)
             }
         )
     return {

@@ -33,7 +33,7 @@ class RunOutcome:
     extra_violations: list[dict[str, Any]] = field(default_factory=list)
     late: list[dict[str, Any]] = field(default_factory=list)  # member actions that started late (schedule.LATE_MS)
     handled: list[dict[str, Any]] = field(default_factory=list)  # network faults with what their rules acted on
-    warnings: list[str] = field(default_factory=list)  # the schedule could not keep its times (schedule.py)
+    warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
 
 
 def scenario_toml(sc: Scenario) -> str:
@@ -114,9 +114,10 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.get("handled")] if result.planned else []
+        warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
         cluster.stop_members()
         extra = [] if result.settled else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, result.warnings)
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
@@ -124,6 +125,22 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
     finally:
         with deferred_interrupts():
             cluster.down()
+
+
+def warning_lines(late: list[dict[str, Any]], warnings: list[str]) -> list[str]:
+    """What a run did not do as planned, one sentence each: `chaosbed run` prints them loudly, `matrix` per cell."""
+    actions = [
+        f"{e['kind']} {e.get('member', '')} planned at {e['at']} started {e['lag_ms']:g} ms late (the machine was too "
+        "busy)"
+        for e in late
+    ]
+    return actions + list(warnings)
+
+
+def bypass_warnings(chaos: Any) -> list[str]:
+    """A fault happens as planned or the run says it did not: packets that escaped the protocol-aware rules because
+    a member's NFQUEUE handler fell behind (Chaos.queue_bypass; the simulator judges every message)."""
+    return [w for b in chaos.queue_bypass().values() if (w := b.warning())]
 
 
 def write_outcome(outcome: RunOutcome) -> None:

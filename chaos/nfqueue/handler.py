@@ -276,6 +276,10 @@ class Handler:
 
     # --- control ---
 
+    def numbered(self) -> int:
+        """How many packets the kernel has numbered for this queue (handed to us, or lost from our socket buffer)."""
+        return kernel_queue_stats(self.queue_num).get("id_sequence", self.last_id)
+
     def stats(self) -> dict[str, Any]:
         """packets judged, accepted / dropped (verdicts), rewritten (stripped), held now and at most, unparsed (a
         message rule could not parse it), duplicates_sent, marked_copies (our own copies, passed untouched),
@@ -313,7 +317,8 @@ class Handler:
                 self.engine.set_rules(compile_rules(req.get("rules")))
             except RuleValidationError as e:
                 return {"ok": False, "error": str(e)}
-            return {"ok": True}
+            # the kernel's packet numbering when these rules took over: Chaos.queue_bypass counts from here
+            return {"ok": True, "numbered": self.numbered()}
         if cmd == "stats":
             return {"ok": True, "stats": self.stats()}
         if cmd == "stop":

@@ -8,9 +8,13 @@ Tolerances: loss is binomial; with p = 0.2 over n = 5,000 datagrams the standard
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
+import signal
 import statistics
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -258,3 +262,42 @@ def test_duplicate_and_reorder_per_link(cluster: NetnsCluster, chaos) -> None:
         f"{overtaken} of 2000 datagrams arrived after a later one (p=0.2; {close} sent within 20 ms of the previous;"
         f" handler {rule})"
     )
+
+
+def test_a_handler_that_falls_behind_is_reported_as_a_bypass(cluster: NetnsCluster, chaos) -> None:
+    """The queue is fail-open: what a stalled handler cannot take passes unjudged, and Chaos.queue_bypass counts it
+    (the kernel numbers no packet that found the queue full: rule counter minus numbering)."""
+    fault = chaos.add("delay", {"from": ["A"], "to": ["B"], "delay": 0.001})  # a handler rule on every packet A -> B
+    calm = probe(cluster, "A", "B", 300, rate=3000, quiet=0.3)
+    b = chaos.queue_bypass()["B"]
+    assert len(calm.unique) == 300 and b.queued >= 300 and b.bypassed == 0 and b.warning() is None, b
+    handler = json.loads((cluster.state_dir / "chaos.json").read_text())["handlers"]["B"]
+    assert _is_handler(handler["pid"], cluster.label)
+    n, ns, stalled = 8000, cluster.member_ns("B"), threading.Event()
+
+    def resume_once_queued() -> None:  # the handler sleeps until the kernel's rule has taken every probe datagram
+        deadline = time.monotonic() + 30.0
+        try:
+            while time.monotonic() < deadline and kernel.counters(ns)["queued"] < b.queued + n:
+                stalled.wait(0.02)
+        finally:
+            os.kill(handler["pid"], signal.SIGCONT)
+
+    os.kill(handler["pid"], signal.SIGSTOP)  # the engine's own handler, checked by its command line above
+    resumer = threading.Thread(target=resume_once_queued)
+    resumer.start()
+    try:
+        burst = probe(cluster, "A", "B", n, rate=20000, quiet=2.0)
+    finally:
+        stalled.set()
+        resumer.join(35.0)
+        os.kill(handler["pid"], signal.SIGCONT)
+    assert len(burst.unique) == n, "fail-open lets the overflow through: nothing is lost"
+    b = chaos.queue_bypass()["B"]
+    (rule,) = chaos.handler_stats()["B"]["rules"].values()
+    assert n - handler["max_len"] <= b.bypassed <= n, (b, handler["max_len"])
+    assert abs(rule["matched"] + b.bypassed - b.queued) <= b.IN_FLIGHT, (rule, b)
+    warning = b.warning()
+    assert warning is not None and "at B" in warning and fault["id"] in warning and f"{b.bypassed:,}" in warning
+    listed = CliRunner().invoke(main, ["fault", "list", "--cluster", cluster.label])  # an ad hoc user sees it too
+    assert "WARNING: the NFQUEUE handler at B could not keep up" in " ".join(listed.output.split()), listed.output

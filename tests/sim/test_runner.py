@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.runner import run, scenario_toml
+from chaos.engine import QueueBypass
+from orchestration.backends.sim_cluster import SimChaos
+from orchestration.cli_output import warn_late
+from orchestration.matrix import load_matrix
+from orchestration.matrix_report import render
+from orchestration.matrix_run import CellResult, MatrixResult, matrix_doc
+from orchestration.runner import OUTCOME_FILE, run, scenario_toml
 from orchestration.scenario import ScenarioError, parse
 
 pytestmark = pytest.mark.sim
@@ -39,7 +45,7 @@ def _events(out: Path, member: str) -> list[dict]:
 def test_sim_run_folder_is_complete_and_replayable(tmp_path: Path) -> None:
     sc = parse(json.loads(json.dumps(SCENARIO)))
     first = run(sc, "sim", tmp_path / "a")
-    assert not first.timed_out and first.extra_violations == []
+    assert not first.timed_out and first.extra_violations == [] and first.warnings == []
     out = first.out
     assert parse(tomllib.loads((out / "scenario.toml").read_text())).raw == sc.raw
     assert _events(out, "A")[-1]["event"] == "stop" and _events(out, "C")[-1]["event"] != "stop"
@@ -91,3 +97,31 @@ def test_pause_and_resume_run_in_the_simulator(tmp_path: Path) -> None:
 def test_scenario_toml_round_trips() -> None:
     sc = parse(json.loads(json.dumps(SCENARIO)))
     assert parse(tomllib.loads(scenario_toml(sc))).raw == sc.raw
+
+
+def test_packets_that_escaped_the_rules_are_said_by_the_run_and_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator judges every message, so the bypass a netns handler reports (tests/netns/test_faults.py counts
+    a real one) is given here: the run keeps it in outcome.json and says it; a matrix cell lists it."""
+    bypass = QueueBypass("B", queued=5000, full_queue=1200, overflowed=3, dropped=0, faults=["f2", "f10"])
+    monkeypatch.setattr(SimChaos, "queue_bypass", lambda self: {"B": bypass})
+    outcome = run(parse(json.loads(json.dumps(SCENARIO))), "sim", tmp_path / "run")
+    (warning,) = outcome.warnings
+    assert warning == bypass.warning() and "1,200 of 5,000 packets (24.0%)" in warning and "(f2, f10;" in warning
+    assert json.loads((outcome.out / OUTCOME_FILE).read_text())["warnings"] == [warning]
+    warn_late(outcome)
+    assert "WARNING: the NFQUEUE handler at B could not keep up" in " ".join(capsys.readouterr().out.split())
+
+    matrix_file = tmp_path / "m.toml"
+    matrix_file.write_text(f'name = "m"\nscenarios = ["{tmp_path / "run" / "scenario.toml"}"]\n[axes]\nseed = [1, 2]\n')
+    late = {"kind": "kill", "member": "C", "at": "0.4s", "lag_ms": 31.5}
+    matrix = load_matrix(matrix_file)
+    results = [CellResult(matrix.cells[0], "ran", outcome={"warnings": [warning], "late": [late]}, checked=True),
+               CellResult(matrix.cells[1], "ran", outcome={"warnings": []}, checked=True)]  # fmt: skip
+    doc = matrix_doc(MatrixResult(matrix, tmp_path, results))
+    assert doc["cells"][0]["warnings"] == ["kill C planned at 0.4s started 31.5 ms late (the machine was too busy)",
+                                           warning]  # fmt: skip
+    assert doc["cells"][1]["warnings"] == []
+    report = render(MatrixResult(matrix, tmp_path, results))
+    assert report.count("\u26a0</a>") == 1 and "Not as planned" in report and "1,200 of 5,000 packets" in report
