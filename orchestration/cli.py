@@ -20,6 +20,7 @@ from orchestration.cli_run import check, run
 from orchestration.cli_sim import sim
 from orchestration.cli_spark import spark
 from orchestration.cli_stacks import stacks
+from orchestration.quick_exit import run_then_exit
 
 
 @click.group()
@@ -30,5 +31,11 @@ def main() -> None:
 for _command in (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks):
     main.add_command(_command)
 
+
+def entry() -> None:
+    """The `chaosbed` executable: `main`, then an exit without the interpreter's teardown (quick_exit.py)."""
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    entry()
