@@ -197,9 +197,13 @@ def test_the_demo_scenario_runs_clean_on_netns(tmp_path: Path) -> None:
     ]
     # From 2.5 s to the heal at 5.5 s, C and D do not hear A and B: they install a view without the coordinator A.
     # Which view exactly ([C, D], or [C, B, D] when the heal comes before B is suspected too) and which intermediate
-    # views the merge passes through are races between failure detection and the heal; the end state is not.
+    # views the merge passes through are races between failure detection and the heal; the end state is not. So is
+    # the instant: fd.timeout 2 s plus a check every 0.5 s leave 0.5-1 s of the 3 s partition, and on a loaded machine
+    # (the suite under -n 2) the suspicion can land just after the heal, before A's next heartbeat: still the
+    # partition's doing. Counted are the views C and D install from 2.5 s until their first merge view.
     (start,) = [json.loads(line) for line in (tmp_path / "demo" / "faults.jsonl").read_text().splitlines()[:1]]
-    split = [v for v in views if 2.5e9 <= v["t"] - start["t"] < 5.5e9 and v["member"] in ("C", "D")]
+    merged = min((v["t"] for v in views if v["merge"] and v["member"] in ("C", "D")), default=float("inf"))
+    split = [v for v in views if v["t"] - start["t"] >= 2.5e9 and v["t"] < merged and v["member"] in ("C", "D")]
     assert split and all("A" not in v["members"] for v in split), "the one-way partition took A out of C's and D's view"
     assert any(v["merge"] for v in views), "the heal was followed by a merge"
     last = {v["member"]: v for v in views}  # history order: each member's last view
