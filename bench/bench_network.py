@@ -3,7 +3,7 @@ Python socket pair in the same namespaces, measured in the same run; then the sa
 docker backend), with the ratio to netns, the member containers' memory and `up` times for 3 and 10 members.
 
 - raw UDP: a blocking receiver counts SIZE-byte datagrams (100 unless --size) while a sender blasts them (no
-  reliability: loss counts);
+  reliability: loss counts), both in the interpreter the members run (orchestration/member_python.py);
 - UNICAST3 over UDP and over TCP: member A sends N SIZE-byte messages to B as fast as its window allows; the rate is
   N / (time until B delivered all N), exactly once and in order (checked by the tests, not here).
 - docker: a running engine is used; as root without one, one is started for the run and stopped after it.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 import textwrap
 import time
 from typing import Any
@@ -25,6 +24,7 @@ from bench.common import report
 from orchestration.backends import backend_class
 from orchestration.backends.netns import NetnsCluster, check_netns_available
 from orchestration.cluster import ClusterSpec, member_names
+from orchestration.member_python import member_python
 
 SIZE = 100  # message payload bytes (--size)
 # JGroups 2.12.2 (Debian's libjgroups-java) at 1000 B on this machine kind, issue #14's anchor (another day, another
@@ -64,15 +64,15 @@ RAW_SENDER = textwrap.dedent("""
 
 
 def raw_udp(cluster: NetnsCluster, n: int) -> tuple[float, float]:
+    """Plain datagrams between A's and B's namespaces, in the interpreter the members run (member_python)."""
     a, b = cluster.members["A"], cluster.members["B"]
+    python = member_python()
     rx = subprocess.Popen(
-        ["ip", "netns", "exec", b.netns, sys.executable, "-c", RAW_RECEIVER, b.ip], stdout=subprocess.PIPE, text=True
+        ["ip", "netns", "exec", b.netns, python, "-c", RAW_RECEIVER, b.ip], stdout=subprocess.PIPE, text=True
     )
     try:
         assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
-        subprocess.run(
-            ["ip", "netns", "exec", a.netns, sys.executable, "-c", RAW_SENDER, b.ip, str(n), str(SIZE)], check=True
-        )
+        subprocess.run(["ip", "netns", "exec", a.netns, python, "-c", RAW_SENDER, b.ip, str(n), str(SIZE)], check=True)
         received, seconds = rx.stdout.readline().split()
     finally:
         rx.wait(10)

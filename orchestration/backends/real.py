@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +30,7 @@ from orchestration.cluster import (
     _alive,
     _kill,
 )
+from orchestration.member_python import MemberPythonError, member_env, member_python
 
 
 class RealCluster(Cluster):
@@ -54,7 +54,7 @@ class RealCluster(Cluster):
         raise NotImplementedError
 
     def _command(self, m: MemberInfo) -> list[str]:
-        return [sys.executable, "-m", "node", m.config]
+        return [member_python(), "-m", "node", m.config]
 
     def _teardown_network(self) -> None:
         """Removes what _place created. Idempotent."""
@@ -107,8 +107,18 @@ class RealCluster(Cluster):
     def _spawn(self, m: MemberInfo) -> None:
         self._write_config(m)
         log = open(self.state_dir / f"{m.name}.{m.incarnation}.log", "wb")  # noqa: SIM115 - owned by the child
+        try:
+            command = self._command(m)
+        except MemberPythonError as e:
+            log.close()
+            raise ClusterError(str(e)) from None
         proc = subprocess.Popen(
-            self._command(m), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=member_env(),
         )
         log.close()
         self._procs[m.name] = proc

@@ -1,0 +1,81 @@
+"""The interpreter that runs real members (`python3 -m node`) on the process and netns backends.
+
+node/ is standard-library only, so any python3 >= 3.11 runs it. The docker backend's members run the distribution's
+python3 (the member image's); the process and netns members run the same one when the host has it, so a scenario
+meets members of the same speed on every real backend. The distribution's build is also the faster one here:
+Debian's python3.11 (built with profile-guided and link-time optimisation) against the virtualenv's pyenv-built
+3.11 moved 1.13x as many 1000 B unicasts and multicasts (bench_network, side by side). Otherwise (no such python3,
+or an older one) members run the orchestrator's own interpreter. CHAOSBED_MEMBER_PYTHON names one explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import node
+
+ENV = "CHAOSBED_MEMBER_PYTHON"
+SYSTEM_PYTHON = "/usr/bin/python3"
+MINIMUM = (3, 11)
+# the folder that holds the node package: members import the orchestrator's own copy of it, whatever their interpreter
+PROJECT_ROOT = str(Path(node.__file__).resolve().parent.parent)
+
+
+class MemberPythonError(RuntimeError):
+    """CHAOSBED_MEMBER_PYTHON names something that cannot run members."""
+
+
+def member_python() -> str:
+    """The interpreter for members: CHAOSBED_MEMBER_PYTHON, else the distribution's python3 if it is new enough,
+    else sys.executable."""
+    chosen = os.environ.get(ENV)
+    if chosen:
+        return _checked(chosen)
+    return _system_python() or sys.executable
+
+
+def member_env() -> dict[str, str]:
+    """The members' environment: the caller's, with the node package importable for any interpreter."""
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + path if path else "")
+    return env
+
+
+@functools.cache
+def _checked(path: str) -> str:
+    exe = shutil.which(path)
+    version = _version(exe) if exe else None
+    if version is None:
+        raise MemberPythonError(f"{ENV}={path}: not an interpreter that runs here; give the path of a python3")
+    if version < MINIMUM:
+        raise MemberPythonError(
+            f"{ENV}={path}: Python {'.'.join(map(str, version))}; members need {'.'.join(map(str, MINIMUM))} or newer"
+        )
+    return exe  # type: ignore[return-value]
+
+
+@functools.cache
+def _system_python() -> str | None:
+    if Path(sys.executable).resolve() == Path(SYSTEM_PYTHON).resolve():
+        return sys.executable
+    version = _version(SYSTEM_PYTHON) if os.access(SYSTEM_PYTHON, os.X_OK) else None
+    return SYSTEM_PYTHON if version is not None and version >= MINIMUM else None
+
+
+def _version(exe: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
