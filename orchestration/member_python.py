@@ -50,9 +50,9 @@ def member_env() -> dict[str, str]:
 @functools.cache
 def _checked(path: str) -> str:
     exe = shutil.which(path)
-    version = _version(exe) if exe else None
+    version, problem = _probe(exe) if exe else (None, "not found or not executable")
     if version is None:
-        raise MemberPythonError(f"{ENV}={path}: not an interpreter that runs here; give the path of a python3")
+        raise MemberPythonError(f"{ENV}={path}: cannot run members ({problem}); give the path of a python3 >= 3.11")
     if version < MINIMUM:
         raise MemberPythonError(
             f"{ENV}={path}: Python {'.'.join(map(str, version))}; members need {'.'.join(map(str, MINIMUM))} or newer"
@@ -64,18 +64,22 @@ def _checked(path: str) -> str:
 def _system_python() -> str | None:
     if Path(sys.executable).resolve() == Path(SYSTEM_PYTHON).resolve():
         return sys.executable
-    version = _version(SYSTEM_PYTHON) if os.access(SYSTEM_PYTHON, os.X_OK) else None
+    version, _ = _probe(SYSTEM_PYTHON) if os.access(SYSTEM_PYTHON, os.X_OK) else (None, "")
     return SYSTEM_PYTHON if version is not None and version >= MINIMUM else None
 
 
-def _version(exe: str) -> tuple[int, int] | None:
+def _probe(exe: str) -> tuple[tuple[int, int] | None, str]:
+    """The interpreter's version if it can import the member's code (node.__main__ and all it imports), else None
+    and why not."""
+    code = "import sys; print(*sys.version_info[:2]); import node.__main__"
     try:
-        out = subprocess.run(
-            [exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
+        out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=30, env=member_env())
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, str(e)
     parts = out.stdout.split()
-    if out.returncode != 0 or len(parts) != 2 or not all(p.isdigit() for p in parts):
-        return None
-    return int(parts[0]), int(parts[1])
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None, (out.stderr.strip().splitlines() or ["it printed no Python version: not a Python interpreter"])[-1]
+    version = (int(parts[0]), int(parts[1]))
+    if out.returncode != 0 and version >= MINIMUM:
+        return None, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+    return version, ""
