@@ -157,6 +157,31 @@ class HistoryWriter:
             size=size,
         )
 
+    def sends(
+        self, kind: str, dest: str | None, conn_id: int | None, dest_address: str | None
+    ) -> Callable[[int, str, int], None]:
+        """A writer of the send lines of a burst of messages of one kind to one destination (None: multicast) on one
+        connection: write(seqno, msg_id, size) adds the line `sent(kind, dest, conn_id, seqno, msg_id, size,
+        dest_address=...)` would, with everything but t, seqno, msg_id and size formatted once. seqno and size are
+        ints, msg_id a str."""
+        if self.records is not None or not _plain(conn_id, 0, None):
+
+            def write_event(seqno: int, msg_id: str, size: int) -> None:
+                self.sent(kind, dest, conn_id, seqno, msg_id, size, dest_address=dest_address)
+
+            return write_event
+        key = ("send", kind, dest, dest_address)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
+        middle = f'{head},"conn_id":{_int_or_null(conn_id)},"seqno":'
+        append, clock = self._buf.append, self.clock
+
+        def write(seqno: int, msg_id: str, size: int) -> None:
+            append(f'{{"t":{clock()}{middle}{seqno},"msg_id":{encode_basestring(msg_id)},"size":{size}}}')
+
+        return write
+
     def delivered(self, d: Deliver) -> str | None:
         """This member delivered `d` (from the stack's output); returns its msg_id."""
         msg_id = msg_id_of(d.payload)

@@ -9,15 +9,19 @@ again at "B/2>A#1". The real member (node/runtime.py) and the simulator both mak
 from __future__ import annotations
 
 
+def msg_id_prefix(sender_address: str, dest: str) -> str:
+    """What every msg_id of this sender incarnation to `dest` starts with (make_msg_id: then the counter)."""
+    return f"{sender_address}>{dest}#"
+
+
 def make_msg_id(sender_address: str, dest: str, n: int) -> str:
     """The msg_id of the n-th (from 1) message this sender incarnation sends to `dest` (a member name, "*" for
     multicast)."""
-    return f"{sender_address}>{dest}#{n}"
+    return f"{msg_id_prefix(sender_address, dest)}{n}"
 
 
 def make_payload(msg_id: str, size: int = 0) -> bytes:
-    raw = msg_id.encode() + b"\0"
-    return raw + b"x" * (size - len(raw)) if size > len(raw) else raw
+    return f"{msg_id}\0".encode().ljust(size, b"x")  # padded to size with b"x" in one allocation
 
 
 def msg_id_of(payload: bytes) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node.history import HistoryWriter
-from node.payload import make_msg_id, make_payload
+from node.payload import make_payload, msg_id_prefix
 from node.stack import Stack, build_stack
 from node.wire import datagram_source, make_address, name_of
 from node.workload import POLL, Workload
@@ -311,26 +311,42 @@ class Member:
 
     # --- workload -------------------------------------------------------------------------------------------------
 
-    def next_msg_id(self, dest: str) -> str:
-        """The msg_id of this incarnation's next message to `dest` (a member name, "*" for multicast)."""
-        n = self._msg_counter.get(dest, 0) + 1
-        self._msg_counter[dest] = n
-        return make_msg_id(self.address, dest, n)
+    def _next_msg_ids(self, dest: str, n: int) -> tuple[str, range]:
+        """The msg_id prefix and the counters of this incarnation's next n messages to `dest` (a member name, "*"
+        for multicast): the ids are prefix + str(counter) (node/payload.py)."""
+        first = self._msg_counter.get(dest, 0) + 1
+        self._msg_counter[dest] = first + n - 1
+        return msg_id_prefix(self.address, dest), range(first, first + n)
 
-    def send_one(self, dest_name: str, size: int) -> None:
-        dest = self.stack.peer_address(dest_name, self.announced_incarnations)
-        msg_id = self.next_msg_id(dest_name)
-        payload = make_payload(msg_id, size)
+    def multicast_burst(self, n: int, size: int) -> None:
+        """n workload multicasts, each with its msg_id, payload, seqno and `send` line; the clock and the history
+        line's constant part are looked up once."""
+        multicast = self.stack.multicast
         now = self.loop.time()  # type: ignore[union-attr]
-        seqno = self.stack.send(dest, payload, now)
-        conn_id = self.stack.unicast.send_conn_id(dest)
-        self.history.sent("unicast", dest_name, conn_id, seqno, msg_id, len(payload), dest_address=dest)
+        prefix, counters = self._next_msg_ids("*", n)
+        write = self.history.sends("multicast", None, None, None)
+        for i in counters:
+            msg_id = f"{prefix}{i}"
+            payload = make_payload(msg_id, size)
+            write(multicast(payload, now), msg_id, len(payload))
 
-    def multicast_one(self, size: int) -> None:
-        msg_id = self.next_msg_id("*")
-        payload = make_payload(msg_id, size)
-        seqno = self.stack.multicast(payload, self.loop.time())  # type: ignore[union-attr]
-        self.history.sent("multicast", None, None, seqno, msg_id, len(payload))
+    def send_burst(self, dest_name: str, n: int, size: int) -> None:
+        """n workload unicasts to dest_name, each with its msg_id, payload, seqno and `send` line; what is the same
+        for all of them is looked up once: nothing between them (no receive, no timer) can change the destination's
+        address or, after the first, the connection."""
+        stack = self.stack
+        dest = stack.peer_address(dest_name, self.announced_incarnations)
+        now = self.loop.time()  # type: ignore[union-attr]
+        send, out = stack.unicast.send, stack.out
+        prefix, counters = self._next_msg_ids(dest_name, n)
+        write = None
+        for i in counters:
+            msg_id = f"{prefix}{i}"
+            payload = make_payload(msg_id, size)
+            seqno = send(dest, payload, now, out)
+            if write is None:  # the connection is known once the first message opened it
+                write = self.history.sends("unicast", dest_name, stack.unicast.send_conn_id(dest), dest)
+            write(seqno, msg_id, len(payload))
 
     def peer_address(self, name: str) -> str:
         """The address this member sends to for peer `name` (Stack.peer_address: its view, else what the
@@ -357,11 +373,10 @@ class Member:
                 return
             dest = self.stack.peer_address(task.dest, self.announced_incarnations) if task.dest is not None else None
             n = task.due_on(self.stack, loop.time(), dest)
-            for _ in range(n):
-                if task.kind == "unicast":
-                    self.send_one(task.dest, task.size)  # type: ignore[arg-type]
-                else:
-                    self.multicast_one(task.size)
+            if n and task.kind == "unicast":
+                self.send_burst(task.dest, n, task.size)  # type: ignore[arg-type]
+            elif n:
+                self.multicast_burst(n, task.size)
             if n:
                 self.after_io()
             if task.done:

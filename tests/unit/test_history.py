@@ -136,3 +136,33 @@ def test_send_and_deliver_lines_are_the_encoders_bytes_for_any_value(tmp_path: P
     assert live.read_bytes() == lines_of(m.records)
     lines = live.read_text().split("\n")[:-1]  # not splitlines(): U+2028 is a line break to it, not to JSON lines
     assert len(lines) == 25 and all(line == encode(json.loads(line)) for line in lines)
+
+
+def test_a_bursts_send_lines_are_the_ones_sent_writes(tmp_path: Path) -> None:
+    """HistoryWriter.sends (the real member's burst path) writes the bytes `sent` writes for the same messages, in
+    file and memory mode, for names and msg_ids JSON must escape and a connection without an id."""
+    bursts = [("unicast", 'B"q', 7, "B/2"), ("unicast", "Ä", None, "Ä"), ("multicast", None, None, None)]
+    msg_ids = ['x"y>B#1', "naïve>B#2", "tab\t>B#3", "\u2028>B#4"]
+
+    def one_by_one(h: HistoryWriter) -> None:
+        for kind, dest, conn_id, address in bursts:
+            for i, msg_id in enumerate(msg_ids):
+                h.sent(kind, dest, conn_id, 2**40 + i, msg_id, 1000 + i, dest_address=address)
+        h.flush()
+
+    def in_bursts(h: HistoryWriter) -> None:
+        for kind, dest, conn_id, address in bursts:
+            write = h.sends(kind, dest, conn_id, address)
+            for i, msg_id in enumerate(msg_ids):
+                write(2**40 + i, msg_id, 1000 + i)
+        h.flush()
+
+    for mode in ("file", "memory"):
+        written = []
+        for how in (one_by_one, in_bursts):
+            path = str(tmp_path / f"{mode}-{how.__name__}.jsonl") if mode == "file" else None
+            h = HistoryWriter(path, "M", 2, clock=iter(range(1000)).__next__)
+            how(h)
+            h.close()
+            written.append(Path(path).read_bytes() if path else lines_of(h.records or []))
+        assert written[0] == written[1] and written[0].count(b"\n") == 12, mode
