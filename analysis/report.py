@@ -71,6 +71,24 @@ def _page(title: str, body: str) -> str:
     )
 
 
+def label_rows(labels: list[tuple[float, int]], char: float) -> list[int]:
+    """The row of each label (its start, its length in characters of `char` width), in order: the lowest row whose
+    last label ends before it starts, so that faults starting close together are not labelled over each other."""
+    ends: list[float] = []  # where the last label of each row ends
+    rows = []
+    for start, length in labels:
+        row = next((i for i, end in enumerate(ends) if end < start), len(ends))
+        if row == len(ends):
+            ends.append(start)
+        ends[row] = start + length * char
+        rows.append(row)
+    return rows
+
+
+_MEMBER_FAULTS = ("kill", "restart", "leave")  # drawn as instants, whatever their end
+_LABEL_BOX = {"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1}  # keeps a label readable over lines
+
+
 def timeline_figure(res: RunResult) -> Figure:
     """Cumulative deliveries per member over time, with fault intervals, kills/restarts, view changes and
     violations drawn on the same time axis."""
@@ -96,13 +114,16 @@ def timeline_figure(res: RunResult) -> Figure:
             i = min(PROGRESS_BUCKETS - 1, max(0, int((v.t - t0) * PROGRESS_BUCKETS // span)))
             ax.plot([x], [cum[i]], marker="v", ms=6, color=line.get_color(), zorder=3)
     instants: dict[tuple[int, str], list[str]] = {}
-    for f in info.faults:
+    intervals = sorted((f for f in info.faults if f.end != f.t and f.kind not in _MEMBER_FAULTS), key=lambda f: f.t)
+    # the width of one 8 pt character on this axis, in seconds, with room to spare
+    rows = label_rows([((f.t - t0) / 1e9, len(f.label) + 2) for f in intervals], 0.008 * span / 1e9)
+    for f, row in zip(intervals, rows, strict=True):
         x0 = (f.t - t0) / 1e9
-        if f.end != f.t and f.kind not in ("kill", "restart", "leave"):
-            x1 = (min(f.end, info.t_max) - t0) / 1e9 if f.end != NEVER else span / 1e9
-            ax.axvspan(x0, x1, color="#f9ab00", alpha=0.18)
-            ax.text(x0, top * 0.02, f" {f.label}", fontsize=8, va="bottom")
-        else:  # instantaneous faults at the same time share one line and one label
+        x1 = (min(f.end, info.t_max) - t0) / 1e9 if f.end != NEVER else span / 1e9
+        ax.axvspan(x0, x1, color="#f9ab00", alpha=0.18)
+        ax.text(x0, top * (0.02 + 0.07 * row), f" {f.label}", fontsize=8, va="bottom", bbox=_LABEL_BOX)
+    for f in info.faults:
+        if f.end == f.t or f.kind in _MEMBER_FAULTS:  # instantaneous faults at the same time share a line and a label
             instants.setdefault((f.t, f.kind), []).append(f.label)
     colors = {"kill": "#c5221f", "restart": "#137333", "leave": "#8430ce"}
     for (t, kind), labels in sorted(instants.items()):
