@@ -30,7 +30,7 @@ from orchestration.cluster import (
     _alive,
     _kill,
 )
-from orchestration.member_python import MemberPythonError, member_env, member_python
+from orchestration.member_python import ENV, MemberPythonError, member_env, member_python
 
 
 class RealCluster(Cluster):
@@ -132,7 +132,10 @@ class RealCluster(Cluster):
             proc = self._procs.get(name)
             if proc is not None and proc.poll() is not None:
                 log = (self.state_dir / f"{name}.{m.incarnation}.log").read_text(errors="replace")[-2000:]
-                raise ClusterError(f"member {name} exited with {proc.returncode} at start:\n{log}")
+                raise ClusterError(
+                    f"member {name} exited with {proc.returncode} at start (members run {member_python()}; "
+                    f"{ENV} picks another interpreter):\n{log}"
+                )
             try:
                 reply = self.control(name, "ping", timeout=1.0)
                 if reply.get("ok"):

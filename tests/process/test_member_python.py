@@ -62,3 +62,17 @@ def test_without_a_system_python_members_run_the_orchestrators(monkeypatch: pyte
     monkeypatch.setattr(mp, "SYSTEM_PYTHON", "/nonexistent/python3")
     assert mp.member_python() == sys.executable
     assert mp.member_env()["PYTHONPATH"].split(os.pathsep)[0] == mp.PROJECT_ROOT
+
+
+def test_a_member_that_cannot_start_under_the_chosen_interpreter_says_which(
+    make_cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = tmp_path / "python3"  # answers the version probe, then fails as an interpreter without asyncio would
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = "-c" ]; then echo "3 12"; exit 0; fi\necho "No module named asyncio" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv(mp.ENV, str(fake))
+    with pytest.raises(ClusterError) as e:
+        make_cluster("process", 1)
+    assert f"members run {fake}; {mp.ENV} picks another" in str(e.value) and "No module named asyncio" in str(e.value)
