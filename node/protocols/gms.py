@@ -483,7 +483,12 @@ class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
             # next merge joins the two views properly.
             self.c["foreign_views_dropped"] += 1
             return
-        self._lock = None  # a merge we took part in is over (its view) or moot (another view)
+        if view.is_merge:
+            self._lock = None  # the merge we answered is over (its view), or another merge took us in
+        # A regular view from our coordinator does not end a merge we answered: its leader still installs the merge
+        # view with the digest we gave, so our multicasts stay held until then (or merge_timeout). Sending them in
+        # this view would let its members (without the leader's) acknowledge and purge what the leader's side then
+        # waits for forever (tests/sim/test_membership.py, a view change between MERGE_RSP and the merge view).
         self._cancel_merge(out)
         self._install(view, now, out, digest, subgroups)
         self._process_requests(now, out)

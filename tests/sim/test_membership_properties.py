@@ -169,6 +169,18 @@ REGRESSIONS = {
             (("split", [["A", "B", "C"], ["D"], ["E", "F"]]), 0.2, 0.0),
         ],
     },
+    # D answered A's MERGE_REQ, then installed its own coordinator B's view [B, D] (found by the property test in
+    # CI, 11-26): that ended D's hold on its multicasts, B and D acknowledged and purged D's next one, and the merge
+    # view restarted A's and C's windows for D at the digest D had answered: they waited for it forever (now: only
+    # a merge view ends the hold; a regular view keeps it until the merge view or merge_timeout)
+    "view-change-between-merge-rsp-and-merge-view": {
+        "names": ["A", "B", "C", "D"],
+        "seed": 0,
+        "steps": [
+            (("split", [["A", "C"], ["B", "D"]]), 1.125, 0.0),
+            (("split", [["A", "C", "D"], ["B"]]), 0.25, 0.0),
+        ],
+    },
     # one-way cuts left C alone in a view whose coordinator B had moved on: every merge round was rejected by
     # whoever was still locked by the previous, abandoned round (now: a retry by the same leader is answered)
     "merge-rounds-rejected-forever": {
