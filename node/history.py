@@ -136,10 +136,7 @@ class HistoryWriter:
         is None too), `dest_address` the incarnation it was addressed to ("C" or "C/2"; None for a multicast),
         `size` the payload's bytes."""
         if self.records is None and _plain(conn_id, seqno, msg_id) and type(size) is int:
-            key = ("send", kind, dest, dest_address)
-            head = self._heads.get(key)
-            if head is None:
-                head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
+            head = self._send_head(kind, dest, dest_address)
             self._buf.append(
                 f'{{"t":{self.clock()}{head},"conn_id":{_int_or_null(conn_id)},"seqno":{seqno},'
                 f'"msg_id":{_str_or_null(msg_id)},"size":{size}}}'
@@ -170,11 +167,7 @@ class HistoryWriter:
                 self.sent(kind, dest, conn_id, seqno, msg_id, size, dest_address=dest_address)
 
             return write_event
-        key = ("send", kind, dest, dest_address)
-        head = self._heads.get(key)
-        if head is None:
-            head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
-        middle = f'{head},"conn_id":{_int_or_null(conn_id)},"seqno":'
+        middle = f'{self._send_head(kind, dest, dest_address)},"conn_id":{_int_or_null(conn_id)},"seqno":'
         append, clock = self._buf.append, self.clock
 
         def write(seqno: int, msg_id: str, size: int) -> None:
@@ -213,6 +206,14 @@ class HistoryWriter:
             size=len(d.payload),
         )
         return msg_id
+
+    def _send_head(self, kind: str, dest: str | None, dest_address: str | None) -> str:
+        """The constant part of a send line (`_head`), cached per kind and destination."""
+        key = ("send", kind, dest, dest_address)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
+        return head
 
     def _head(self, key: tuple[str, str, str | None, str | None], **fields: Any) -> str:
         """The constant part of a send or deliver line, from `"member"` up to (without) `"conn_id"`, as `encode`

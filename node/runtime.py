@@ -330,12 +330,11 @@ class Member:
             payload = make_payload(msg_id, size)
             write(multicast(payload, now), msg_id, len(payload))
 
-    def send_burst(self, dest_name: str, n: int, size: int) -> None:
-        """n workload unicasts to dest_name, each with its msg_id, payload, seqno and `send` line; what is the same
-        for all of them is looked up once: nothing between them (no receive, no timer) can change the destination's
-        address or, after the first, the connection."""
+    def send_burst(self, dest_name: str, dest: str, n: int, size: int) -> None:
+        """n workload unicasts to dest_name at address `dest` (Stack.peer_address), each with its msg_id, payload,
+        seqno and `send` line; what is the same for all of them is looked up once: nothing between them (no receive,
+        no timer) can change the destination's address or, after the first, the connection."""
         stack = self.stack
-        dest = stack.peer_address(dest_name, self.announced_incarnations)
         now = self.loop.time()  # type: ignore[union-attr]
         send, out = stack.unicast.send, stack.out
         prefix, counters = self._next_msg_ids(dest_name, n)
@@ -374,7 +373,7 @@ class Member:
             dest = self.stack.peer_address(task.dest, self.announced_incarnations) if task.dest is not None else None
             n = task.due_on(self.stack, loop.time(), dest)
             if n and task.kind == "unicast":
-                self.send_burst(task.dest, n, task.size)  # type: ignore[arg-type]
+                self.send_burst(task.dest, dest, n, task.size)  # type: ignore[arg-type]
             elif n:
                 self.multicast_burst(n, task.size)
             if n:
