@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from orchestration.backends.netns import NetnsCluster
 from orchestration.cli import main
 from orchestration.cluster import ClusterSpec
 from tests.clusters import assert_nothing_left, netns_skip_reason
-from tests.netns.linkprobe import probe
+from tests.netns.linkprobe import PROBE_PORT, probe
 
 
 def _skip_reason() -> str | None:
@@ -132,6 +133,31 @@ def test_loss_probability_within_tolerance_over_5000_datagrams(cluster: NetnsClu
     assert abs(lossy.loss - 0.2) <= 0.03, f"measured loss {lossy.loss:.3f} for p=0.2"
     other = probe(cluster, "C", "B", 1000, rate=20000, quiet=0.3)
     assert other.loss == 0.0, "loss on B->C must not touch C->B"
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/sys/net/bridge/bridge-nf-call-iptables"),
+    reason="br_netfilter is not loaded on this machine, so bridged frames never reach iptables here anyway",
+)
+def test_the_switch_forwards_frames_without_its_namespaces_netfilter(cluster: NetnsCluster, chaos) -> None:
+    """With br_netfilter loaded, a bridged frame would cross the switch namespace's FORWARD chain: a DROP rule there
+    would silence the probe. The switch has bridge-nf-call-* off, so the rule sees nothing and everything arrives."""
+    sw = cluster.switch_ns
+    rule = ["FORWARD", "-p", "udp", "--dport", str(PROBE_PORT), "-j", "DROP"]
+    subprocess.run(["ip", "netns", "exec", sw, "iptables", "-I", *rule], check=True)
+    try:
+        assert heard(cluster, "A", "B") == 200
+        assert heard(cluster, "A", "C", multicast=True) == 200
+        listing = subprocess.run(
+            ["ip", "netns", "exec", sw, "iptables", "-L", "FORWARD", "-v", "-x", "-n"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        dropped = [line.split()[0] for line in listing.splitlines() if "DROP" in line]
+        assert dropped == ["0"], listing
+    finally:
+        subprocess.run(["ip", "netns", "exec", sw, "iptables", "-D", *rule], check=True)
 
 
 def test_bad_faults_are_refused_with_the_reason(cluster: NetnsCluster, chaos) -> None:
