@@ -418,7 +418,8 @@ class Gms(MergeHandshake, JoinLeave, MembershipLayer[GmsProps]):
         if not before or any(m not in self.suspected for m in before):
             return
         self.c["takeovers"] += 1
-        self._lock = None
+        # A merge we answered stays answered: its leader installs the merge view with the digest we gave, so our
+        # multicasts stay held until then (or merge_timeout), as through a regular view change (`_handle_view`).
         self._cancel_merge(out)
         new_members = [m for m in view.members if m not in self.suspected]
         self.c["exclusions"] += len(view.members) - len(new_members)

@@ -175,8 +175,10 @@ class MergeHandshake:
 
     def _handle_merge_req(self, src: str, merge_id: int, now: float, out: Effects) -> None:
         """Answers with our view and digest, and takes part in no other merge until the merge view arrives or
-        merge_timeout passes (a coordinator installs no view of its own meanwhile; a busy member rejects). Until
-        then the stack holds back our multicasts (`holds_multicasts`), so the digest we answered stays true."""
+        merge_timeout passes (a coordinator starts no view change for joins and leaves meanwhile; a busy member
+        rejects). Until then the stack holds back our multicasts (`holds_multicasts`), so the digest we answered
+        stays true; a regular view, or our own takeover from suspected coordinators, installed meanwhile keeps the
+        hold."""
         self.c["merge_reqs_received"] += 1
         lock = self._lock
         same = lock is not None and lock[1] == src  # the leader we answered (a retry replaces its abandoned merge)

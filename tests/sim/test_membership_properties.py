@@ -181,6 +181,36 @@ REGRESSIONS = {
             (("split", [["A", "C", "D"], ["B"]]), 0.25, 0.0),
         ],
     },
+    # the same race through a takeover (found by a search of schedules shaped like the one above, 11-26: 13 of 80
+    # failed): D, deaf to its coordinator B, answered A's MERGE_REQ, then suspected B and took over with view [D].
+    # The takeover ended D's hold; alone in its view, D purged its next multicast at once, and the merge view
+    # restarted A's and C's windows for D below it (now: a takeover keeps the hold too)
+    "takeover-between-merge-rsp-and-merge-view": {
+        "names": ["A", "B", "C", "D"],
+        "seed": 1946950245,
+        "steps": [
+            (("split", [["A", "C"], ["B", "D"]]), 1.3957104447207676, 0.0),
+            (
+                (
+                    "one_way",  # the split above, and D deaf to B
+                    [
+                        ("A", "B"),
+                        ("A", "D"),
+                        ("C", "B"),
+                        ("C", "D"),
+                        ("B", "A"),
+                        ("D", "A"),
+                        ("B", "C"),
+                        ("D", "C"),
+                        ("B", "D"),
+                    ],
+                ),
+                0.5709353159160471,
+                0.0,
+            ),
+            (("split", [["A", "C", "D"], ["B"]]), 1.3869536387076575, 0.0),
+        ],
+    },
     # one-way cuts left C alone in a view whose coordinator B had moved on: every merge round was rejected by
     # whoever was still locked by the previous, abandoned round (now: a retry by the same leader is answered)
     "merge-rounds-rejected-forever": {
