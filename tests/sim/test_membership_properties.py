@@ -1,5 +1,5 @@
-"""Property: under repeated random splits and heals (full, overlapping, one-way, isolated members) of 3-6 members
-running a multicast workload, after the last heal
+"""Property: under repeated random splits and heals (full, overlapping, one-way, isolated members, a split with a
+member deaf to one of its own side) of 3-6 members running a multicast workload, after the last heal
 
 1. every live member installs the same view, of all of them, within CONVERGENCE_BOUND (6.6 s with the properties
    of test_membership.py; the derivation is there; measured over 800 random schedules: p99 1.5 s, max 1.9 s), and
@@ -42,7 +42,14 @@ STREAM_AFTER_HEAL = 3.0  # the workload goes on this long after the last heal
 
 @st.composite
 def faults(draw: st.DrawFn, names: list[str]) -> tuple:
-    kind = draw(st.sampled_from(["split", "split", "overlap", "isolate", "one_way"]))
+    kind = draw(st.sampled_from(["split", "split", "overlap", "isolate", "one_way", "split_and_cut"]))
+    if kind == "split_and_cut":  # a split, and one member deaf to another of its own group (it will suspect it)
+        side = [draw(st.integers(0, 1)) for _ in names]
+        pairs = [(a, b) for i, a in enumerate(names) for j, b in enumerate(names) if side[i] != side[j]]
+        inside = [(a, b) for i, a in enumerate(names) for j, b in enumerate(names) if a != b and side[i] == side[j]]
+        if inside:
+            pairs.append(draw(st.sampled_from(inside)))
+        return ("one_way", pairs)
     if kind in ("split", "overlap"):
         k = draw(st.integers(2, 3))
         groups: list[list[str]] = [[] for _ in range(k)]
