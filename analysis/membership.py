@@ -92,6 +92,7 @@ class RunInfo:
     has_views: bool = False
     counters: dict[str, dict[str, int]] = field(default_factory=dict)  # member -> event -> count
     left: frozenset[str] = frozenset()  # members whose final incarnation ended with a graceful leave
+    t_schedule: int | None = None  # when the schedule's clock read 0 (faults.jsonl's start line), if it says
 
     def final_start(self, member: str) -> int:
         """The start of the member's final incarnation (a very small number when it never restarted)."""
@@ -147,6 +148,22 @@ def addressed_incarnation(dest: object, dest_address: object) -> int | None:
     None when the send has none, or one that is not an address of `dest` (the time rule decides then)."""
     parsed = parse_address(dest_address)
     return parsed[1] if parsed is not None and parsed[0] == dest else None
+
+
+def read_schedule_start(path: Path) -> int | None:
+    """The instant the schedule's clock read 0 (SCENARIO.md "Fault timing": faults.jsonl's first line), or None when
+    the file does not start with one."""
+    try:
+        with path.open(errors="replace") as f:
+            first = next((line for line in f if line.strip()), "")
+    except OSError:
+        return None
+    try:
+        rec = json.loads(first)
+    except json.JSONDecodeError:
+        return None
+    ok = isinstance(rec, dict) and rec.get("event") == "start" and isinstance(rec.get("t"), int)
+    return rec["t"] if ok else None
 
 
 def read_faults(path: Path) -> tuple[list[dict], int]:
@@ -206,6 +223,7 @@ def build_run_info(
     fault_records: list[dict],
     checks: CheckConfig,
     t_range: tuple[int, int] = (0, 0),
+    t_schedule: int | None = None,
 ) -> RunInfo:
     """Builds a run's membership facts from per-member event counts, last events, view events and faults."""
     members = sorted(set(member_events) | {str(r["member"]) for r in fault_records if r.get("member")})
@@ -242,6 +260,7 @@ def build_run_info(
         has_views=any(all_views.values()),
         counters=member_events,
         left=frozenset(m for m, kind in ended_by.items() if kind == "leave"),
+        t_schedule=t_schedule,
     )
     for m, vs in all_views.items():
         vs.sort(key=lambda v: (v.t, v.pos))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from analysis.checks import RunResult, check_events, percentiles_from_hist
 from analysis.config import CheckConfig, InputError, read_checks
 from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
-from analysis.membership import RunInfo, build_run_info, read_faults
+from analysis.membership import RunInfo, build_run_info, read_faults, read_schedule_start
 from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.spark import get_spark, is_local, requested, using
 from analysis.spark_service import SparkServiceError
@@ -94,7 +94,14 @@ def run_infos(
         recs, _ = faults[run.name]
         skipped[run.name] = classify_bad_lines(run, s.bad_lines, recs)
         infos[run.name] = build_run_info(
-            run.name, s.member_events(), s.last_event(), s.views, recs, checks[run.name], s.t_range()
+            run.name,
+            s.member_events(),
+            s.last_event(),
+            s.views,
+            recs,
+            checks[run.name],
+            s.t_range(),
+            read_schedule_start(run.faults_file),
         )
     return infos, skipped
 

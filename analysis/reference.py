@@ -16,7 +16,13 @@ from pathlib import Path
 
 from analysis.checks import control_per_heal, views_converge
 from analysis.config import InputError, bound_ns, read_checks
-from analysis.membership import RunInfo, addressed_incarnation, build_run_info, read_faults
+from analysis.membership import (
+    RunInfo,
+    addressed_incarnation,
+    build_run_info,
+    read_faults,
+    read_schedule_start,
+)
 from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.verdict import Violation, sort_violations
 
@@ -141,9 +147,9 @@ def check_run(run: RunFolder, bound_views: float | None = None) -> RefResult:
     last_event = {m: max(evs.items(), key=lambda kv: kv[1][3])[0] for m, evs in counts.items()}
     ts = [x for evs in counts.values() for v in evs.values() for x in (v[1], v[2])]
     member_events = {m: {ev: v[0] for ev, v in evs.items()} for m, evs in counts.items()}
-    info = build_run_info(
-        run.name, member_events, last_event, views, fault_records, checks, (min(ts), max(ts)) if ts else (0, 0)
-    )
+    t_range = (min(ts), max(ts)) if ts else (0, 0)
+    t_schedule = read_schedule_start(run.faults_file)
+    info = build_run_info(run.name, member_events, last_event, views, fault_records, checks, t_range, t_schedule)
     out: list[Violation] = []
     c: Counter = Counter()
 

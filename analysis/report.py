@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analysis.config import BOUND_CHECKS, CORE_CHECKS
-from analysis.membership import NEVER
+from analysis.membership import NEVER, RunInfo
 from analysis.streams import PROGRESS_BUCKETS, bin_value
 from analysis.verdict import sort_violations
 
@@ -131,6 +131,10 @@ def timeline_figure(res: RunResult) -> Figure:
         text = labels[0] if len(labels) == 1 else f"{len(labels)} x {kind}"
         ax.axvline(x0, color=colors.get(kind, "#888"), ls="--" if kind in colors else ":", lw=1)
         ax.text(x0, top * 0.98, f" {text}", rotation=90, va="top", fontsize=8, color=colors.get(kind, "#555"))
+    start = scenario_start(info)
+    if start is not None:
+        ax.axvline(start, color="#444", ls="-.", lw=1)
+        ax.text(start, top * 0.98, " scenario t=0", rotation=90, va="top", ha="right", fontsize=8, color="#444")
     bad = [v for v in res.violations if v.t is not None]
     if bad:
         ax.plot(
@@ -153,6 +157,15 @@ def timeline_figure(res: RunResult) -> Figure:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, borderaxespad=0)
     return fig
+
+
+def scenario_start(info: RunInfo) -> float | None:
+    """Where the schedule's clock reads 0 (every fault's `at` counts from it) on the report's time axis (seconds
+    since the first event), when it is after the first event (members start and form their group first on a real
+    cluster); None when faults.jsonl does not say or it coincides with the first event (the simulator)."""
+    if info.t_schedule is None or info.t_schedule <= info.t_min:
+        return None
+    return (info.t_schedule - info.t_min) / 1e9
 
 
 def latency_figure(res: RunResult) -> Figure | None:
@@ -251,6 +264,29 @@ def _bound_sections(stats: dict) -> list[str]:
     return parts
 
 
+def _fault_table(info: RunInfo) -> str:
+    """The faults, at and until in seconds since the first event (the timeline's axis); with a scenario clock that
+    started later, also when each took effect on that clock, next to the `at` the scenario planned."""
+    start = scenario_start(info)
+    rows: list[list[object]] = []
+    for f in info.faults:
+        row: list[object] = [
+            f"{(f.t - info.t_min) / 1e9:.3f}",
+            "never" if f.end == NEVER else f"{(f.end - info.t_min) / 1e9:.3f}",
+        ]
+        if start is not None:
+            row.append(f"{(f.t - info.t_min) / 1e9 - start:.3f}")
+        rows.append([*row, f.label, f.details])
+    if start is None:
+        return _table(["at (s)", "until (s)", "fault", "details"], rows, {0, 1})
+    note = (
+        f"<p class=\"muted\">Times are seconds since the first event. The scenario's clock (each fault's at=) "
+        f"started at {start:.3f} s, once the members were up: the scenario time column is when the fault took "
+        "effect on that clock.</p>"
+    )
+    return note + _table(["at (s)", "until (s)", "scenario time (s)", "fault", "details"], rows, {0, 1, 2})
+
+
 def render_run(name: str, res: RunResult, stats: dict) -> str:
     """The HTML report of one run."""
     ok = not res.violations
@@ -275,16 +311,7 @@ def render_run(name: str, res: RunResult, stats: dict) -> str:
             parts.append(f'<p class="muted">… and {len(vs) - MAX_ROWS} more in verdict.json</p>')
     parts += ["<h2>Faults and delivery progress</h2>", _png(timeline_figure(res))]
     if res.info.faults:
-        rows = [
-            [
-                f"{(f.t - res.info.t_min) / 1e9:.3f}",
-                "never" if f.end == NEVER else f"{(f.end - res.info.t_min) / 1e9:.3f}",
-                f.label,
-                f.details,
-            ]
-            for f in res.info.faults
-        ]
-        parts.append(_table(["at (s)", "until (s)", "fault", "details"], rows, {0, 1}))
+        parts.append(_fault_table(res.info))
     fig = latency_figure(res)
     parts.append("<h2>Latency</h2>")
     if fig is not None:

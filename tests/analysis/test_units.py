@@ -10,7 +10,7 @@ import pytest
 from analysis.checks import MIN_ROWS_PER_TASK, plan_tasks
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
 from analysis.ingest import Group, JsonReader, read_history_file, split_groups
-from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults
+from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults, read_schedule_start
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
 from analysis.verdict import Violation, sort_violations, verdict_doc
 from tests.analysis.helpers import write_lines
@@ -194,6 +194,37 @@ def test_fault_file_with_cut_last_line(tmp_path: Path) -> None:
     f.write_text('{"t": 2, "ki\n' + json.dumps({"t": 1, "kind": "kill", "member": "A"}) + "\n")
     with pytest.raises(InputError, match=r"faults\.jsonl:1"):
         read_faults(f)
+
+
+def test_schedule_start_from_the_fault_files_start_line(tmp_path: Path) -> None:
+    f = tmp_path / "faults.jsonl"
+    assert read_schedule_start(f) is None  # no file: a run without faults
+    f.write_text('\n{"event": "start", "t": 1500, "seed": 7, "backend": "netns"}\n{"t": 2000, "kind": "heal"}\n')
+    assert read_schedule_start(f) == 1500
+    f.write_text('{"t": 2000, "kind": "heal"}\n')  # written before the start line existed
+    assert read_schedule_start(f) is None
+    for bad in ('{"event": "start", "t": "soon"}\n', '{"event": "sta', ""):
+        f.write_text(bad)
+        assert read_schedule_start(f) is None
+
+
+def test_report_puts_faults_on_the_scenarios_clock_too() -> None:
+    """On a real cluster the members form their group before the schedule's clock starts: the report marks where
+    it did and gives each fault's onset on that clock, which is what the scenario's `at` plans."""
+    from analysis.report import _fault_table, scenario_start
+
+    faults = [{"t": 3_500_000_000, "kind": "loss", "probability": 0.2, "for": "2s", "at": "2s"}]
+    counts = {"A": {"send": 1, "stop": 1}}
+    late = build_run_info("r", counts, {"A": "stop"}, [], faults, CheckConfig(), (0, 9 * 10**9), 1_500_000_000)
+    assert scenario_start(late) == 1.5
+    html = _fault_table(late)
+    assert "scenario time (s)" in html and "started at 1.500 s" in html
+    assert '<td class="n">3.500</td><td class="n">5.500</td><td class="n">2.000</td>' in html
+    same = build_run_info("r", counts, {"A": "stop"}, [], faults, CheckConfig(), (0, 9 * 10**9), 0)
+    unknown = build_run_info("r", counts, {"A": "stop"}, [], faults, CheckConfig(), (0, 9 * 10**9))
+    for info in (same, unknown):  # the simulator's clock starts with the first event; older runs do not say
+        assert scenario_start(info) is None
+        assert "scenario time" not in _fault_table(info)
 
 
 def test_run_discovery(tmp_path: Path) -> None:
