@@ -28,7 +28,8 @@ from orchestration.member_python import member_python
 
 SIZE = 100  # message payload bytes (--size)
 # JGroups 2.12.2 (Debian's libjgroups-java) at 1000 B on this machine kind, issue #14's anchor (another day, another
-# harness): msgs/s. bench_jgroups measures JGroups in the same run (2026-11-26: UNICAST2 119.8k, NAKACK 157.4k).
+# harness): msgs/s. bench_jgroups measures JGroups in the same run (2026-11-26, three runs: UNICAST2 117.5-137.8k,
+# NAKACK 155.0-184.8k).
 JGROUPS_1000B = {"UNICAST": 58_500, "UNICAST2": 83_800, "NAKACK per receiver": 70_700}
 SAME_RUN = "(bench_jgroups measures JGroups in the same run)"
 RAW_RECEIVER = textwrap.dedent("""
