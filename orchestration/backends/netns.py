@@ -47,11 +47,18 @@ def _bridge_without_netfilter(ns: str) -> None:
     With br_netfilter loaded (dockerd loads it) every bridged frame, each IP fragment on each port, otherwise goes
     through the hooks of a namespace that has no rules (chaos rules live in the members' namespaces). That cost the
     sender ~0.5 µs of CPU per 1000 B multicast, and made a run's speed depend on whether docker had run on the
-    machine. Without br_netfilter the keys do not exist and there is nothing to turn off."""
+    machine. Without br_netfilter the keys do not exist and there is nothing to turn off. The keys are per namespace
+    since Linux 5.3; where the write changed our own namespace's value too (an older kernel: one value for the
+    whole machine, which docker's bridges rely on), it is put back and the bridge keeps its netfilter."""
+    paths = [Path("/proc/sys/net/bridge", key) for key in BRIDGE_NETFILTER_KEYS]
+    ours = {p: p.read_text() for p in paths if p.exists()}
     with in_namespace(ns):
-        for key in BRIDGE_NETFILTER_KEYS:
+        for p in paths:
             with contextlib.suppress(FileNotFoundError):
-                Path("/proc/sys/net/bridge", key).write_text("0\n")
+                p.write_text("0\n")
+    for p, value in ours.items():
+        if p.read_text() != value:
+            p.write_text(value)
 
 
 def check_netns_available() -> None:
