@@ -139,7 +139,24 @@ class Properties:
         return frozenset(f.name for f in fields(cls) if f.metadata.get("unit") == SECONDS)
 
     def set(self, name: str, value: object) -> None:
-        """Sets one property from a user-given value (JSON or text), with a clear error naming it."""
+        """Sets one property from a user-given value (JSON or text), with a clear error naming it; on an error the
+        property keeps its value."""
+        self.update({name: value})
+
+    def update(self, values: Mapping[str, object]) -> None:
+        """Sets properties from user-given values, then validates them together: a pair such as MERGE's
+        min_interval and max_interval can move past each other's old values. On an error nothing changes."""
+        before = self.as_dict()
+        try:
+            for name, value in values.items():
+                self._assign(name, value)
+            self.validate()
+        except ValueError:
+            for name, value in before.items():
+                setattr(self, name, value)
+            raise
+
+    def _assign(self, name: str, value: object) -> None:
         known = {f.name: f for f in fields(self)}
         if name not in known:
             raise ValueError(f"unknown property {name!r}; known: {', '.join(sorted(known))}")
@@ -163,11 +180,6 @@ class Properties:
         except (TypeError, ValueError):
             raise ValueError(f"property {name}: bad value {value!r} (expected {type(current).__name__})") from None
         setattr(self, name, new)
-        self.validate()
-
-    def update(self, values: Mapping[str, object]) -> None:
-        for k, v in values.items():
-            self.set(k, v)
 
     def validate(self) -> None:
         """Raises ValueError naming the property that is out of range."""

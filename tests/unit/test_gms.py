@@ -166,6 +166,25 @@ def test_properties_parse_durations_and_name_bad_values() -> None:
         Merge3Props(min_interval=2, max_interval=1).validate()
 
 
+def test_properties_are_validated_together_and_a_refused_change_changes_nothing() -> None:
+    """min_interval 60 s is above the default max_interval (10 s): set together with a max above it, the pair is
+    valid (it was refused when each property was checked as it was set). A refused change leaves every value as it
+    was, also on a running member (`set`)."""
+    m = Merge3Props()
+    m.update({"min_interval": "60s", "max_interval": "120s"})
+    assert (m.min_interval, m.max_interval) == (60.0, 120.0)
+    with pytest.raises(ValueError, match="min_interval <= max_interval"):
+        m.update({"min_interval": "1s", "max_interval": "0.5s"})
+    assert (m.min_interval, m.max_interval) == (60.0, 120.0)
+    with pytest.raises(ValueError, match="min_interval <= max_interval"):
+        m.set("min_interval", "200s")
+    assert m.min_interval == 60.0
+    g = Gms("A")
+    with pytest.raises(ValueError, match=r"gms\.merge_timeout"):
+        g.set_property("merge_timeout", "0s")
+    assert g.props.merge_timeout == GmsProps().merge_timeout
+
+
 # --- discovery and join --------------------------------------------------------------------------------------------
 
 
