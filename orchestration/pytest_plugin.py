@@ -547,7 +547,8 @@ def check_history(
     wait = parse_duration(quiet_within, "history_check: quiet_within")
     extra = []
     if cluster.running():
-        settled = wait_quiet(cluster, cluster.clock.now_ns() + round(wait * 1e9))
+        now = cluster.clock.now_ns()
+        settled = wait_quiet(cluster, now + round(wait * 1e9), views_wait_after(out / FAULTS_FILE, sc.checks, now))
         cluster.stop_members()
         if not settled:
             extra.append(
@@ -568,6 +569,21 @@ def check_history(
     if result.violations:
         pytest.fail(failure_message(result, cluster, replay), pytrace=False)
     return result
+
+
+def views_wait_after(faults_file: Path, checks: dict[str, Any], now: int) -> int | None:
+    """Until when a quiet cluster also waits for its views to agree (orchestration.schedule.wait_quiet): the last
+    heal in faults.jsonl (now, without faults) plus the views_converge bound; None when that check is off or a
+    fault is still in force (the checker does not check the views then)."""
+    from analysis.config import DEFAULT_VIEWS_BOUND
+    from analysis.membership import NEVER, fault_intervals, read_faults
+
+    bound = checks.get("views_converge", DEFAULT_VIEWS_BOUND)
+    if bound is False:
+        return None
+    faults = fault_intervals(read_faults(faults_file)[0])
+    heal = max((f.end for f in faults), default=now)
+    return None if heal == NEVER else heal + round(float(bound) * 1e9)
 
 
 def _run_name(out: Path) -> str:

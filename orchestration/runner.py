@@ -4,8 +4,9 @@ One runner for every backend (sim, process, netns): the same Cluster API, the sa
 `scenario.toml` (as run, seed filled in), `history/<member>.jsonl`, `faults.jsonl` (the start of the schedule's clock,
 every fault applied and removed with its planned `at` and its `t`, and the seed) and `outcome.json` (the runner's
 own violations, which the checker reads with the histories; late member actions; warnings). The run ends when
-every workload is sent and the cluster is quiet (nothing unacked, no gaps), or at the scenario's timeout, which is
-then reported as a `timeout` violation.
+every workload is sent and the cluster is quiet (nothing unacked, no gaps) and, up to the last heal plus the
+views_converge bound, its members' views agree (schedule.wait_quiet); or at the scenario's timeout, which is then
+reported as a `timeout` violation if the messages had not settled.
 """
 
 from __future__ import annotations

@@ -94,6 +94,79 @@ def test_pause_and_resume_run_in_the_simulator(tmp_path: Path) -> None:
     assert delivered == [f"A>B#{i}" for i in range(1, 201)]
 
 
+QUIET_HEAL = {
+    "name": "quiet-heal",
+    "seed": 1,
+    "timeout": "60s",
+    "cluster": {
+        "members": 4,
+        "stack": "unicast3+nakack2",
+        "properties": {
+            "fd": {"interval": "0.5s", "timeout": "2s", "timeout_check_interval": "0.5s"},
+            "merge": {"min_interval": "0.5s", "max_interval": "2s"},
+            "gms": {"join_timeout": "1s", "discovery_timeout": "1s"},
+        },
+    },
+    "workload": [{"kind": "multicast", "from": ["A"], "count": 10, "rate": 100}],
+    "faults": [{"at": "1s", "kind": "split", "groups": [["A", "B"], ["C", "D"]], "for": "4s"}],
+}
+
+
+def _last_views(out: Path) -> dict[str, tuple[float, str, list[str]]]:
+    """member -> (seconds after the schedule's start, view id, members) of its last view."""
+    t0 = json.loads((out / "faults.jsonl").read_text().splitlines()[0])["t"]
+    last = {}
+    for m in "ABCD":
+        v = [e for e in _events(out, m) if e["event"] == "view"][-1]
+        last[m] = ((v["t"] - t0) / 1e9, v["view_id"], v["members"])
+    return last
+
+
+def test_a_quiet_run_waits_for_the_merge_after_the_last_heal(tmp_path: Path) -> None:
+    """Every message of this run has arrived long before the split heals at 5 s, so the cluster is quiet at the heal:
+    the run used to end there, before the two halves could merge, and the checker reported views_converge although
+    its bound (10 s after the heal) had not run out. Now a quiet run waits, within that bound, for the views."""
+    outcome = run(parse(json.loads(json.dumps(QUIET_HEAL))), "sim", tmp_path)
+    assert not outcome.timed_out
+    last = _last_views(outcome.out)
+    assert len({(vid, tuple(ms)) for _, vid, ms in last.values()}) == 1, last
+    assert all(sorted(ms) == ["A", "B", "C", "D"] and 5.0 < t < 15.0 for t, _, ms in last.values()), last
+
+
+def test_views_that_never_agree_end_the_run_at_the_bound_without_a_timeout(tmp_path: Path) -> None:
+    """A merge that cannot happen (every merge round times out before its answers arrive) is the checker's to
+    report: the run waits for the views until the last heal plus the views_converge bound (3 s here), then ends as
+    settled."""
+    raw = json.loads(json.dumps(QUIET_HEAL))
+    raw["cluster"]["properties"]["gms"]["merge_timeout"] = "1ms"
+    raw["checks"] = {"views_converge": "3s"}
+    outcome = run(parse(raw), "sim", tmp_path)
+    assert not outcome.timed_out and outcome.extra_violations == []
+    ends = [_events(outcome.out, m)[-1] for m in "ABCD"]
+    t0 = json.loads((outcome.out / "faults.jsonl").read_text().splitlines()[0])["t"]
+    assert all(e["event"] == "stop" and 8.0 <= (e["t"] - t0) / 1e9 < 8.5 for e in ends), ends
+    assert len({vid for _, vid, _ in _last_views(outcome.out).values()}) == 2  # [A, B] and [C, D]
+
+
+def test_history_check_waits_for_the_views_until_the_last_heal_plus_the_bound(tmp_path: Path) -> None:
+    """The pytest plugin's history_check ends a test's run the same way: from its faults.jsonl."""
+    from orchestration.pytest_plugin import views_wait_after
+
+    f = tmp_path / "faults.jsonl"
+    assert views_wait_after(f, {}, now=7) == 7 + 10 * 10**9  # no faults: from now, the default 10 s bound
+    f.write_text(
+        '{"event":"start","t":0,"seed":1,"backend":"sim"}\n'
+        '{"t":100,"event":"fault","kind":"split","groups":[["A"],["B"]]}\n'
+        '{"t":2000,"event":"fault","kind":"heal"}\n'
+        '{"t":3000,"event":"fault","kind":"kill","member":"B"}\n'
+    )
+    assert views_wait_after(f, {"views_converge": 2.0}, now=9000) == 3000 + 2 * 10**9
+    assert views_wait_after(f, {"views_converge": False}, now=9000) is None
+    with f.open("a") as out:
+        out.write('{"t":4000,"event":"fault","kind":"partition","from":["A"],"to":["B"]}\n')  # never healed
+    assert views_wait_after(f, {"views_converge": 2.0}, now=9000) is None
+
+
 def test_scenario_toml_round_trips() -> None:
     sc = parse(json.loads(json.dumps(SCENARIO)))
     assert parse(tomllib.loads(scenario_toml(sc))).raw == sc.raw
