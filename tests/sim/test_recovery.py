@@ -98,36 +98,42 @@ def caught_up_and_merged(sim: Simulation) -> tuple[float, float]:
     """Seconds from the heal until C has delivered every unicast A sent before the heal, and until the merge view."""
     heal, before = sim.now, sim.sent("A", "C")
     merged: list[float] = []
+    caught_up: list[float] = []
 
     def done() -> bool:
         if not merged and one_view_of_three(sim):
             merged.append(sim.now - heal)
-        return bool(merged) and sim.delivered("C", "A")[: len(before)] == before
+        if not caught_up and sim.delivered("C", "A")[: len(before)] == before:
+            caught_up.append(sim.now - heal)
+        return bool(merged and caught_up)
 
     assert sim.run_until(done, 30, check_every=0.005)
-    return sim.now - heal, merged[0]
+    return caught_up[0], merged[0]
 
 
 @pytest.mark.parametrize("stream_s", [2.0, 10.0], ids=["stream-ends-in-the-split", "stream-goes-on"])
-def test_unicasts_held_back_by_the_split_arrive_with_the_merge(stream_s: float) -> None:
-    """C asks A for nothing while A is outside its view; the merge view that brings A back asks at once for what is
-    missing (it was sent during the split: lost, not in flight), and so does the message that ends C's silence
-    from A if it comes later (a stream that ended during the split: A resends its highest unacked message on every
-    retransmit run). Without asking at once C waits for its second retransmit run after the merge."""
-    at_once, waited = [], []
+def test_unicasts_held_back_by_the_split_arrive_before_the_merge(stream_s: float) -> None:
+    """C excluded A during the split; after the heal, the first message from A ends C's silence and asks at once
+    for what is missing (sent during the split: lost, not in flight), although A is outside C's view until the
+    merge: C catches up within 2 x xmit_interval + 0.1 s of the heal (the stream that ended during the split: A
+    resends its highest unacked message on every retransmit run, which ends the silence), before the merge view
+    (median). Until 11-26 a peer outside the view was not asked, and C caught up with the merge view. Without
+    asking at once C waits for its second retransmit run after the merge."""
+    at_once, merges, waited = [], [], []
     for seed in SEEDS:
         sim = cut_off_c(seed, stream_s=stream_s)
         caught_up, merged = caught_up_and_merged(sim)
         at_once.append(caught_up)
-        assert caught_up <= max(merged, XMIT if stream_s == 2.0 else 0) + 0.05, (seed, caught_up, merged)
+        merges.append(merged)
+        assert caught_up <= 2 * XMIT + 0.1, (seed, caught_up, merged)
         assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] >= 1
         assert_nothing_lost(sim)
         sim = cut_off_c(seed, stream_s=stream_s, ask_at_once=False)
         waited.append(caught_up_and_merged(sim)[0])
         assert sim.protocol_counters("C", "unicast3")["xmit_reqs_after_silence"] == 0
         assert_nothing_lost(sim)
-    assert statistics.median(at_once) <= 2 * XMIT + 0.1, at_once  # bench_partition's target, on the median
-    assert statistics.median(waited) >= statistics.median(at_once) + 0.9 * XMIT, (at_once, waited)
+    assert statistics.median(at_once) < statistics.median(merges), (at_once, merges)
+    assert statistics.median(waited) >= statistics.median(merges) + 0.9 * XMIT, (merges, waited)
 
 
 def deaf_c(seed: int, *, ask_at_once: bool) -> Simulation:
