@@ -271,8 +271,8 @@ def wait_quiet(cluster: Cluster, deadline: int, views_until: int | None = None) 
     member (unacknowledged, or missing: Stack.waiting_on), seen twice in a row QUIET_POLL_S apart on the cluster's
     clock, before the deadline. Messages to or from a killed incarnation are not waited for (they never complete);
     the checker reports them. With `views_until`, a quiet cluster also waits, until then at most, for its members'
-    views to agree (`views_agree`); views that do not is the checker's to report, not a timeout: the result says
-    whether the messages settled."""
+    views to agree (`views_agree`); views that still disagree are the checker's to report, not a timeout: the
+    result says whether the messages settled."""
     clock = cluster.clock
     streak = 0
     while clock.now_ns() < deadline:
