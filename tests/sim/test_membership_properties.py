@@ -79,8 +79,9 @@ def schedules(draw: st.DrawFn) -> dict:
     return {"names": names, "seed": draw(st.integers(0, 2**32 - 1)), "steps": steps}
 
 
-def run(sc: dict, stack: str) -> tuple[Simulation, float]:
-    """Runs the schedule; returns the simulation and when the last heal happened."""
+def scheduled(sc: dict, stack: str) -> tuple[Simulation, float]:
+    """A formed group of the schedule's members with its faults and heals scheduled (nothing run yet); returns the
+    simulation and when the last heal happens."""
     sim = make(sc["names"], stack=stack, seed=sc["seed"])
     converge(sim, JOIN_BOUND)
     sim.run(0.5)
@@ -94,7 +95,12 @@ def run(sc: dict, stack: str) -> tuple[Simulation, float]:
         t += duration
         sim.at(t, sim.heal)
         t += gap
-    last_heal = t - sc["steps"][-1][2]
+    return sim, t - sc["steps"][-1][2]
+
+
+def run(sc: dict, stack: str) -> tuple[Simulation, float]:
+    """Runs the schedule; returns the simulation and when the last heal happened."""
+    sim, last_heal = scheduled(sc, stack)
     for n in sc["names"]:  # until the views have converged (or nearly): messages on both sides of the last merge
         sim.multicast_stream(n, int((last_heal + STREAM_AFTER_HEAL - sim.now) * RATE), rate=RATE)
     sim.run(last_heal - sim.now)
@@ -149,19 +155,8 @@ def test_unicasts_across_splits_and_merges_are_complete_once_and_fifo(sc: dict) 
     cluster drains, and every receiver delivers every unicast of every sender exactly once and in send order
     (nobody is killed, and no connection is old enough for max_retransmit_time to drop it)."""
     names = sc["names"]
-    sim = make(names, stack="unicast3+nakack2", seed=sc["seed"])
-    converge(sim, JOIN_BOUND)
-    sim.run(0.5)
-    t = sim.now
-    for (kind, arg), duration, gap in sc["steps"]:
-        if kind == "split":
-            sim.at(t, sim.split, arg)
-        else:
-            for a, b in arg:
-                sim.at(t, sim.cut, a, b)
-        t += duration
-        sim.at(t, sim.heal)
-        t += gap
+    sim, last_heal = scheduled(sc, "unicast3+nakack2")
+    t = last_heal + sc["steps"][-1][2]  # the end of the schedule: the last heal and the gap after it
     for s in names:
         for d in names:
             if s != d:
