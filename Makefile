@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # against (chaos/), and a JDK for PySpark if none is installed (analysis/).
 APT_PACKAGES := iptables nftables libnetfilter-queue-dev iproute2
 # As root, also a Docker engine for the docker backend's tests (the tests start and stop it themselves) and
-# debootstrap for its base image (no registry can be reached here): see orchestration/docker_engine.py.
+# debootstrap for its base image (no registry can be reached here): see orchestration/host/docker_engine.py.
 DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
@@ -48,7 +48,7 @@ demo: setup
 	$(BIN)/chaosbed demo
 
 # One pytest-xdist worker per core; worksteal rebalances the long netns tests. Clusters never clash between workers
-# (orchestration/claims.py), and the Spark checks of every worker share one warm Spark Connect service, which the
+# (orchestration/host/claims.py), and the Spark checks of every worker share one warm Spark Connect service, which the
 # chaosbed pytest plugin starts on first use and stops when the session ends.
 test: setup
 	$(BIN)/python -m pytest -q -n auto --dist worksteal

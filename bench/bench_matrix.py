@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestration.matrix import Matrix, expand
-from orchestration.matrix_run import MatrixResult, run_cells, write_matrix
+from orchestration.matrix.run import MatrixResult, run_cells, write_matrix
+from orchestration.matrix.spec import Matrix, expand
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 STACKS = ["unicast3+nakack2", "unicast3+mcast"]

@@ -3,7 +3,7 @@ Python socket pair in the same namespaces, measured in the same run; then the sa
 docker backend), with the ratio to netns, the member containers' memory and `up` times for 3 and 10 members.
 
 - raw UDP: a blocking receiver counts SIZE-byte datagrams (100 unless --size) while a sender blasts them (no
-  reliability: loss counts), both in the interpreter the members run (orchestration/member_python.py);
+  reliability: loss counts), both in the interpreter the members run (orchestration/host/member_python.py);
 - UNICAST3 over UDP and over TCP: member A sends N SIZE-byte messages to B as fast as its window allows; the rate is
   N / (time until B delivered all N), exactly once and in order (checked by the tests, not here).
 - docker: a running engine is used; as root without one, one is started for the run and stopped after it.
@@ -24,7 +24,7 @@ from bench.common import report
 from orchestration.backends import backend_class
 from orchestration.backends.netns import NetnsCluster, check_netns_available
 from orchestration.cluster import ClusterSpec, member_names
-from orchestration.member_python import member_python
+from orchestration.host.member_python import member_python
 
 SIZE = 100  # message payload bytes (--size)
 # JGroups 2.12.2 (Debian's libjgroups-java) at 1000 B on this machine kind, issue #14's anchor (another day, another
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def docker_column(messages: int, repeats: int) -> None:
     """netns and docker side by side in this run: rates, the docker/netns ratio, memory, up times."""
-    from orchestration import docker_engine, docker_images
+    from orchestration.host import docker_engine, docker_images
 
     problem = docker_engine.unavailable_reason()
     if problem:

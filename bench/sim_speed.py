@@ -6,7 +6,7 @@ goes through the real stack and real wire encoding. Run: python -m bench.sim_spe
 
 The first rows pace the workloads as a real member's sender loop does (node/runtime.py polls every 1 ms, so at 5,000
 msgs/s about 5 messages to a destination go out together, bundled into one datagram), which is how `chaosbed run
---backend sim` runs scenarios (`Simulation(sender_poll=POLL)`, orchestration/backends/sim_cluster.py); the "a wake per
+--backend sim` runs scenarios (`Simulation(sender_poll=POLL)`, orchestration/sim/cluster.py); the "a wake per
 message" rows run the same workload with `Simulation`'s default, which wakes a paced task for every single message.
 """
 
@@ -18,7 +18,7 @@ import time
 
 from bench.common import median_time, report
 from node.workload import POLL
-from orchestration.backends.sim import LinkFaults, Simulation
+from orchestration.sim.simulation import LinkFaults, Simulation
 
 PROPS = {"unicast3": {"xmit_interval": "100ms"}}
 

@@ -4,7 +4,7 @@ A `Workload` is `count` messages of one kind (unicast to a member name, or multi
 at `rate` messages/s from `start`, or, with `rate` None, as fast as the stack's flow control allows. It does no I/O
 and reads no clock: its driver asks it how many messages are due now (`due`, or `due_on` that reads the flow
 control of a stack), sends exactly that many, and calls it again at `next_wakeup()`. node/runtime.py drives it with
-asyncio and real time, orchestration/backends/sim.py with the virtual clock.
+asyncio and real time, orchestration/sim/simulation.py with the virtual clock.
 
 Pacing:
 - rate r: message i (from 0) is due at `start + i / r`; a call at `now` returns every message due by then that was

@@ -1,5 +1,5 @@
 """`python -m orchestration ...` is `chaosbed ...` (used by detached helpers such as the timer of `fault --for`)."""
 
-from orchestration.cli import entry
+from orchestration.cli.main import entry
 
 entry()

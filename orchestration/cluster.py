@@ -253,9 +253,9 @@ def reap_all() -> list[str]:
         except (ClusterError, KeyError, TypeError, ValueError):
             shutil.rmtree(STATE_ROOT / label, ignore_errors=True)
         removed.append(label)
-    from orchestration import claims, docker_engine
     from orchestration.backends.docker import reap_orphans
     from orchestration.backends.netns import reap_namespaces
+    from orchestration.host import claims, docker_engine
 
     # a namespace without a state file here but with a live owner is another state root's cluster mid-start
     keep = set(list_clusters()) | claims.owned_labels()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestration.bugs import CATALOGUE, Entry, bug_matrix, catalogue
-from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
+from orchestration.matrix.bugs import CATALOGUE, Entry, bug_matrix, catalogue
+from orchestration.matrix.run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
 
 BUG_FILES = sorted(CATALOGUE.glob("*.toml"))
 

@@ -8,7 +8,7 @@ BACKENDS = ("sim", "process", "netns", "docker")
 
 def backend_class(name: str) -> type:
     if name == "sim":
-        from orchestration.backends.sim_cluster import SimCluster
+        from orchestration.sim.cluster import SimCluster
 
         return SimCluster
     if name == "process":

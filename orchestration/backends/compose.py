@@ -16,10 +16,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from orchestration import docker_engine
 from orchestration.backends.docker import DockerCluster, member_pid
 from orchestration.backends.netns import check_netns_available, reap_namespaces
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo, new_label
+from orchestration.host import docker_engine
 
 DATA_PORT = 7800
 HISTORY_MOUNT = "/history"

@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from orchestration import claims, docker_engine, docker_images
 from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo
+from orchestration.host import claims, docker_engine, docker_images
 
 DATA_PORT = 7800
 LABEL = "chaosbed.cluster"  # docker label of everything a cluster creates; value: the cluster's label

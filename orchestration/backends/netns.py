@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from chaos.engine import Chaos, Endpoint
-from orchestration import claims
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
+from orchestration.host import claims
 
 DATA_PORT = 7800
 

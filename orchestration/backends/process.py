@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestration import claims
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import MemberInfo
+from orchestration.host import claims
 
 DATA_PORT = 47_000
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from node import jsonl
-from orchestration import claims
 from orchestration.cluster import (
     STATE_ROOT,
     Cluster,
@@ -30,7 +29,8 @@ from orchestration.cluster import (
     _alive,
     _kill,
 )
-from orchestration.member_python import ENV, MemberPythonError, member_env, member_python
+from orchestration.host import claims
+from orchestration.host.member_python import ENV, MemberPythonError, member_env, member_python
 
 
 class RealCluster(Cluster):

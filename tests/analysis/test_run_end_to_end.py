@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestration.cli import main
+from orchestration.cli.main import main
 from tests.clusters import BACKENDS, make_cluster  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -68,7 +68,7 @@ def test_concurrent_starts_share_one_server_and_down_all_stops_it(state: Path) -
     pids = processes(info)
     assert spark_service.start().pid == info.pid  # idempotent
 
-    from orchestration.cli import main
+    from orchestration.cli.main import main
 
     res = CliRunner().invoke(main, ["spark", "status"])
     assert res.exit_code == 0 and info.url in res.output and str(info.pid) in res.output
@@ -124,7 +124,7 @@ def test_start_fails_clearly_without_java(state: Path, monkeypatch: pytest.Monke
 def test_auto_target_without_a_service_is_an_error_message_not_a_hang(state: Path) -> None:
     """An sc:// URL where nothing listens: exit 2 with a message naming the target."""
     from analysis.synth import write_run
-    from orchestration.cli import main
+    from orchestration.cli.main import main
 
     write_run(state.parent / "run", members=3, rounds=5, seed=1)
     res = CliRunner().invoke(main, ["check", str(state.parent / "run"), "--spark", "sc://127.0.0.1:1"])

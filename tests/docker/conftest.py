@@ -1,5 +1,5 @@
 """Docker tests run against a real engine: the one that runs, or (as root) one the session starts and the last
-xdist worker's session stops (orchestration/docker_engine.py, which also checks that the host is left as before).
+xdist worker's session stops (orchestration/host/docker_engine.py, which also checks that the host is left as before).
 The member image is built from this checkout, on a base image made without a registry where none can be pulled."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from orchestration import docker_engine, docker_images
 from orchestration.backends.docker import LABEL, DockerCluster
 from orchestration.backends.netns import list_namespaces
+from orchestration.host import docker_engine, docker_images
 from tests.clusters import make_cluster, netns_skip_reason  # noqa: F401 - make_cluster: the fixture
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from orchestration import docker_images
 from orchestration.backends.compose import ComposeCluster
 from orchestration.backends.netns import list_namespaces
+from orchestration.host import docker_images
 from tests.docker.conftest import needs_docker
 
 pytestmark = needs_docker

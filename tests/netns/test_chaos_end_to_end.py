@@ -184,7 +184,7 @@ def test_every_network_fault_kind_from_a_scenario_file_on_netns(tmp_path: Path) 
 
 def test_the_demo_scenario_runs_clean_on_netns(tmp_path: Path) -> None:
     """`make demo` runs scenarios/partition-heal.toml: the one-way partition changes the views, the heal merges them."""
-    from orchestration.cli_demo import DEMO_SCENARIO
+    from orchestration.cli.demo import DEMO_SCENARIO
     from orchestration.scenario import load
 
     outcome = run(load(DEMO_SCENARIO), "netns", tmp_path / "demo")

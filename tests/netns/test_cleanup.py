@@ -72,8 +72,8 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
 def test_down_all_of_another_state_root_leaves_a_cluster_that_is_starting_alone(tmp_path) -> None:
     """Under pytest-xdist one worker's `down --all` (its own state root) runs while another worker's cluster has its
     namespaces but no process yet: the live owner's claim keeps them; once the owner is gone they are orphans."""
-    from orchestration import claims
     from orchestration.cluster import new_label
+    from orchestration.host import claims
 
     label = new_label()
     ns = f"{label}-A"

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from chaos import kernel
 from node import wire
 from orchestration.backends.netns import NetnsCluster
-from orchestration.cli import main
+from orchestration.cli.main import main
 from orchestration.cluster import ClusterSpec
 from tests.clusters import assert_nothing_left, netns_skip_reason
 from tests.netns.linkprobe import PROBE_PORT, probe

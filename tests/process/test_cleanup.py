@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestration.backends.netns import list_namespaces
-from orchestration.cli import main
+from orchestration.cli.main import main
 from orchestration.cluster import STATE_ROOT, _alive
 from tests.clusters import BACKENDS, down_all
 
@@ -94,7 +94,7 @@ def test_ctrl_c_during_a_run_leaves_nothing_behind(tmp_path) -> None:
     # test process inherited it ignored (a job started with `&` by a non-interactive shell, as CI may be).
     foreground = (
         "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "sys.argv[0] = 'chaosbed'; runpy.run_module('orchestration.cli', run_name='__main__')"
+        "sys.argv[0] = 'chaosbed'; runpy.run_module('orchestration', run_name='__main__')"
     )
     proc = subprocess.Popen(
         [

@@ -1,4 +1,4 @@
-"""orchestration/member_python.py: real members run the distribution's python3 when the host has a new enough one
+"""orchestration/host/member_python.py: real members run the distribution's python3 when the host has a new enough one
 (as docker members do), CHAOSBED_MEMBER_PYTHON when it is set, else the orchestrator's interpreter; from any working
 directory, and a bad choice is refused with the variable's name."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import member_python as mp
+from orchestration.host import member_python as mp
 from orchestration.cluster import ClusterError
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestration.bugs import catalogue
-from orchestration.cli import main
-from orchestration.matrix_run import MatrixResult
+from orchestration.cli.main import main
+from orchestration.matrix.bugs import catalogue
+from orchestration.matrix.run import MatrixResult
 from orchestration.scenario import load
 from tests.bug_catalogue import BUG_FILES, assert_reproduced, run_catalogue
 

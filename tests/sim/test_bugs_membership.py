@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from node.protocols.gms import GmsProps, State
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 from tests.sim.test_membership import (
     CONVERGENCE_BOUND,
     FD_TIMEOUT,

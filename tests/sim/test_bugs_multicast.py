@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 
 pytestmark = pytest.mark.sim
 

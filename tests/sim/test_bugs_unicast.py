@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 from tests.sim.util import FAST_U2, FAST_U3, assert_exactly_once_in_order, burst, settle
 
 pytestmark = pytest.mark.sim

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestration.cli import main
+from orchestration.cli.main import main
 
 pytestmark = pytest.mark.sim
 

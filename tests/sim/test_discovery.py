@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 from tests.sim.test_membership import PROPS, view_events, views_of
 
 pytestmark = pytest.mark.sim

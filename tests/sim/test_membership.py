@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from node.protocols.gms import State
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 
 pytestmark = pytest.mark.sim
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 from tests.sim.test_membership import (
     CONVERGENCE_BOUND,
     FD_TIMEOUT,

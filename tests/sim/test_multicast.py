@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from node import wire
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 
 pytestmark = pytest.mark.sim
 

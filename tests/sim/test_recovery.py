@@ -18,7 +18,7 @@ import statistics
 
 import pytest
 
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 
 pytestmark = pytest.mark.sim
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from chaos.engine import QueueBypass
-from orchestration.backends.sim_cluster import SimChaos
-from orchestration.cli_output import warn_late
-from orchestration.matrix import load_matrix
-from orchestration.matrix_report import render
-from orchestration.matrix_run import CellResult, MatrixResult, matrix_doc
+from orchestration.cli.output import warn_late
+from orchestration.matrix.report import render
+from orchestration.matrix.run import CellResult, MatrixResult, matrix_doc
+from orchestration.matrix.spec import load_matrix
 from orchestration.runner import OUTCOME_FILE, run, scenario_toml
 from orchestration.scenario import ScenarioError, parse
+from orchestration.sim.cluster import SimChaos
 
 pytestmark = pytest.mark.sim
 

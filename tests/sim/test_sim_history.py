@@ -18,7 +18,7 @@ from node.control import ControlServer
 from node.history import encode
 from node.runtime import RECV_BUFFER, Member, MemberConfig
 from node.workload import MAX_UNACKED
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 from tests.sim.util import FAST_U3, burst, settle
 
 pytestmark = pytest.mark.sim

@@ -10,7 +10,7 @@ import pytest
 from node import wire
 from node.protocols.base import Effects, EventlessEffects
 from node.workload import POLL
-from orchestration.backends.sim import LinkFaults, Simulation
+from orchestration.sim.simulation import LinkFaults, Simulation
 
 pytestmark = [pytest.mark.sim]
 
@@ -93,8 +93,8 @@ def test_sender_poll_must_not_be_negative() -> None:
 def test_the_scenario_backend_paces_workloads_as_a_real_member(tmp_path) -> None:
     """`--backend sim` (SimCluster) sends what fell due within the real member's 1 ms sender poll together: at
     5,000/s about 5 unicasts per datagram, as node/runtime.py does, not one datagram per message."""
-    from orchestration.backends.sim_cluster import SimCluster
     from orchestration.cluster import ClusterSpec
+    from orchestration.sim.cluster import SimCluster
 
     cluster = SimCluster(ClusterSpec(["A", "B"], backend="sim", seed=3), workdir=tmp_path)
     cluster.start()

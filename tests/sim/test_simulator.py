@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestration.backends.sim import LinkFaults, MessageRule, Simulation
+from orchestration.sim.simulation import LinkFaults, MessageRule, Simulation
 from tests.sim.util import FAST_U3, assert_exactly_once_in_order, burst, settle
 
 pytestmark = pytest.mark.sim

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 from tests.sim.util import FAST_U3, assert_exactly_once_in_order, settle
 
 pytestmark = pytest.mark.sim

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.backends.sim import MessageRule, Simulation
+from orchestration.sim.simulation import MessageRule, Simulation
 from tests.sim.util import FAST, assert_exactly_once_in_order, burst, settle
 
 pytestmark = pytest.mark.sim

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestration.backends.sim import Simulation
+from orchestration.sim.simulation import Simulation
 
 # Short timeouts keep simulated runs short; the protocol logic is the same as with the defaults.
 FAST_U3 = {"unicast3": {"xmit_interval": "100ms", "min_time_between_acks": "10ms"}}

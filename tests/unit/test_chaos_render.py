@@ -103,7 +103,7 @@ def test_discard_is_refused_over_tcp(tmp_path: Path) -> None:
 
 def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: Chaos) -> None:
     from chaos.engine import fault_event
-    from orchestration.cli_output import describe
+    from orchestration.cli.output import describe
 
     record = fault(chaos, "delay", **{"from": ["C"], "to": ["A"], "delay": "30ms", "jitter": "5ms"})
     assert describe(record) == describe(fault_event(record)) == "delay 30ms ± 5ms C -> A"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import claims
+from orchestration.host import claims
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def _claim_in_another_process(folder: Path, label: str, space: int, state_dir: P
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from orchestration import claims
+        from orchestration.host import claims
         claims.CLAIMS_DIR = Path({str(folder)!r})
         try:
             print(claims.claim({label!r}, "netns", {space}, Path({str(state_dir)!r})), flush=True)

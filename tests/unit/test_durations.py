@@ -99,7 +99,7 @@ def test_every_adapter_uses_the_one_parser() -> None:
     from analysis.config import parse_duration as analysis_duration
     from chaos.engine import ChaosError, normalize
     from chaos.nemesis import NemesisError, schedule
-    from orchestration.cli_options import duration_arg as _duration
+    from orchestration.cli.options import duration_arg as _duration
     from orchestration.scenario import ScenarioError
     from orchestration.scenario import _duration as scenario_duration
 

@@ -1,4 +1,4 @@
-"""orchestration/leases.py: a lease counts while its holder runs, and not when its pid now names another process
+"""orchestration/host/leases.py: a lease counts while its holder runs, and not when its pid now names another process
 (pids are reused within minutes here) or the holder is gone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestration import leases
+from orchestration.host import leases
 
 
 def test_a_lease_counts_while_its_holder_runs(tmp_path: Path) -> None:

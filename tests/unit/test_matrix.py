@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestration.cli import main
-from orchestration.matrix import MatrixError, load_matrix
+from orchestration.cli.main import main
+from orchestration.matrix.spec import MatrixError, load_matrix
 from orchestration.scenario import load
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -328,7 +328,7 @@ def test_times_parse_back_to_the_rounds() -> None:
 def test_cli_prints_the_schedule_and_its_scenario_table() -> None:
     from click.testing import CliRunner
 
-    from orchestration.cli import main
+    from orchestration.cli.main import main
 
     result = CliRunner().invoke(main, ["nemesis", "isolate-one", "-n", "4", "--seed", "9", "--rounds", "2"])
     assert result.exit_code == 0, result.output

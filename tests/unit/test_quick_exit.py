@@ -1,4 +1,4 @@
-"""orchestration/quick_exit.py: a finished command ends with its status, its output and its atexit handlers, and
+"""orchestration/cli/quick_exit.py: a finished command ends with its status, its output and its atexit handlers, and
 without the interpreter's module teardown, unless a non-daemon thread still runs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = """
 import atexit, sys, threading
-from orchestration.quick_exit import run_then_exit
+from orchestration.cli.quick_exit import run_then_exit
 
 class Teardown:
     def __del__(self):

@@ -8,7 +8,7 @@ import re
 from click.testing import CliRunner
 
 from node.stack import PROTOCOLS, STACKS, build_stack
-from orchestration.cli import main
+from orchestration.cli.main import main
 
 
 def test_stacks_prints_every_declared_property_with_its_default() -> None:

@@ -273,6 +273,6 @@ def _slug(name: str) -> str:
 
 def default_backend_name() -> str:
     """netns as root with the ip tool, else process (SCENARIO.md's default)."""
-    from orchestration.cli_options import default_backend as _default_backend
+    from orchestration.cli.options import default_backend as _default_backend
 
     return _default_backend()

@@ -5,9 +5,9 @@ time and the network are simulated. One `random.Random(seed)` drives every rando
 ties by insertion order, so the same seed and the same calls give the same run, event for event (histories are
 byte-identical).
 
-The network (links, loss, reordering, exact message rules) is orchestration/backends/sim_network.py, sending and
+The network (links, loss, reordering, exact message rules) is orchestration/sim/network.py, sending and
 workload tasks are sim_workload.py, a member incarnation's state is sim_member.py; `Simulation` combines them with
-the event loop. `orchestration/backends/sim_cluster.py` puts the Cluster API (and the chaos engine's fault kinds) on
+the event loop. `orchestration/sim/cluster.py` puts the Cluster API (and the chaos engine's fault kinds) on
 top of this class.
 
 Membership (stacks with GMS, e.g. "unicast3+nakack2"): members start at given virtual times and join by
@@ -38,9 +38,9 @@ from node.protocols.base import MembershipLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
 from node.stack import build_stack, has_membership
 from node.wire import View, make_address, name_of
-from orchestration.backends.sim_member import SimMember
-from orchestration.backends.sim_network import ACTIONS, DATAGRAM, LinkFaults, MessageRule, SimNetwork
-from orchestration.backends.sim_workload import SimWorkload
+from orchestration.sim.member import SimMember
+from orchestration.sim.network import ACTIONS, DATAGRAM, LinkFaults, MessageRule, SimNetwork
+from orchestration.sim.workload import SimWorkload
 
 __all__ = ["ACTIONS", "TRANSPORT", "LinkFaults", "MessageRule", "SimMember", "Simulation"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from orchestration.cli_options import console
+from orchestration.cli.options import console
 
 
 @click.group()

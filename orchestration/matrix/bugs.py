@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestration.matrix import Cell, Expectation, Matrix, MatrixError, _slug, default_backend_name
+from orchestration.matrix.spec import Cell, Expectation, Matrix, MatrixError, _slug, default_backend_name
 from orchestration.scenario import Bug, ScenarioError, load
 
-CATALOGUE = Path(__file__).resolve().parent.parent / "scenarios" / "bugs"
+CATALOGUE = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 VARIANTS = ("flawed", "fixed")
 
 

@@ -1,12 +1,12 @@
 """`chaosbed stacks`: the protocol stacks a cluster can run, then each stack's protocols and their properties
-(orchestration/stacks_doc.py)."""
+(orchestration/cli/stacks_doc.py)."""
 
 from __future__ import annotations
 
 import click
 
 from node.stack import STACKS
-from orchestration.stacks_doc import properties_text
+from orchestration.cli.stacks_doc import properties_text
 
 
 @click.command()

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from orchestration.cli_options import console, duration_arg
+from orchestration.cli.options import console, duration_arg
 
 
 def _ago(seconds: float) -> str:

@@ -17,8 +17,8 @@ import click
 from rich.table import Table
 
 from node.stack import STACKS
-from orchestration.cli_options import console, duration_arg, fraction_arg, parse_set, protocol_set_option
-from orchestration.cli_output import print_handled
+from orchestration.cli.options import console, duration_arg, fraction_arg, parse_set, protocol_set_option
+from orchestration.cli.output import print_handled
 
 SIM_TIMEOUT_AFTER = 120.0  # virtual seconds a case may take to settle after its workload and faults
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from orchestration.cli_options import (
+from orchestration.cli.options import (
     BACKEND,
     DEFAULT_BACKEND_HELP,
     console,
@@ -18,7 +18,7 @@ from orchestration.cli_options import (
     spark_option,
     spark_target,
 )
-from orchestration.cli_output import print_handled, run_checks, warn_late
+from orchestration.cli.output import print_handled, run_checks, warn_late
 
 
 @click.command()

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 
 from node.units import parse_duration
-from orchestration.cli_options import console
+from orchestration.cli.options import console
 
 if TYPE_CHECKING:
     from orchestration.runner import RunOutcome

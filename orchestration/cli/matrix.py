@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from orchestration.cli_options import BACKEND, console, master_option, spark_option, spark_target
-from orchestration.matrix import Matrix, MatrixError, load_matrix, toml_value
-from orchestration.matrix_run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
+from orchestration.cli.options import BACKEND, console, master_option, spark_option, spark_target
+from orchestration.matrix.run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
+from orchestration.matrix.spec import Matrix, MatrixError, load_matrix, toml_value
 
 
 def _fail(msg: str) -> None:
@@ -163,7 +163,7 @@ def bugs(ctx: click.Context) -> None:
     """The known-bug catalogue (scenarios/bugs/): list it, or `bugs run NAME` / `bugs run --all`."""
     if ctx.invoked_subcommand is not None:
         return
-    from orchestration.bugs import catalogue
+    from orchestration.matrix.bugs import catalogue
 
     try:
         entries = catalogue()
@@ -202,7 +202,7 @@ def bugs_run(
 ) -> None:
     """Run a bug's flawed and fixed variants side by side: exit 0 when the flawed one violates exactly what the
     file names and the fixed one passes, 1 otherwise, 2 for bad input."""
-    from orchestration.bugs import bug_matrix, catalogue, find
+    from orchestration.matrix.bugs import bug_matrix, catalogue, find
 
     if bool(name) == all_:
         _fail("name one bug (chaosbed bugs run NAME) or --all")

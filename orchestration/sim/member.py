@@ -1,5 +1,5 @@
 """The simulator's members: one incarnation's state (its stack, history writer, receive buffer while paused,
-deferred actions) and its workload tasks. orchestration/backends/sim.py drives them."""
+deferred actions) and its workload tasks. orchestration/sim/simulation.py drives them."""
 
 from __future__ import annotations
 

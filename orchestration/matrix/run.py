@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.matrix import Cell, Matrix
+from orchestration.matrix.spec import Cell, Matrix
 from orchestration.runner import OUTCOME_FILE, first_interrupt_only, warning_lines
 
 CELL_LOG = "run.log"  # what the cell printed
@@ -79,7 +79,7 @@ def cell_command(cell: Cell, out: Path) -> list[str]:
         "backend": cell.backend,
         "out": str(out / cell.folder),
     }
-    return [sys.executable, "-m", "orchestration.matrix_cell", json.dumps(spec)]
+    return [sys.executable, "-m", "orchestration.matrix.cell", json.dumps(spec)]
 
 
 def run_cells(
@@ -267,7 +267,7 @@ def write_matrix_json(result: MatrixResult) -> None:
 
 def write_matrix(result: MatrixResult) -> None:
     """matrix.json and the grid report.html (the checker's table of every run is checks.html, linked from it)."""
-    from orchestration.matrix_report import render
+    from orchestration.matrix.report import render
 
     write_matrix_json(result)
     (result.out / "report.html").write_text(render(result), encoding="utf-8")

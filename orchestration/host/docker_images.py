@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from orchestration.docker_engine import DockerUnavailable
+from orchestration.host.docker_engine import DockerUnavailable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = "compose/Dockerfile"
 BASE_SCRIPT = REPO / "compose" / "base-image.sh"
 LOCAL_BASE = "chaosbed-base:bookworm"

@@ -1,4 +1,4 @@
-"""The simulator as a Cluster backend: the deterministic Simulation (orchestration/backends/sim.py) behind the same
+"""The simulator as a Cluster backend: the deterministic Simulation (orchestration/sim/simulation.py) behind the same
 API as the process and netns backends, so one scheduler and one runner drive all three.
 
 Time is the simulation's virtual time: `clock.sleep_until(t)` runs the simulation up to t, so waiting for a view or
@@ -18,9 +18,9 @@ from typing import Any
 from chaos.engine import ChaosError, links, normalize, planned_record
 from chaos.rules import parse_match
 from node.workload import POLL
-from orchestration.backends.sim import LinkFaults, MessageRule, Simulation
-from orchestration.backends.sim_member import SimMember
 from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
+from orchestration.sim.member import SimMember
+from orchestration.sim.simulation import LinkFaults, MessageRule, Simulation
 
 ACTED = {"drop": "dropped", "delay": "delayed", "duplicate": "duplicated", "reorder": "reordered"}
 

@@ -7,7 +7,7 @@ datagrams, as on a real network. `MessageRule`s act on single messages inside da
 format's fields: "drop the first UNICAST3.ACK(seqno=50) from B to A"; as on netns, they see only what a cut or loss
 let through. Bandwidth is not modelled.
 
-`SimNetwork` is the part of `Simulation` (orchestration/backends/sim.py) that owns the links and rules; every random
+`SimNetwork` is the part of `Simulation` (orchestration/sim/simulation.py) that owns the links and rules; every random
 choice comes from the simulation's one `rng`, in the order the datagrams are sent.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from node import wire
 from node.wire import name_of
-from orchestration.backends.sim_member import SimMember
+from orchestration.sim.member import SimMember
 
 LOOPBACK_DELAY = 1e-6
 ACTIONS = ("drop", "delay", "duplicate", "reorder", "hold", "pass")

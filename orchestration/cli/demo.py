@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from orchestration.cli_options import console
-from orchestration.cli_output import describe, print_handled, run_checks, warn_late
-from orchestration.cli_sim import print_pairs, run_sim_case, sim_scenario
+from orchestration.cli.options import console
+from orchestration.cli.output import describe, print_handled, run_checks, warn_late
+from orchestration.cli.sim import print_pairs, run_sim_case, sim_scenario
 
-DEMO_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "partition-heal.toml"
+DEMO_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "partition-heal.toml"
 
 
 @click.command()

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from node.stack import STACKS
-from orchestration.cli_options import (
+from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
     attach,

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from orchestration.filelock import locked
-from orchestration.leases import process_started
+from orchestration.host.filelock import locked
+from orchestration.host.leases import process_started
 
 CLAIMS_DIR = Path("/run/chaosbed/.claims" if os.geteuid() == 0 else f"{tempfile.gettempdir()}/chaosbed/.claims")
 

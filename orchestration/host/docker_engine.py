@@ -3,8 +3,8 @@ stop it again when the last user is done.
 
 A user with Docker has an engine: we only talk to it. On a machine without one (CI here), `engine()` starts Debian's
 dockerd, after `net.ipv4.ip_forward=1` (else Docker switches the FORWARD policy to DROP and breaks the netns
-bridges), holds a lease on it (orchestration/leases.py, so every pytest-xdist worker shares one engine), and the last
-lease's release stops it and removes what it left in the host: its iptables chains and rules, docker0, the
+bridges), holds a lease on it (orchestration/host/leases.py, so every pytest-xdist worker shares one engine), and the
+last lease's release stops it and removes what it left in the host: its iptables chains and rules, docker0, the
 ip_forward value it changed. An engine someone else started is never stopped.
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import psutil
 
-from orchestration import leases
-from orchestration.claims import CLAIMS_DIR
 from orchestration.cluster import ClusterError
-from orchestration.filelock import locked
+from orchestration.host import leases
+from orchestration.host.claims import CLAIMS_DIR
+from orchestration.host.filelock import locked
 
 ENGINE_DIR = CLAIMS_DIR.parent / ".docker-engine"  # machine-wide, like the network claims: there is one engine
 START_TIMEOUT = 60.0

@@ -210,7 +210,7 @@ def backend_problem(backend: str) -> str | None:
 def docker_problem() -> str | None:
     """Why the docker backend cannot run here: it needs root (faults go into the containers' namespaces) and an
     engine that runs, or one this session can start (root with Debian's docker.io: the session then stops it)."""
-    from orchestration import docker_engine
+    from orchestration.host import docker_engine
 
     if os.geteuid() != 0:
         return "the docker backend needs root (it applies faults inside the containers' network namespaces)"
@@ -221,7 +221,7 @@ def docker_problem() -> str | None:
 def chaosbed_docker_engine() -> Iterator[Any]:
     """The Docker engine of this session's docker clusters: the running one, or one started for the session and
     stopped when the last session (xdist worker) using it ends."""
-    from orchestration import docker_engine
+    from orchestration.host import docker_engine
 
     with docker_engine.engine() as client:
         yield client

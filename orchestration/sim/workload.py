@@ -11,7 +11,7 @@ from node.payload import make_msg_id, make_payload
 from node.protocols.base import MulticastLayer
 from node.stack import PROTOCOLS, STACKS
 from node.workload import Workload
-from orchestration.backends.sim_member import SimMember, Task
+from orchestration.sim.member import SimMember, Task
 
 
 class SimWorkload:

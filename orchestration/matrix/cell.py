@@ -1,4 +1,4 @@
-"""One matrix cell in its own process: `python -m orchestration.matrix_cell SPEC_JSON`.
+"""One matrix cell in its own process: `python -m orchestration.matrix.cell SPEC_JSON`.
 
 Runs the scenario exactly as `chaosbed run` would (runner.run, which leaves `outcome.json` in the run folder: the
 runner's own violations, late member actions, warnings, what protocol-aware rules acted on), without checking it

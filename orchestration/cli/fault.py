@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
-from orchestration.cli_options import attach, cluster_option, console, duration_arg, fraction_arg
-from orchestration.cli_output import describe
+from orchestration.cli.options import attach, cluster_option, console, duration_arg, fraction_arg
+from orchestration.cli.output import describe
 
 _FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
 

@@ -1,0 +1,5 @@
+"""`python -m orchestration.cli ...` is `chaosbed ...`."""
+
+from orchestration.cli.main import entry
+
+entry()

@@ -1,0 +1,37 @@
+"""The `chaosbed` command line: the `main` group, with one module per command group.
+
+cluster (up, status, send, down), run (run, check), demo (demo), fault (fault ..., nemesis), matrix (matrix,
+bugs ...), spark (spark ...), sim (sim), compose (compose ...), stacks (stacks). What they share (console, value
+parsers, backend choices, --cluster/--spark/--master, attaching to a cluster) is options.py, what several print about
+a run is output.py. Only this module adds the commands to `main`, so the command modules never import it;
+`python -m orchestration` and `python -m orchestration.cli` are the whole command line.
+"""
+
+from __future__ import annotations
+
+import click
+
+from orchestration.cli.cluster import down, send, status, up
+from orchestration.cli.compose import compose
+from orchestration.cli.demo import demo
+from orchestration.cli.fault import fault, nemesis
+from orchestration.cli.matrix import bugs, matrix
+from orchestration.cli.quick_exit import run_then_exit
+from orchestration.cli.run import check, run
+from orchestration.cli.sim import sim
+from orchestration.cli.spark import spark
+from orchestration.cli.stacks import stacks
+
+
+@click.group()
+def main() -> None:
+    """chaosbed: reproduce partition-heal bugs of group-communication protocols on a laptop."""
+
+
+for _command in (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks):
+    main.add_command(_command)
+
+
+def entry() -> None:
+    """The `chaosbed` executable: `main`, then an exit without the interpreter's teardown (quick_exit.py)."""
+    run_then_exit(main)
