@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestration.backends.netns import list_namespaces
-from orchestration.pytest_plugin import processes_naming
+from orchestration.pytest_plugin.teardown import processes_naming
 from tests.plugin.conftest import BACKENDS, CASES, EXAMPLE, Inner, service_pid
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.host import member_python as mp
 from orchestration.cluster import ClusterError
+from orchestration.host import member_python as mp
 
 pytestmark = pytest.mark.slow
 

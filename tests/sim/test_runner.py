@@ -150,7 +150,7 @@ def test_views_that_never_agree_end_the_run_at_the_bound_without_a_timeout(tmp_p
 
 def test_history_check_waits_for_the_views_until_the_last_heal_plus_the_bound(tmp_path: Path) -> None:
     """The pytest plugin's history_check ends a test's run the same way: from its faults.jsonl."""
-    from orchestration.pytest_plugin import views_wait_after
+    from orchestration.pytest_plugin.check import views_wait_after
 
     f = tmp_path / "faults.jsonl"
     assert views_wait_after(f, {}, now=7) == 7 + 10 * 10**9  # no faults: from now, the default 10 s bound
