@@ -170,12 +170,10 @@ class JGroupsCluster:
         self.close()
 
     def start(self, timeout: float = 60.0) -> JGroupsCluster:
-        """Builds the member if needed, places the members, starts them all and waits until each answers ping (it
+        """Places the members (building the member if needed), starts them all and waits until each answers ping (it
         answers once it has joined). On failure everything is stopped and removed again."""
         try:
-            jgroups.build()
-            (self.workdir / "history").mkdir(parents=True, exist_ok=True)
-            self._place()
+            self.place()
             for name in self.names:
                 self.spawn(name)
             for name in self.names:
@@ -185,7 +183,14 @@ class JGroupsCluster:
             raise
         return self
 
-    def _place(self) -> None:
+    def place(self) -> None:
+        """Creates the network (namespaces and bridge, or the loopback ports) and assigns every member its ip and
+        port, without starting any (start() does this first; call it alone to start members one by one with
+        spawn and wait_ready). Idempotent."""
+        if self.members:
+            return
+        jgroups.build()
+        (self.workdir / "history").mkdir(parents=True, exist_ok=True)
         if self.mode == "netns":
             # the netns backend's address space; the claim lives while our switch namespace does (or we run)
             index = claims.claim(self.label, "netns", 100 * 250, Path(f"/run/netns/{self.label}-sw"))
