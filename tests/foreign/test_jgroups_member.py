@@ -17,7 +17,7 @@ import pytest
 from foreign import jgroups
 from foreign.jgroups.launch import JGroupsCluster, wait_until
 from node.history_format import member_problems
-from tests.foreign.conftest import MODES, assert_removed
+from tests.foreign.conftest import MODES, NETNS_MISSING, assert_removed
 
 pytestmark = [pytest.mark.jgroups, pytest.mark.slow]
 
@@ -234,3 +234,48 @@ def test_malformed_config_file(jgroups_built: None, tmp_path: Path) -> None:
     path.write_text('{"name": "A",, }')
     proc = subprocess.run(jgroups.member_command(path), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "is not valid JSON" in proc.stderr and "offset" in proc.stderr, proc.stderr
+
+
+def test_the_ack_based_unicast_stack(make_jgroups: Any) -> None:
+    """The "fixed" variant: UNICAST instead of UNICAST2; the history's seqnos are then UNICAST's."""
+    c = make_jgroups(NAMES, mode="loopback", stack="unicast-fast")
+    c.start()
+    c.wait_view(timeout=30)
+    assert c.control("A", "stats")["counters"]["member"]["unicast_protocol"] == "UNICAST"
+    assert c.control("C", "send", to="A", count=5, size=80)["ok"]
+    c.wait_tasks("C")
+    wait_until(lambda: len(events(c, "A", "deliver", sender="C")) == 5, 20, "A to deliver C's unicasts")
+    sends = {e["msg_id"]: (e["conn_id"], e["seqno"]) for e in events(c, "C", "send")}
+    assert {e["msg_id"]: (e["conn_id"], e["seqno"]) for e in events(c, "A", "deliver", sender="C")} == sends
+    assert c.history("A")[0]["stack"] == "jgroups-2.12/unicast-fast"
+    c.stop_all()
+    for name in NAMES:
+        assert_valid_history(c.members[name].history)
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(NETNS_MISSING is not None, reason=str(NETNS_MISSING))
+def test_a_split_and_its_heal_complete_in_seconds_with_the_fast_stack(make_jgroups: Any) -> None:
+    """C is cut off from A and B (iptables in the namespaces): both sides install their own views, and after the
+    heal MERGE2 merges them; the merge view is logged with merge=true and the views it merged."""
+    c = make_jgroups(NAMES, mode="netns")
+    c.start()
+    c.wait_view(timeout=30)
+    ip = {n: m.ip for n, m in c.members.items()}
+    rules = [("C", ip["A"]), ("C", ip["B"]), ("A", ip["C"]), ("B", ip["C"])]
+    for member, src in rules:
+        c.ns_run(member, "iptables", "-I", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+    try:
+        c.wait_view(["A", "B"], timeout=20)
+        c.wait_view(["C"], timeout=20)
+    finally:
+        for member, src in rules:
+            c.ns_run(member, "iptables", "-D", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+    view = c.wait_view(timeout=30)
+    assert view["merge"] is True
+    for name in NAMES:
+        merge = events(c, name, "view", view_id=view["view_id"])
+        assert len(merge) == 1 and merge[0]["merge"] is True and len(merge[0]["merged_from"]) == 2, merge
+    c.stop_all()
+    for name in NAMES:
+        assert_valid_history(c.members[name].history)

@@ -1,5 +1,6 @@
 package chaosbed.jgroups;
 
+import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -68,7 +69,7 @@ final class ControlServer {
     }
 
     private void client(Socket s) {
-        try (s; InputStream in = s.getInputStream(); OutputStream out = s.getOutputStream()) {
+        try (s; InputStream in = new BufferedInputStream(s.getInputStream()); OutputStream out = s.getOutputStream()) {
             while (true) {
                 ByteArrayOutputStream line = new ByteArrayOutputStream();
                 boolean tooLong = false;

@@ -39,8 +39,8 @@ import org.jgroups.util.Util;
  * {@code length} (payload bytes, null without a payload), {@code msg_id} (chaosbed's, or null) and {@code headers} in
  * wire order: {@code id}, {@code protocol}, {@code magic}, {@code class}, {@code text} (the header's toString) and
  * {@code fields} (its instance fields by reflection, nested objects too). Addresses are rendered as
- * {@code {"uuid": [most, least]}}, {@code {"ip": "a.b.c.d", "port": n}} or {@code {"class": ..., "text": ...}}; a LIST's
- * messages get its dest, and its src where they have none, as TP does.
+ * {@code {"uuid": [most, least]}}, {@code {"ip": "a.b.c.d", "port": n}} or {@code {"class": ..., "text": ...}};
+ * a LIST's messages get its dest, and its src where they have none, as TP does.
  * A datagram the jar cannot read gets {@code {"error": ...}} with what was read so far. The parsing follows TP's
  * (version, flags; a LIST is dest, src, then presence byte + Message.readFrom until a false presence byte).
  */

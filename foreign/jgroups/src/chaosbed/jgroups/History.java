@@ -34,7 +34,7 @@ public final class History {
             long size = f.length();
             if (size > 0) {
                 f.seek(size - 1);
-                if (f.read() != '\n') { // the killed incarnation's cut-off line: end it, so ours start on lines of their own
+                if (f.read() != '\n') { // a killed incarnation's cut-off line: ended, so ours start on new lines
                     f.seek(size);
                     f.write('\n');
                 }

@@ -74,7 +74,7 @@ public final class Member extends ReceiverAdapter {
         this.history = history;
     }
 
-    // --- start and stop ---------------------------------------------------------------------------------------------
+    // --- start and stop ----------------------------------------------------------------------------------------------
 
     public static void main(String[] args) {
         String stack = null;
@@ -208,7 +208,7 @@ public final class Member extends ReceiverAdapter {
         t.start();
     }
 
-    // --- names ------------------------------------------------------------------------------------------------------
+    // --- names -------------------------------------------------------------------------------------------------------
 
     /** A JGroups address's logical name: the chaosbed address of that member incarnation ("B", "B/2"). */
     static String addressOf(Address a) {
@@ -288,7 +288,7 @@ public final class Member extends ReceiverAdapter {
         return best;
     }
 
-    // --- sending ------------------------------------------------------------------------------------------------------
+    // --- sending -----------------------------------------------------------------------------------------------------
 
     private synchronized int nextMessageNumber(String dest) {
         int n = msgCounter.getOrDefault(dest, 0) + 1;
@@ -420,7 +420,7 @@ public final class Member extends ReceiverAdapter {
         return true;
     }
 
-    // --- JGroups callbacks --------------------------------------------------------------------------------------------
+    // --- JGroups callbacks -------------------------------------------------------------------------------------------
 
     @Override
     public void receive(Message msg) {
@@ -463,7 +463,7 @@ public final class Member extends ReceiverAdapter {
         history.event("suspect", "peer", nameOf(addressOf(a)));
     }
 
-    // --- counters -----------------------------------------------------------------------------------------------------
+    // --- counters ----------------------------------------------------------------------------------------------------
 
     /** The stop event's and the stats command's counters: JGroups' own per protocol, and the member's. */
     Map<String, Object> counters() {
