@@ -12,9 +12,9 @@ DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
 
-.PHONY: setup apt venv compose-plugin demo test lint bench clean
+.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup
 
-setup: apt venv compose-plugin
+setup: apt venv compose-plugin jgroups-setup
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -62,3 +62,33 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# The real JGroups 2.12.2 jar as a chaosbed member (foreign/jgroups/, docs/foreign/jgroups.md): its Java member
+# compiled against Debian's jar into build/jgroups/classes, with its stacks next to the classes. Rebuilt only when a
+# source or a stack changed (the stamp).
+JGROUPS_JAR ?= /usr/share/java/jgroups.jar
+JGROUPS_SOURCES := $(wildcard foreign/jgroups/src/chaosbed/jgroups/*.java)
+JGROUPS_STACKS := $(wildcard foreign/jgroups/stacks/*.xml)
+JGROUPS_CLASSES := build/jgroups/classes
+JGROUPS_STAMP := $(JGROUPS_CLASSES)/.stamp
+
+jgroups: $(JGROUPS_STAMP)
+$(JGROUPS_STAMP): $(JGROUPS_SOURCES) $(JGROUPS_STACKS)
+	@command -v javac >/dev/null || { echo "jgroups: no javac: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@test -f $(JGROUPS_JAR) || { echo "jgroups: no $(JGROUPS_JAR): apt-get install libjgroups-java" >&2; exit 1; }
+	@rm -rf $(JGROUPS_CLASSES) && mkdir -p $(JGROUPS_CLASSES)/chaosbed/jgroups/stacks
+	javac --release 17 -Xlint:all -Werror -d $(JGROUPS_CLASSES) -cp $(JGROUPS_JAR) $(JGROUPS_SOURCES)
+	@cp $(JGROUPS_STACKS) $(JGROUPS_CLASSES)/chaosbed/jgroups/stacks/
+	@touch $@
+
+# As root, installs what the JGroups member needs (the jar; a JDK where there is no javac), then builds it; without
+# them (and not root) it says what is missing and skips the member.
+jgroups-setup:
+	@missing=""; dpkg -s libjgroups-java >/dev/null 2>&1 || missing="$$missing libjgroups-java"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+	  echo "setup: installing$$missing (the JGroups member)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi; \
+	if command -v javac >/dev/null 2>&1 && [ -f $(JGROUPS_JAR) ]; then $(MAKE) --no-print-directory jgroups; \
+	else echo "setup: skipping the JGroups member (make jgroups): missing$$missing; run 'sudo make setup'" >&2; fi

@@ -1,0 +1,78 @@
+"""The real JGroups 2.12.2 jar (Debian's libjgroups-java) as a chaosbed member: where its pieces are, whether this
+machine can run it, how to build it and the command line that starts one member (docs/foreign/jgroups.md).
+
+The member is a small Java program (src/chaosbed/jgroups/) compiled by `make jgroups` into build/jgroups/classes,
+next to its protocol stacks (stacks/*.xml, copied as classpath resources). One member:
+
+    java -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true -cp JAR:CLASSES chaosbed.jgroups.Member [--stack S] CONFIG
+
+with the control token in the environment (CHAOSBED_TOKEN) or in CONFIG (`member_command` builds the argv).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SOURCES = HERE / "src"
+STACKS_DIR = HERE / "stacks"
+CLASSES = REPO / "build" / "jgroups" / "classes"
+STAMP = CLASSES / ".stamp"  # written by `make jgroups` after a complete build
+MAIN = "chaosbed.jgroups.Member"
+DECODER = "chaosbed.jgroups.Decode"
+DEFAULT_JAR = Path("/usr/share/java/jgroups.jar")
+JAR_ENV = "CHAOSBED_JGROUPS_JAR"  # another jgroups 2.12 jar than Debian's
+STACKS = ("unicast2", "unicast", "unicast2-fast", "unicast-fast")
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx256m", "-Djava.net.preferIPv4Stack=true")
+
+
+def jar() -> Path:
+    """The JGroups 2.12 jar: $CHAOSBED_JGROUPS_JAR, else Debian's."""
+    return Path(os.environ.get(JAR_ENV) or DEFAULT_JAR)
+
+
+def missing() -> str | None:
+    """What this machine lacks to build and run the member, and how to get it (None: nothing)."""
+    if not jar().is_file():
+        return f"the JGroups 2.12 jar {jar()} is missing: apt-get install libjgroups-java (or set {JAR_ENV})"
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"no {tool} on PATH: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"
+    return None
+
+
+class BuildError(RuntimeError):
+    """The member could not be built (the message has make's and javac's output)."""
+
+
+def build() -> Path:
+    """Builds the member if its sources or stacks changed (`make jgroups`, idempotent and quick when up to date);
+    returns the classes folder."""
+    problem = missing()
+    if problem:
+        raise BuildError(problem)
+    CLASSES.parent.mkdir(parents=True, exist_ok=True)
+    with open(CLASSES.parent / ".lock", "a") as lock:  # one build at a time (pytest-xdist workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            ["make", "--no-print-directory", "-C", str(REPO), "jgroups", f"JGROUPS_JAR={jar()}"],
+            capture_output=True,
+            text=True,
+        )
+    if proc.returncode != 0 or not STAMP.exists():
+        raise BuildError(f"make jgroups failed:\n{proc.stdout}{proc.stderr}")
+    return CLASSES
+
+
+def member_command(config: str | os.PathLike[str], *, stack: str | None = None) -> list[str]:
+    """The argv that starts one member with this config file (a stack given here overrides the config's `stack`).
+    The control token goes in the environment as CHAOSBED_TOKEN (or in the config), never on the command line."""
+    argv = ["java", *JVM_OPTIONS, "-cp", f"{jar()}{os.pathsep}{CLASSES}", MAIN]
+    if stack is not None:
+        argv += ["--stack", stack]
+    return [*argv, str(config)]

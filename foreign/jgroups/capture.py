@@ -1,0 +1,360 @@
+"""Golden datagrams: captures what three real JGroups 2.12.2 members put on the wire, and writes it as fixtures
+(tests/fixtures/jgroups212/) with its known meaning, as the jar itself reads it.
+
+Root only (network namespaces). Three members A, B, C (foreign/jgroups/launch.py, netns placement) run the
+unicast2-fast stack with UNICAST2's stable_interval at 1 s (so that UNICAST2 STABLE shows up in seconds). A raw
+AF_PACKET socket in the switch namespace sees every frame as it enters the bridge from a member's veth (frames leaving
+the bridge and the bridge's own copies are skipped), so each datagram is captured once, at its sender. The run:
+
+ 1. A starts, then B joins, then C joins: discovery (PING), JOIN_REQ/JOIN_RSP, VIEW, VIEW_ACK;
+ 2. unicasts B -> C (the first message of a connection opened by application data, first=true) and A -> B;
+ 3. multicasts: a burst from A (bundled: LIST datagrams with several messages) and three paced ones from C;
+ 4. STABLE gossip and STABILITY (pbcast.STABLE) and UNICAST2 STABLE, waited for on the wire;
+ 5. a NAKACK XMIT_REQ: C drops A's multicasts (iptables in C's namespace) while A multicasts one message, then A
+    multicasts another, C sees the gap and asks, A multicasts the missing one again;
+ 6. a UNICAST2 XMIT_REQ: B drops A's unicasts for one message, the next one shows B the gap;
+ 7. a split of C from A and B until both sides install their own views, then the heal and MERGE2's merge
+    (MERGE_REQ/RSP, INSTALL_MERGE_VIEW with a MergeView);
+ 8. SIGTERM to all three.
+
+Every step waits on a condition (a history line, a datagram on the wire) with a deadline. Then the jar's own reader
+(chaosbed.jgroups.Decode) decodes every datagram, and the fixture folder gets:
+- datagrams.jsonl: one line per datagram kept: n (capture order), t (CLOCK_MONOTONIC ns, the histories' clock), src
+  and dst (member names, "*" for multicast), src_port, dst_port, hex (the UDP payload) and jgroups (the jar's decoding:
+  form, addresses, messages with offsets, headers with their fields). Periodic traffic (FD_ALL heartbeats, MERGE2
+  probes, UNICAST2 STABLE) is thinned to the first 3 of each kind per sender; everything else is kept;
+- capture.json: the run's cluster name, addresses, multicast group and port, members (ip, port, UUID), stack, what
+  was captured and kept per kind, and the steps with their instants;
+- history/A.jsonl, B.jsonl, C.jsonl: the members' histories of the run.
+
+    python -m foreign.jgroups.capture --out tests/fixtures/jgroups212
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.profiles import jgroups212 as wire
+from foreign import jgroups
+from foreign.jgroups.launch import JGroupsCluster, LaunchError, netns_available, wait_until
+
+NAMES = ["A", "B", "C"]
+CLUSTER = "cbgold"
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+PACKET_OUTGOING = 4
+THINNED = ("FD_ALL", "PING.GET_MBRS_REQ", "UNICAST2.STABLE")  # periodic: only the first few per sender are kept
+KEEP_PER_SENDER = 3
+
+
+class Capture:
+    """UDP datagrams entering the bridge of namespace `ns` from its ports, each once, with their arrival instant."""
+
+    def __init__(self, ns: str) -> None:
+        from orchestration.backends.netns import in_namespace
+
+        with in_namespace(ns):
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.sock.settimeout(0.1)
+        self.datagrams: list[dict[str, Any]] = []
+        self.fragments = 0
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                frame, addr = self.sock.recvfrom(1 << 16)
+            except TimeoutError:
+                if self._stop.is_set():
+                    return  # stopped, and nothing more came for a receive timeout: the socket is drained
+                continue
+            t = time.monotonic_ns()
+            ifname, proto, pkttype = addr[0], addr[1], addr[2]
+            if pkttype == PACKET_OUTGOING or ifname == "br0" or proto != ETH_P_IP or len(frame) < 42:
+                continue
+            ip = frame[14:]
+            ihl = (ip[0] & 0x0F) * 4
+            if ip[9] != 17:
+                continue  # not UDP (FD_SOCK's TCP, IGMP)
+            if int.from_bytes(ip[6:8], "big") & 0x3FFF:
+                self.fragments += 1  # an IP fragment: the captured datagrams stay below the MTU
+                continue
+            total = int.from_bytes(ip[2:4], "big")
+            udp = ip[ihl:total]
+            record = {
+                "t": t,
+                "src_ip": socket.inet_ntoa(ip[12:16]),
+                "dst_ip": socket.inet_ntoa(ip[16:20]),
+                "src_port": int.from_bytes(udp[0:2], "big"),
+                "dst_port": int.from_bytes(udp[2:4], "big"),
+                "payload": bytes(udp[8 : int.from_bytes(udp[4:6], "big")]),
+            }
+            with self.lock:
+                self.datagrams.append(record)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.sock.close()
+
+    def carries(self, needle: bytes) -> bool:
+        """Some datagram so far contains these bytes (e.g. a msg_id and its NUL)."""
+        with self.lock:
+            return any(needle in d["payload"] for d in self.datagrams)
+
+    def keys(self) -> collections.Counter[str]:
+        """How many of each header key (UNICAST2.STABLE, ...) the datagrams so far carry."""
+        with self.lock:
+            payloads = [d["payload"] for d in self.datagrams]
+        counts: collections.Counter[str] = collections.Counter()
+        for p in payloads:
+            for m in wire.decode(p).messages:
+                counts.update(h.key for h in m.headers)
+        return counts
+
+
+def decode_with_jar(payloads: list[bytes]) -> list[dict[str, Any]]:
+    """The jar's own decoding of each datagram (chaosbed.jgroups.Decode), in order."""
+    argv = ["java", *jgroups.JVM_OPTIONS, "-cp", f"{jgroups.jar()}:{jgroups.CLASSES}", jgroups.DECODER]
+    proc = subprocess.run(
+        argv, input="".join(p.hex() + "\n" for p in payloads), capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the decoder failed: {proc.stderr[-2000:]}")
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    if len(out) != len(payloads):
+        raise RuntimeError(f"the decoder answered {len(out)} lines for {len(payloads)} datagrams")
+    return out
+
+
+def deliveries(c: JGroupsCluster, name: str, msg_ids: set[str]) -> set[str]:
+    return {e.get("msg_id") for e in c.history(name) if e["event"] == "deliver"} & msg_ids
+
+
+def run(out: Path, workdir: Path) -> None:
+    if why := netns_available():
+        raise SystemExit(f"capture: needs the netns placement: {why}")
+    if why := jgroups.missing():
+        raise SystemExit(f"capture: {why}")
+    jgroups.build()
+    stack = workdir / "capture-stack.xml"
+    fast = (jgroups.STACKS_DIR / "unicast2-fast.xml").read_text()
+    assert "<UNICAST2/>" in fast
+    stack.write_text(fast.replace("<UNICAST2/>", '<UNICAST2 stable_interval="1000"/>'))
+    steps: list[dict[str, Any]] = []
+
+    def step(what: str) -> None:
+        steps.append({"t": time.monotonic_ns(), "step": what})
+        print(f"capture: {what}", flush=True)
+
+    c = JGroupsCluster(NAMES, mode="netns", stack=str(stack), workdir=workdir, keep_files=True, cluster=CLUSTER)
+    cap = None
+    try:
+        c.place()
+        cap = Capture(c.switch_ns)
+        ip = {n: m.ip for n, m in c.members.items()}
+        step("A starts, then B and C join one at a time")
+        for name in NAMES:
+            c.spawn(name)
+            c.wait_ready(name, 60)
+        c.wait_view(timeout=30)
+
+        step("unicasts B -> C (first message of a connection) and A -> B")
+        c.control("B", "send", to="C", count=3, size=100, rate=20)
+        c.control("A", "send", to="B", count=3, size=100, rate=20)
+        want = {"B>C#1", "B>C#2", "B>C#3"}
+        wait_until(lambda: deliveries(c, "C", want) == want, 20, "C to deliver B's unicasts")
+        want = {"A>B#1", "A>B#2", "A>B#3"}
+        wait_until(lambda: deliveries(c, "B", want) == want, 20, "B to deliver A's unicasts")
+
+        step("multicasts: a burst of 10 from A (bundled), 3 paced from C")
+        c.control("A", "multicast", count=10, size=100)
+        c.control("C", "multicast", count=3, size=100, rate=20)
+        want = {f"A>*#{i}" for i in range(1, 11)} | {"C>*#1", "C>*#2", "C>*#3"}
+        for name in NAMES:
+            wait_until(lambda n=name: deliveries(c, n, want) == want, 20, f"{name} to deliver the multicasts")
+
+        step("STABLE gossip, STABILITY and UNICAST2 STABLE on the wire")
+        wanted = ("STABLE.STABLE_GOSSIP", "STABLE.STABILITY", "UNICAST2.STABLE")
+        wait_until(lambda: all(cap.keys()[k] for k in wanted), 30, f"{', '.join(wanted)} on the wire")
+
+        step("NAKACK XMIT_REQ: C drops A's multicasts for one message")
+        rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.mcast_port), "-j", "DROP"]
+        c.ns_run("C", "iptables", "-I", "INPUT", *rule)
+        try:
+            c.control("A", "multicast", count=1, size=100)
+            wait_until(lambda: deliveries(c, "B", {"A>*#11"}), 20, "B to deliver A>*#11")
+        finally:
+            c.ns_run("C", "iptables", "-D", "INPUT", *rule)
+        c.control("A", "multicast", count=1, size=100)
+        wait_until(lambda: deliveries(c, "C", {"A>*#11", "A>*#12"}) == {"A>*#11", "A>*#12"}, 30, "C to recover")
+        wait_until(lambda: cap.keys()["NAKACK.XMIT_REQ"], 10, "a NAKACK XMIT_REQ on the wire")
+
+        step("UNICAST2 XMIT_REQ: B drops A's unicasts for one message")
+        rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.members["B"].port), "-j", "DROP"]
+        c.ns_run("B", "iptables", "-I", "INPUT", *rule)
+        try:
+            c.control("A", "send", to="B", count=1, size=100)
+            wait_until(lambda: cap.carries(b"A>B#4\0"), 10, "A>B#4 on the wire (B drops it)")
+        finally:
+            c.ns_run("B", "iptables", "-D", "INPUT", *rule)
+        c.control("A", "send", to="B", count=1, size=100)
+        wait_until(lambda: deliveries(c, "B", {"A>B#4", "A>B#5"}) == {"A>B#4", "A>B#5"}, 30, "B to recover A>B#4")
+        wait_until(lambda: cap.keys()["UNICAST2.XMIT_REQ"], 10, "a UNICAST2 XMIT_REQ on the wire")
+
+        step("split C from A and B, until both sides have their own views")
+        rules = [("C", ip["A"]), ("C", ip["B"]), ("A", ip["C"]), ("B", ip["C"])]
+        for member, src in rules:
+            c.ns_run(member, "iptables", "-I", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+        try:
+            c.wait_view(["A", "B"], timeout=30)
+            c.wait_view(["C"], timeout=30)
+        finally:
+            for member, src in rules:
+                c.ns_run(member, "iptables", "-D", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+        step("heal: MERGE2 merges the two views")
+        view = c.wait_view(timeout=60)
+        assert view["merge"], f"the view after the heal is not a merge view: {view}"
+
+        step("SIGTERM to all")
+        c.stop_all()
+    finally:
+        if cap is not None:
+            cap.stop()
+        c.close()
+
+    write_fixtures(out, c, cap, steps, stack)
+
+
+def write_fixtures(out: Path, c: JGroupsCluster, cap: Capture, steps: list[dict[str, Any]], stack: Path) -> None:
+    by_ip = {m.ip: n for n, m in c.members.items()}
+    captured = cap.datagrams
+    decoded = decode_with_jar([d["payload"] for d in captured])
+    seen: collections.Counter[tuple[str, str]] = collections.Counter()
+    kinds_all: collections.Counter[str] = collections.Counter()
+    kinds_kept: collections.Counter[str] = collections.Counter()
+    uuids: dict[str, list[int]] = {}
+    lines = []
+    for n, (d, jar) in enumerate(zip(captured, decoded, strict=True)):
+        ours = wire.decode(d["payload"])
+        kind = wire.describe(ours)
+        src = by_ip.get(d["src_ip"], d["src_ip"])
+        kinds_all[kind] += 1
+        sender_uuid = jar.get("src") or (jar["messages"][0]["src"] if jar.get("messages") else None)
+        if sender_uuid and "uuid" in sender_uuid:
+            uuids.setdefault(src, sender_uuid["uuid"])
+        keys = {h.key for m in ours.messages for h in m.headers}
+        periodic = next((k for k in THINNED if k in keys), None)
+        if periodic is not None and len(ours.messages) == 1:
+            seen[(src, periodic)] += 1
+            if seen[(src, periodic)] > KEEP_PER_SENDER:
+                continue
+        kinds_kept[kind] += 1
+        dst = "*" if d["dst_ip"].startswith(("224.", "239.")) else by_ip.get(d["dst_ip"], d["dst_ip"])
+        lines.append(
+            {
+                "n": n,
+                "t": d["t"],
+                "src": src,
+                "dst": dst,
+                "src_port": d["src_port"],
+                "dst_port": d["dst_port"],
+                "kind": kind,
+                "hex": d["payload"].hex(),
+                "jgroups": jar,
+            }
+        )
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "history").mkdir(parents=True)
+    with open(out / "datagrams.jsonl", "w") as f:
+        for line in lines:
+            f.write(json.dumps(line, separators=(",", ":")) + "\n")
+    for name, m in c.members.items():
+        assert m.history is not None
+        shutil.copy(m.history, out / "history" / f"{name}.jsonl")
+    meta = {
+        "cluster": c.cluster,
+        "jgroups": "2.12.2.Final (Debian libjgroups-java)",
+        "stack": 'stack.xml: unicast2-fast with <UNICAST2 stable_interval="1000"/>',
+        "mcast_group": c.mcast_group,
+        "mcast_port": c.mcast_port,
+        "members": {n: {"ip": m.ip, "port": m.port, "uuid": uuids.get(n)} for n, m in c.members.items()},
+        "captured": len(captured),
+        "kept": len(lines),
+        "ip_fragments_skipped": cap.fragments,
+        "thinned": {"kinds": list(THINNED), "kept_per_sender": KEEP_PER_SENDER},
+        "kinds_captured": dict(sorted(kinds_all.items())),
+        "kinds_kept": dict(sorted(kinds_kept.items())),
+        "steps": steps,
+    }
+    (out / "capture.json").write_text(json.dumps(meta, indent=1) + "\n")
+    shutil.copy(stack, out / "stack.xml")
+    (out / "README.md").write_text(readme(meta))
+    print(f"capture: {len(captured)} datagrams captured, {len(lines)} kept in {out}")
+    for kind, count in sorted(kinds_all.items()):
+        print(f"  {count:4d} {kind}")
+
+
+def readme(meta: dict[str, Any]) -> str:
+    """The fixture folder's README: what the run did and what its datagrams are."""
+    rows = "\n".join(
+        f"| {meta['kinds_captured'][k]} | {meta['kinds_kept'].get(k, 0)} | `{k}` |" for k in meta["kinds_captured"]
+    )
+    steps = "\n".join(f"{i + 1}. {s['step']}" for i, s in enumerate(meta["steps"]))
+    return f"""# Golden JGroups 2.12.2 datagrams
+
+Captured, not typed: written by `python -m foreign.jgroups.capture --out tests/fixtures/jgroups212` (root), which
+runs three real members of Debian's JGroups 2.12.2 jar (foreign/jgroups/) in network namespaces on a bridge and
+records every UDP datagram as it enters the bridge. Its docstring describes the run; regenerate them with it (the
+tests read whatever the capture wrote, so a new capture needs no test change).
+
+- `datagrams.jsonl`: one datagram per line: `n` (capture order), `t` (CLOCK_MONOTONIC ns, the histories' clock),
+  `src`/`dst` (member names; `*` for multicast), ports, `kind` (chaos.profiles.jgroups212.describe), `hex` (the UDP
+  payload) and `jgroups`: the datagram as the jar's own reader (chaosbed.jgroups.Decode) reads it: form, addresses,
+  messages with their byte offsets, headers with their fields. That is the known meaning the decoder is tested
+  against.
+- `capture.json`: cluster `{meta["cluster"]}`, multicast group and port, the members' IPs, ports and UUIDs, the
+  steps with their instants, counts per kind.
+- `history/*.jsonl`: the three members' histories of the run (send/deliver seqnos to check the wire against).
+- `stack.xml`: the stack the members ran ({meta["stack"].split(": ", 1)[1]}).
+
+The run ({meta["captured"]} datagrams, {meta["kept"]} kept; FD_ALL heartbeats, MERGE2 probes and UNICAST2 STABLE are
+thinned to the first {meta["thinned"]["kept_per_sender"]} per sender):
+
+{steps}
+
+| captured | kept | kind (form, multicast/OOB, headers of each message in wire order) |
+|---:|---:|---|
+{rows}
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Capture golden JGroups 2.12.2 datagrams (root).")
+    ap.add_argument("--out", type=Path, default=Path("tests/fixtures/jgroups212"))
+    args = ap.parse_args(argv)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="chaosbed-jgroups-capture-") as tmp:
+        try:
+            run(args.out, Path(tmp))
+        except LaunchError as e:
+            raise SystemExit(f"capture: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

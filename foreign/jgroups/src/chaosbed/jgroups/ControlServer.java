@@ -1,0 +1,267 @@
+package chaosbed.jgroups;
+
+import java.io.BufferedInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.jgroups.View;
+
+/**
+ * chaosbed's control contract (node/control.py, SCENARIO.md "Foreign members") on TCP ip:port+1: one JSON request per
+ * line, {"token": ..., "cmd": ..., ...}, one JSON reply per line, {"ok": true, ...} or {"ok": false, "error": ...}.
+ * A malformed request, a bad token or an unknown command gets an error reply, and the member goes on.
+ *
+ * <p>Commands: ping, send (to, count, size, rate), multicast (count, size, rate), tasks, view, stats, flush, shutdown,
+ * leave. close, set and incarnation are chaosbed-stack commands that JGroups 2.12 has no equivalent of: refused.
+ */
+final class ControlServer {
+    static final int MAX_LINE = 1 << 20;
+    static final List<String> COMMANDS = List.of("flush", "leave", "multicast", "ping", "send", "shutdown", "stats",
+            "tasks", "view");
+    private static final Map<String, String> UNSUPPORTED = Map.of(
+            "close", "JGroups 2.12 cannot close one unicast connection from outside its stack",
+            "set", "JGroups 2.12 protocol properties are set in the stack's XML, not at run time",
+            "incarnation", "JGroups members learn a peer's new incarnation from their views");
+
+    private final Member member;
+    private final ServerSocket server;
+    private final Map<String, Long> counts = new LinkedHashMap<>();
+
+    /** A request the member cannot carry out: the error reply's text. */
+    private static final class BadRequest extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        BadRequest(String message) {
+            super(message);
+        }
+    }
+
+    ControlServer(Member member, ServerSocket server) {
+        this.member = member;
+        this.server = server;
+        for (String k : List.of("requests", "errors", "bad_token", "malformed")) {
+            counts.put(k, 0L);
+        }
+    }
+
+    /** Accepts connections until the member exits; each is served on a thread of its own. */
+    void serve() {
+        while (true) {
+            Socket s;
+            try {
+                s = server.accept();
+            } catch (IOException e) {
+                System.err.println("chaosbed-jgroups: control accept: " + e);
+                continue;
+            }
+            Thread t = new Thread(() -> client(s), "chaosbed-control");
+            t.setDaemon(true);
+            t.start();
+        }
+    }
+
+    private void client(Socket s) {
+        try (s; InputStream in = new BufferedInputStream(s.getInputStream()); OutputStream out = s.getOutputStream()) {
+            while (true) {
+                ByteArrayOutputStream line = new ByteArrayOutputStream();
+                boolean tooLong = false;
+                int b;
+                while ((b = in.read()) != -1 && b != '\n') {
+                    if (line.size() < MAX_LINE) {
+                        line.write(b);
+                    } else {
+                        tooLong = true;
+                        break;
+                    }
+                }
+                if (tooLong) {
+                    count("malformed");
+                    reply(out, error("request longer than " + MAX_LINE + " bytes"));
+                    return;
+                }
+                if (b == -1 && line.size() == 0) {
+                    return;
+                }
+                Map<String, Object> r = handle(line.toString(StandardCharsets.UTF_8));
+                boolean bye = Boolean.TRUE.equals(r.remove("_exit"));
+                boolean leave = Boolean.TRUE.equals(r.remove("_leave"));
+                reply(out, r);
+                if (bye) {
+                    member.exit(0);
+                }
+                if (leave) {
+                    member.leave();
+                }
+                if (b == -1) {
+                    return;
+                }
+            }
+        } catch (IOException e) {
+            // the client went away
+        }
+    }
+
+    private static void reply(OutputStream out, Map<String, Object> r) throws IOException {
+        out.write((Json.write(r) + "\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    private synchronized void count(String what) {
+        counts.merge(what, 1L, Long::sum);
+    }
+
+    private synchronized Map<String, Object> countsCopy() {
+        return new LinkedHashMap<>(counts);
+    }
+
+    private static Map<String, Object> error(String message) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("ok", false);
+        r.put("error", message);
+        return r;
+    }
+
+    /** The reply to one request line (internal keys _exit/_leave: what to do once the reply is sent). */
+    Map<String, Object> handle(String line) {
+        count("requests");
+        Object parsed;
+        try {
+            parsed = Json.parse(line);
+        } catch (Json.JsonError e) {
+            count("malformed");
+            return error("malformed request: " + e.getMessage());
+        }
+        if (!(parsed instanceof Map)) {
+            count("malformed");
+            return error("malformed request: a request is a JSON object");
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> req = (Map<String, Object>) parsed;
+        if (!member.cfg.token.equals(req.get("token"))) {
+            count("bad_token");
+            return error("bad or missing token");
+        }
+        Object cmd = req.get("cmd");
+        if (cmd instanceof String && UNSUPPORTED.containsKey(cmd)) {
+            count("errors");
+            return error(cmd + ": not supported by jgroups-2.12 (" + UNSUPPORTED.get(cmd) + ")");
+        }
+        if (!(cmd instanceof String) || !COMMANDS.contains(cmd)) {
+            count("errors");
+            return error("unknown command " + Json.write(cmd) + "; commands: " + String.join(", ", COMMANDS));
+        }
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("ok", true);
+        try {
+            command((String) cmd, req, r);
+        } catch (BadRequest e) {
+            count("errors");
+            return error(cmd + ": " + e.getMessage());
+        }
+        return r;
+    }
+
+    private void command(String cmd, Map<String, Object> req, Map<String, Object> r) throws BadRequest {
+        Config cfg = member.cfg;
+        switch (cmd) {
+            case "ping":
+                r.put("member", cfg.name);
+                r.put("address", cfg.address);
+                r.put("pid", ProcessHandle.current().pid());
+                r.put("incarnation", cfg.incarnation);
+                return;
+            case "send": {
+                Object to = req.get("to");
+                if (!(to instanceof String)) {
+                    throw new BadRequest("'to' must be a member name");
+                }
+                if (to.equals(cfg.name) || (!cfg.peers.isEmpty() && !cfg.peers.containsKey(to))) {
+                    throw new BadRequest("unknown destination " + Json.write(to) + "; peers: "
+                            + String.join(", ", cfg.peers.keySet()));
+                }
+                r.put("task", startTask("unicast", (String) to, req));
+                return;
+            }
+            case "multicast":
+                r.put("task", startTask("multicast", null, req));
+                return;
+            case "tasks": {
+                Map<String, Object> tasks = new LinkedHashMap<>();
+                synchronized (member.tasks) {
+                    for (int i = 0; i < member.tasks.size(); i++) {
+                        tasks.put(Integer.toString(i + 1), member.tasks.get(i).progress());
+                    }
+                }
+                r.put("tasks", tasks);
+                return;
+            }
+            case "view": {
+                View v = member.view();
+                r.put("view", v == null ? null : member.describe(v));
+                return;
+            }
+            case "stats": {
+                Map<String, Object> counters = member.counters();
+                counters.put("control", countsCopy());
+                r.put("counters", counters);
+                return;
+            }
+            case "flush":
+                member.history.flush();
+                r.put("events_written", member.history.eventsWritten());
+                return;
+            case "shutdown":
+                r.put("bye", true);
+                r.put("_exit", true);
+                return;
+            case "leave":
+                r.put("_leave", true);
+                return;
+            default:
+                throw new BadRequest("unknown command"); // COMMANDS and this switch agree
+        }
+    }
+
+    private int startTask(String kind, String dest, Map<String, Object> req) throws BadRequest {
+        int count = integer(req, "count", 1);
+        int size = integer(req, "size", 0);
+        Double rate = null;
+        Object rv = req.get("rate");
+        if (rv != null) {
+            if (!(rv instanceof Number)) {
+                throw new BadRequest("rate must be a number of messages/s, or null");
+            }
+            rate = ((Number) rv).doubleValue();
+        }
+        if (count < 0 || size < 0 || (rate != null && !(rate > 0))) {
+            throw new BadRequest("count and size must be >= 0, rate > 0");
+        }
+        if (size > Member.MAX_SIZE) {
+            throw new BadRequest("size " + size + " is above " + Member.MAX_SIZE
+                    + " bytes (FRAG2 would fragment the message)");
+        }
+        return member.startTask(kind, dest, count, size, rate);
+    }
+
+    private static int integer(Map<String, Object> req, String key, int dflt) throws BadRequest {
+        Object v = req.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v instanceof Long && (Long) v >= Integer.MIN_VALUE && (Long) v <= Integer.MAX_VALUE) {
+            return (int) (long) (Long) v;
+        }
+        if (v instanceof Double && (Double) v == Math.rint((Double) v) && Math.abs((Double) v) < 1e9) {
+            return (int) (double) (Double) v;
+        }
+        throw new BadRequest(key + " must be an integer, not " + Json.write(v));
+    }
+}
