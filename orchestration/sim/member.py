@@ -67,3 +67,11 @@ class Task:
         self.src = src
         self.incarnation = incarnation
         self.work = work
+
+
+def find(members: dict[str, SimMember], name: str) -> SimMember:
+    """The member incarnation called `name` (KeyError naming the members when there is none)."""
+    try:
+        return members[name]
+    except KeyError:
+        raise KeyError(f"no member {name!r}; members: {', '.join(members)}") from None

@@ -7,8 +7,9 @@ datagrams, as on a real network. `MessageRule`s act on single messages inside da
 format's fields: "drop the first UNICAST3.ACK(seqno=50) from B to A"; as on netns, they see only what a cut or loss
 let through. Bandwidth is not modelled.
 
-`SimNetwork` is the part of `Simulation` (orchestration/sim/simulation.py) that owns the links and rules; every random
-choice comes from the simulation's one `rng`, in the order the datagrams are sent.
+`SimNetwork` is owned by a `Simulation` (orchestration/sim/simulation.py): it queues arriving datagrams on the
+simulation's event queue, and every random choice comes from the simulation's one `rng`, in the order the datagrams
+are sent.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from node import wire
 from node.wire import name_of
+from orchestration.sim.events import DATAGRAM, EventQueue
 from orchestration.sim.member import SimMember
 
 LOOPBACK_DELAY = 1e-6
 ACTIONS = ("drop", "delay", "duplicate", "reorder", "hold", "pass")
-DATAGRAM = 0  # the event queue's kind for a datagram arriving: data (destination address, bytes)
 
 
 @dataclass
@@ -103,25 +104,34 @@ class MessageRule:
 
 
 class SimNetwork:
-    """Links, message rules and datagram transmission of a `Simulation` (its network part)."""
+    """The links and message rules between the members of a simulation, and datagrams crossing them.
 
-    rng: random.Random
-    now: float
-    cluster: str
-    members: dict[str, SimMember]
-    history: dict[str, list[dict[str, Any]]]
-    default_link: LinkFaults
-    links: dict[tuple[str, str], LinkFaults]
-    rules: list[MessageRule]
-    datagrams_sent: int
+    `members` is the simulation's table of running incarnations (the network reads it, never changes it),
+    `names` every member name the simulation knows (running or not), `log_fault` records a fault the way the
+    simulation's `faults` list keeps them."""
 
-    if TYPE_CHECKING:  # provided by Simulation
-
-        def _push(self, at: float, kind: int, data: Any) -> None: ...
-
-        def at(self, when: float, fn: Callable[..., Any], *args: Any) -> None: ...
-
-        def _fault(self, fault: dict[str, Any]) -> None: ...
+    def __init__(
+        self,
+        events: EventQueue,
+        members: dict[str, SimMember],
+        names: Callable[[], list[str]],
+        *,
+        rng: random.Random,
+        cluster: str,
+        default_link: LinkFaults,
+        log_fault: Callable[[dict[str, Any]], None],
+    ) -> None:
+        default_link.validate()
+        self.events = events
+        self.members = members
+        self.names = names
+        self.rng = rng
+        self.cluster = cluster
+        self.default_link = default_link
+        self.log_fault = log_fault
+        self.links: dict[tuple[str, str], LinkFaults] = {}
+        self.rules: list[MessageRule] = []
+        self.datagrams_sent = 0
 
     def link(self, src: str, dst: str) -> LinkFaults:
         return self.links.get((src, dst), self.default_link)
@@ -136,8 +146,8 @@ class SimNetwork:
         record: dict[str, Any] = {"kind": "link", "from": src, "to": dst, **faults}
         if duration is not None:
             record["for"] = f"{duration:g}s"
-            self.at(self.now + duration, self.reset_link, src, dst)
-        self._fault(record)
+            self.events.call_at(self.events.now + duration, self.reset_link, src, dst)
+        self.log_fault(record)
 
     def reset_link(self, src: str, dst: str) -> None:
         """The directed link goes back to the default link (its faults end)."""
@@ -146,17 +156,17 @@ class SimNetwork:
     def split(self, groups: list[list[str]]) -> None:
         """Partitions the members into groups: two members hear each other iff some group has both (groups may
         overlap; a member in no group is isolated). Other link settings stay; `heal()` ends it."""
-        known = [n for g in groups for n in g if n not in self.history]
-        if known:
-            raise ValueError(f"unknown members in split: {known}")
-        names = list(self.history)
+        names = self.names()
+        unknown = [n for g in groups for n in g if n not in names]
+        if unknown:
+            raise ValueError(f"unknown members in split: {unknown}")
         together = {(a, b) for g in groups for a in g for b in g}
         for a in names:
             for b in names:
                 if a != b and (a, b) not in together:
                     current = self.link(a, b)
                     self.links[(a, b)] = LinkFaults(**{**current.__dict__, "cut": True})
-        self._fault({"kind": "split", "groups": [list(g) for g in groups]})
+        self.log_fault({"kind": "split", "groups": [list(g) for g in groups]})
 
     def cut(self, src: str, dst: str, *, one_way: bool = True) -> None:
         self.set_link(src, dst, cut=True)
@@ -168,11 +178,13 @@ class SimNetwork:
         self.links.clear()
         if not keep_rules:
             self.rules.clear()
-        self._fault({"kind": "heal"})
+        self.log_fault({"kind": "heal"})
 
     def add_rule(self, rule: MessageRule) -> MessageRule:
         self.rules.append(rule)
-        self._fault({"kind": "discard", "rule": f"{rule.protocol}.{rule.header}({rule.fields})", "action": rule.action})
+        self.log_fault(
+            {"kind": "discard", "rule": f"{rule.protocol}.{rule.header}({rule.fields})", "action": rule.action}
+        )
         return rule
 
     def release(self, rule: MessageRule) -> int:
@@ -180,10 +192,12 @@ class SimNetwork:
         held, rule.held = rule.held, []
         for src_addr, dst_addr, msg in held:
             data = wire.encode_datagram(self.cluster, src_addr, dst_addr, [msg])
-            self._push(self.now + self.link(name_of(src_addr), name_of(dst_addr)).delay, DATAGRAM, (dst_addr, data))
+            self.events.push(
+                self.events.now + self.link(name_of(src_addr), name_of(dst_addr)).delay, DATAGRAM, (dst_addr, data)
+            )
         return len(held)
 
-    def _transmit(self, src: SimMember, dest: str | None, data: bytes) -> None:
+    def transmit(self, src: SimMember, dest: str | None, data: bytes) -> None:
         self.datagrams_sent += 1
         if dest is None:  # multicast: every live member, the sender included
             for m in self.members.values():
@@ -194,8 +208,9 @@ class SimNetwork:
     def _transmit_one(self, src: SimMember, dst_name: str, dst_addr: str, data: bytes) -> None:
         if dst_name not in self.members:
             return  # nobody there: the datagram is lost
+        events = self.events
         if dst_name == src.name:
-            self._push(self.now + LOOPBACK_DELAY, DATAGRAM, (dst_addr, data))
+            events.push(events.now + LOOPBACK_DELAY, DATAGRAM, (dst_addr, data))
             return
         # As on netns: partitions and loss (nft) act before message rules (iptables and the NFQUEUE handler), so a
         # datagram that is cut or lost never spends a rule's count.
@@ -209,12 +224,12 @@ class SimNetwork:
             data = self._apply_rules(src, dst_name, dst_addr, data)
             if data is None:
                 return
-        at = self.now + link.delay + (rng.random() * link.jitter if link.jitter else 0.0)
+        at = events.now + link.delay + (rng.random() * link.jitter if link.jitter else 0.0)
         if link.reorder and rng.random() < link.reorder:
             at += 2 * link.delay + link.jitter
-        self._push(at, DATAGRAM, (dst_addr, data))
+        events.push(at, DATAGRAM, (dst_addr, data))
         if link.duplicate and rng.random() < link.duplicate:
-            self._push(at + link.delay + rng.random() * link.jitter, DATAGRAM, (dst_addr, data))
+            events.push(at + link.delay + rng.random() * link.jitter, DATAGRAM, (dst_addr, data))
 
     def _apply_rules(self, src: SimMember, dst_name: str, dst_addr: str, data: bytes) -> bytes | None:
         active = [r for r in self.rules if not r.exhausted]
@@ -242,12 +257,13 @@ class SimNetwork:
                     keep = False
                 elif rule.action == "delay":
                     one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
-                    self._push(self.now + self.link(src.name, dst_name).delay + rule.delay, DATAGRAM, (dst_addr, one))
+                    at = self.events.now + self.link(src.name, dst_name).delay + rule.delay
+                    self.events.push(at, DATAGRAM, (dst_addr, one))
                     keep = False
                 elif rule.action == "reorder":
                     link = self.link(src.name, dst_name)
                     one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
-                    self._push(self.now + 3 * link.delay + link.jitter, DATAGRAM, (dst_addr, one))
+                    self.events.push(self.events.now + 3 * link.delay + link.jitter, DATAGRAM, (dst_addr, one))
                     keep = False
                 elif rule.action == "duplicate":
                     kept.append(msg)

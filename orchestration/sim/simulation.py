@@ -5,9 +5,10 @@ time and the network are simulated. One `random.Random(seed)` drives every rando
 ties by insertion order, so the same seed and the same calls give the same run, event for event (histories are
 byte-identical).
 
-The network (links, loss, reordering, exact message rules) is orchestration/sim/network.py, sending and
-workload tasks are sim_workload.py, a member incarnation's state is sim_member.py; `Simulation` combines them with
-the event loop. `orchestration/sim/cluster.py` puts the Cluster API (and the chaos engine's fault kinds) on
+`Simulation` runs the event loop (orchestration/sim/events.py) and the members (member.py), and owns two parts: its
+`network` (network.py: links, loss, reordering, exact message rules) and its `workload` (workload.py: sending and
+workload tasks). Their operations are also methods of the simulation (`split`, `send`, `stream`, ...), the API that
+tests and users drive. `orchestration/sim/cluster.py` puts the Cluster API (and the chaos engine's fault kinds) on
 top of this class.
 
 Membership (stacks with GMS, e.g. "unicast3+nakack2"): members start at given virtual times and join by
@@ -26,29 +27,28 @@ in its receive buffer (bounded like the real one) and is read on resume, when it
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from node.history import HistoryWriter, write_records
-from node.payload import make_msg_id, msg_id_of
+from node.payload import msg_id_of
 from node.protocols.base import MembershipLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
 from node.stack import build_stack, has_membership
 from node.wire import View, make_address, name_of
-from orchestration.sim.member import SimMember
-from orchestration.sim.network import ACTIONS, DATAGRAM, LinkFaults, MessageRule, SimNetwork
+from orchestration.sim.events import DATAGRAM, TIMER, EventQueue
+from orchestration.sim.member import SimMember, find
+from orchestration.sim.network import ACTIONS, LinkFaults, MessageRule, SimNetwork
 from orchestration.sim.workload import SimWorkload
 
 __all__ = ["ACTIONS", "TRANSPORT", "LinkFaults", "MessageRule", "SimMember", "Simulation"]
 
 TRANSPORT = "sim"  # the `transport` of the members' start events
-_TIMER, _CALL = 1, 2  # the event queue's other kinds (besides sim_network.DATAGRAM)
 
 
-class Simulation(SimNetwork, SimWorkload):
+class Simulation:
     """A cluster of members in one process on a virtual clock."""
 
     def __init__(
@@ -77,25 +77,34 @@ class Simulation(SimNetwork, SimWorkload):
         self.properties = properties or {}
         self.cluster = cluster
         self.record = record
-        self.now = 0.0
-        self._queue: list[tuple[float, int, int, Any]] = []
-        self._seq = 0
-        self.default_link = link or LinkFaults()
-        self.default_link.validate()
-        self.links: dict[tuple[str, str], LinkFaults] = {}
-        self.rules: list[MessageRule] = []
-        self.members: dict[str, SimMember] = {}
-        self.history: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        self.events = EventQueue()
+        self.members: dict[str, SimMember] = {}  # the running (or last) incarnation of each started member
+        self.history: dict[str, list[dict[str, Any]]] = {n: [] for n in names}  # every member ever named
         self.faults: list[dict[str, Any]] = []
-        self._msg_counter: dict[tuple[str, str], int] = {}  # (sender address, dest name or "*") -> last n
         self.events_processed = 0
-        self.datagrams_sent = 0
-        self.messages_sent = 0
         if stagger < 0:
             raise ValueError("stagger must be >= 0")
         if sender_poll < 0:
             raise ValueError("sender_poll must be >= 0")
         self.sender_poll = sender_poll
+        self.network = SimNetwork(
+            self.events,
+            self.members,
+            self.names,
+            rng=self.rng,
+            cluster=cluster,
+            default_link=link or LinkFaults(),
+            log_fault=self._fault,
+        )
+        self.workload = SimWorkload(
+            self.events,
+            self.members,
+            self.names,
+            self._flush,
+            stack_name=stack,
+            record=record,
+            sender_poll=sender_poll,
+        )
         for i, n in enumerate(names):
             if i == 0 or stagger == 0:
                 self._start_member(n, 1)
@@ -133,11 +142,17 @@ class Simulation(SimNetwork, SimWorkload):
         else:
             self.at(at, self._start_member, name, 1)
 
+    @property
+    def now(self) -> float:
+        """Virtual time in seconds."""
+        return self.events.now
+
+    def names(self) -> list[str]:
+        """Every member name of the simulation, started or not yet, in the order they were named."""
+        return list(self.history)
+
     def member(self, name: str) -> SimMember:
-        try:
-            return self.members[name]
-        except KeyError:
-            raise KeyError(f"no member {name!r}; members: {', '.join(self.members)}") from None
+        return find(self.members, name)
 
     def protocol(self, name: str) -> UnicastLayer[Properties]:
         """The unicast protocol instance of a member (for assertions and unilateral connection operations)."""
@@ -208,7 +223,7 @@ class Simulation(SimNetwork, SimWorkload):
                 action()
         waiting, m.waiting = m.waiting, []
         for task in waiting:
-            self._schedule_task(task)
+            self.workload.schedule_task(task)
 
     def set_property(self, name: str, protocol: str, prop: str, value: object) -> None:
         """Changes a protocol property of a member at run time (e.g. "nakack2", "xmit_interval", "100ms") and lets
@@ -253,25 +268,104 @@ class Simulation(SimNetwork, SimWorkload):
 
     def at(self, when: float, fn: Callable[..., Any], *args: Any) -> None:
         """Runs fn(*args) at virtual time `when`."""
-        self._push(max(when, self.now), _CALL, (fn, args))
+        self.events.call_at(when, fn, *args)
+
+    # --- the network and the workload, as the simulation's API ------------------------------------------------
+
+    @property
+    def links(self) -> dict[tuple[str, str], LinkFaults]:
+        return self.network.links
+
+    @property
+    def rules(self) -> list[MessageRule]:
+        return self.network.rules
+
+    @property
+    def default_link(self) -> LinkFaults:
+        return self.network.default_link
+
+    @property
+    def datagrams_sent(self) -> int:
+        return self.network.datagrams_sent
+
+    @property
+    def messages_sent(self) -> int:
+        return self.workload.messages_sent
+
+    def link(self, src: str, dst: str) -> LinkFaults:
+        return self.network.link(src, dst)
+
+    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Any) -> None:
+        """One directed link changed, e.g. set_link("A", "B", loss=0.2) (SimNetwork.set_link)."""
+        self.network.set_link(src, dst, duration=duration, **faults)
+
+    def reset_link(self, src: str, dst: str) -> None:
+        self.network.reset_link(src, dst)
+
+    def split(self, groups: list[list[str]]) -> None:
+        """Two members hear each other iff some group has both (SimNetwork.split); `heal()` ends it."""
+        self.network.split(groups)
+
+    def cut(self, src: str, dst: str, *, one_way: bool = True) -> None:
+        self.network.cut(src, dst, one_way=one_way)
+
+    def heal(self, *, keep_rules: bool = False) -> None:
+        self.network.heal(keep_rules=keep_rules)
+
+    def add_rule(self, rule: MessageRule) -> MessageRule:
+        return self.network.add_rule(rule)
+
+    def release(self, rule: MessageRule) -> int:
+        """Sends every message a `hold` rule kept back, now; returns how many."""
+        return self.network.release(rule)
+
+    def send(self, src: str, dst: str, *, size: int = 0, msg_id: str | None = None) -> str:
+        """One unicast from src to dst's current incarnation, now; returns its msg_id (SimWorkload.send)."""
+        return self.workload.send(src, dst, size=size, msg_id=msg_id)
+
+    def multicast(self, src: str, *, size: int = 0, msg_id: str | None = None) -> str:
+        """One multicast from src, now; returns its msg_id ("A>*#n")."""
+        return self.workload.multicast(src, size=size, msg_id=msg_id)
+
+    def start_workload(
+        self,
+        src: str,
+        kind: str,
+        dest: str | None,
+        count: int,
+        *,
+        size: int = 0,
+        rate: float | None = None,
+        start: float = 0.0,
+    ) -> dict[str, Any]:
+        """A workload task on member src; returns its progress dict (SimWorkload.start_workload)."""
+        return self.workload.start_workload(src, kind, dest, count, size=size, rate=rate, start=start)
+
+    def stream(
+        self, src: str, dst: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
+    ) -> dict[str, Any]:
+        """`count` sends from src to dst at `rate` per second, `start` seconds from now."""
+        return self.workload.stream(src, dst, count, rate=rate, start=start, size=size)
+
+    def multicast_stream(
+        self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
+    ) -> dict[str, Any]:
+        """`count` multicasts from src at `rate` per second, `start` seconds from now."""
+        return self.workload.multicast_stream(src, count, rate=rate, start=start, size=size)
 
     # --- the event loop -------------------------------------------------------------------------------------------
-
-    def _push(self, at: float, kind: int, data: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (at, self._seq, kind, data))
 
     def _schedule_timer(self, m: SimMember) -> None:
         wake = m.stack.next_wakeup()
         if wake < m.timer_at:
             m.timer_at = max(wake, self.now)
-            self._push(m.timer_at, _TIMER, (m.name, m.incarnation))
+            self.events.push(m.timer_at, TIMER, (m.name, m.incarnation))
 
     def _flush(self, m: SimMember) -> None:
         stack = m.stack
         out = stack.drain()
         if out.datagrams:
-            transmit = self._transmit
+            transmit = self.network.transmit
             for dest, data in out.datagrams:
                 transmit(m, dest, data)
         if out.delivers:
@@ -289,10 +383,11 @@ class Simulation(SimNetwork, SimWorkload):
 
     def step(self) -> bool:
         """Processes the next event; False when nothing is left."""
-        if not self._queue:
+        events = self.events
+        if not events.heap:
             return False
-        at, _, kind, data = heapq.heappop(self._queue)
-        self.now = at
+        at, _, kind, data = events.pop()
+        events.now = at
         self.events_processed += 1
         if kind == DATAGRAM:
             dst_addr, payload = data
@@ -307,7 +402,7 @@ class Simulation(SimNetwork, SimWorkload):
                 else:
                     m.stack.receive(payload, at)
                     self._flush(m)
-        elif kind == _TIMER:
+        elif kind == TIMER:
             name, incarnation = data
             m = self.members[name]
             if m.alive and m.incarnation == incarnation and m.timer_at == at:
@@ -322,12 +417,13 @@ class Simulation(SimNetwork, SimWorkload):
 
     def run(self, duration: float) -> None:
         """Runs for `duration` virtual seconds from now."""
-        until = self.now + duration
-        queue = self._queue
+        events = self.events
+        until = events.now + duration
+        queue = events.heap
         step = self.step
         while queue and queue[0][0] <= until:
             step()
-        self.now = max(self.now, until)
+        events.now = max(events.now, until)
 
     def run_until(self, condition: Callable[[], bool], timeout: float, *, check_every: float = 0.05) -> bool:
         """Runs until condition() holds (checked every `check_every` virtual seconds) or `timeout` passes."""
@@ -344,7 +440,7 @@ class Simulation(SimNetwork, SimWorkload):
     def quiet(self) -> bool:
         """Nothing in flight or scheduled (datagrams, workload, faults), nothing waiting for a paused member, and
         every live member's protocol idle."""
-        if any(kind != _TIMER for _, _, kind, _ in self._queue):
+        if not self.events.only_timers():
             return False
         if any(m.inbox or m.waiting or m.deferred for m in self.members.values()):
             return False
@@ -361,12 +457,7 @@ class Simulation(SimNetwork, SimWorkload):
         over all its incarnations (as `delivered` does): "A>B#1", ... then "A/2>B#1", ... (ids given to `send`
         explicitly are not included)."""
         m = self.members.get(sender)
-        last = m.incarnation if m is not None else 1
-        ids = []
-        for inc in range(1, last + 1):
-            address = make_address(sender, inc)
-            ids += [make_msg_id(address, dest, i) for i in range(1, self._msg_counter.get((address, dest), 0) + 1)]
-        return ids
+        return self.workload.sent_ids(sender, dest, m.incarnation if m is not None else 1)
 
     def multicast_sent(self, sender: str) -> list[str]:
         return self.sent(sender, "*")

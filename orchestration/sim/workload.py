@@ -1,38 +1,50 @@
 """The simulator's workload: single sends and multicasts, and workload tasks (node/workload.py's generator, the
-real member's) run on the virtual clock. msg_ids come from node/payload.py, per sender incarnation."""
+real member's) run on the virtual clock. msg_ids come from node/payload.py, per sender incarnation.
+
+`SimWorkload` is owned by a `Simulation` (orchestration/sim/simulation.py): it runs its tasks as calls on the
+simulation's event queue and hands each member whose stack it fed to the simulation's `flush` (which transmits what
+the stack produced and reschedules its timer)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from node.payload import make_msg_id, make_payload
 from node.protocols.base import MulticastLayer
 from node.stack import PROTOCOLS, STACKS
+from node.wire import make_address
 from node.workload import Workload
-from orchestration.sim.member import SimMember, Task
+from orchestration.sim.events import EventQueue
+from orchestration.sim.member import SimMember, Task, find
 
 
 class SimWorkload:
-    """Sending and workload tasks of a `Simulation` (its workload part)."""
+    """Sending and workload tasks of a simulation's members. `members` is the simulation's table of running
+    incarnations, `names` every member name it knows, `flush(m)` what the simulation does after a member's stack
+    was given something to send."""
 
-    now: float
-    record: bool
-    stack_name: str
-    members: dict[str, SimMember]
-    history: dict[str, list[dict[str, Any]]]
-    messages_sent: int
-    sender_poll: float
-    _msg_counter: dict[tuple[str, str], int]
-
-    if TYPE_CHECKING:  # provided by Simulation
-
-        def member(self, name: str) -> SimMember: ...
-
-        def at(self, when: float, fn: Callable[..., Any], *args: Any) -> None: ...
-
-        def _flush(self, m: SimMember) -> None: ...
+    def __init__(
+        self,
+        events: EventQueue,
+        members: dict[str, SimMember],
+        names: Callable[[], list[str]],
+        flush: Callable[[SimMember], None],
+        *,
+        stack_name: str,
+        record: bool,
+        sender_poll: float,
+    ) -> None:
+        self.events = events
+        self.members = members
+        self.names = names
+        self.flush = flush
+        self.stack_name = stack_name
+        self.record = record
+        self.sender_poll = sender_poll
+        self.messages_sent = 0
+        self._msg_counter: dict[tuple[str, str], int] = {}  # (sender address, dest name or "*") -> last n
 
     def _next_msg_id(self, m: SimMember, dest: str) -> str:
         key = (m.address, dest)
@@ -40,8 +52,17 @@ class SimWorkload:
         self._msg_counter[key] = n
         return make_msg_id(m.address, dest, n)
 
+    def sent_ids(self, sender: str, dest: str, incarnations: int) -> list[str]:
+        """The msg_ids the workload gave sender's first `incarnations` incarnations for dest ("*": multicasts), in
+        send order."""
+        ids = []
+        for inc in range(1, incarnations + 1):
+            address = make_address(sender, inc)
+            ids += [make_msg_id(address, dest, i) for i in range(1, self._msg_counter.get((address, dest), 0) + 1)]
+        return ids
+
     def _running(self, name: str) -> SimMember:
-        m = self.member(name)
+        m = find(self.members, name)
         if not m.alive:
             raise ValueError(f"member {name} is not running")
         if m.paused:
@@ -52,16 +73,16 @@ class SimWorkload:
         """Member src sends one unicast to the current incarnation of dst, now. Returns the msg_id ("A>B#n", or
         "A/2>B#n" from src's second incarnation)."""
         m = self._running(src)
-        self.member(dst)  # validates the name
+        find(self.members, dst)  # validates the name
         msg_id = self._send(m, dst, m.stack.peer_address(dst, m.announced), size, msg_id)
-        self._flush(m)
+        self.flush(m)
         return msg_id
 
     def _send(self, m: SimMember, dst: str, dest: str, size: int, msg_id: str | None = None) -> str:
         if msg_id is None:
             msg_id = self._next_msg_id(m, dst)
         payload = make_payload(msg_id, size)
-        seqno = m.stack.send(dest, payload, self.now)
+        seqno = m.stack.send(dest, payload, self.events.now)
         self.messages_sent += 1
         if self.record:
             conn_id = m.stack.unicast.send_conn_id(dest)
@@ -72,14 +93,14 @@ class SimWorkload:
         """Member src multicasts one message to the group, now. Returns the msg_id ("A>*#n")."""
         m = self._running(src)
         msg_id = self._multicast(m, size, msg_id)
-        self._flush(m)
+        self.flush(m)
         return msg_id
 
     def _multicast(self, m: SimMember, size: int, msg_id: str | None = None) -> str:
         if msg_id is None:
             msg_id = self._next_msg_id(m, "*")
         payload = make_payload(msg_id, size)
-        seqno = m.stack.multicast(payload, self.now)
+        seqno = m.stack.multicast(payload, self.events.now)
         self.messages_sent += 1
         if self.record:
             m.history.sent("multicast", None, None, seqno, msg_id, len(payload))
@@ -102,15 +123,17 @@ class SimWorkload:
         seconds from now. Returns the task's progress dict {"kind", "dest", "count", "sent", "done"}, updated as the
         task runs. The task belongs to the incarnation of src running when it starts (now, or at `start` if src is
         not running yet) and ends (done, sent < count) when that incarnation stops; while src is paused it waits."""
-        if src not in self.history:
-            raise KeyError(f"no member {src!r}; members: {', '.join(self.history)}")
-        if kind == "unicast" and (dest not in self.history or dest == src):
-            raise ValueError(f"unknown destination {dest!r}; members: {', '.join(self.history)}")
+        names = self.names()
+        if src not in names:
+            raise KeyError(f"no member {src!r}; members: {', '.join(names)}")
+        if kind == "unicast" and (dest not in names or dest == src):
+            raise ValueError(f"unknown destination {dest!r}; members: {', '.join(names)}")
         if kind == "multicast" and not any(issubclass(PROTOCOLS[p], MulticastLayer) for p in STACKS[self.stack_name]):
             raise ValueError(f"stack {self.stack_name} has no multicast protocol")
         if start < 0:
             raise ValueError("start must be >= 0")
-        work = Workload(kind, dest, count, size=size, rate=rate, start=self.now + start, granularity=self.sender_poll)
+        now = self.events.now
+        work = Workload(kind, dest, count, size=size, rate=rate, start=now + start, granularity=self.sender_poll)
         m = self.members.get(src)
         if m is not None and m.alive:
             task = Task(src, m.incarnation, work)
@@ -119,13 +142,13 @@ class SimWorkload:
             task = Task(src, None, work)  # bound to the incarnation running at `start`
         else:
             raise ValueError(f"member {src} is not running")
-        self._schedule_task(task)
+        self.schedule_task(task)
         return work.progress
 
-    def _schedule_task(self, task: Task) -> None:
+    def schedule_task(self, task: Task) -> None:
         wake = task.work.next_wakeup()
         if wake != math.inf:
-            self.at(wake, self._run_task, task)
+            self.events.call_at(wake, self._run_task, task)
 
     def _run_task(self, task: Task) -> None:
         work = task.work
@@ -145,18 +168,18 @@ class SimWorkload:
             dst = work.dest
             assert dst is not None
             dest = m.stack.peer_address(dst, m.announced)  # as the real member resolves it
-            n = work.due_on(m.stack, self.now, dest)
+            n = work.due_on(m.stack, self.events.now, dest)
             send = self._send
             size = work.size
             for _ in range(n):
                 send(m, dst, dest, size)
         else:
-            n = work.due_on(m.stack, self.now)
+            n = work.due_on(m.stack, self.events.now)
             for _ in range(n):
                 self._multicast(m, work.size)
         if n:
-            self._flush(m)
-        self._schedule_task(task)
+            self.flush(m)
+        self.schedule_task(task)
 
     def multicast_stream(
         self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
