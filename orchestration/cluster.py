@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -206,62 +205,11 @@ class Cluster(ABC):
             raise ClusterError(f"no common view of {sorted(want)} within {timeout:g}s; views: {have}") from None
         return next(iter(seen.values()))
 
-    @classmethod
-    def attach(cls, label: str) -> Cluster:
-        """A Cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
-        from orchestration.backends.real import attach
 
-        return attach(label)
-
-
-# --- processes and leftovers of real clusters ------------------------------------------------------------------------
-
-
-def _alive(pid: int, marker: str) -> bool:
-    """True if pid runs and its command line contains marker (so a recycled pid is never touched)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return marker.encode() in cmdline
-
-
-def _kill(pid: int, marker: str, sig: int) -> bool:
-    if not _alive(pid, marker):
-        return False
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
+# --- the clusters of this state root ----------------------------------------------------------------------------------
 
 
 def list_clusters() -> list[str]:
     if not STATE_ROOT.exists():
         return []
     return sorted(p.name for p in STATE_ROOT.iterdir() if p.name.startswith(LABEL_PREFIX) and p.is_dir())
-
-
-def reap_all() -> list[str]:
-    """Takes down every cluster of this state root (STATE_ROOT) and removes orphaned labelled namespaces (no state
-    file, no process), containers and networks, and a Docker engine that a killed test session started and no one
-    uses. Clusters of other state roots are not touched."""
-    removed = []
-    for label in list_clusters():
-        try:
-            Cluster.attach(label).down()
-        except (ClusterError, KeyError, TypeError, ValueError):
-            shutil.rmtree(STATE_ROOT / label, ignore_errors=True)
-        removed.append(label)
-    from orchestration.backends.docker import reap_orphans
-    from orchestration.backends.netns import reap_namespaces
-    from orchestration.host import claims, docker_engine
-
-    # a namespace without a state file here but with a live owner is another state root's cluster mid-start
-    keep = set(list_clusters()) | claims.owned_labels()
-    removed.extend(reap_namespaces(keep=keep))
-    removed.extend(reap_orphans(keep=set(list_clusters()) | claims.held_labels()))  # our label only
-    if docker_engine.stop_if_unused():
-        removed.append("the Docker engine the tests had started")
-    claims.prune()
-    return removed

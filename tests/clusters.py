@@ -20,7 +20,8 @@ import pytest
 
 from orchestration.backends import backend_class
 from orchestration.backends.netns import list_namespaces
-from orchestration.cluster import Cluster, ClusterSpec, _alive
+from orchestration.cluster import Cluster, ClusterSpec
+from orchestration.host.processes import alive
 
 
 @contextlib.contextmanager
@@ -70,7 +71,7 @@ BACKENDS = [
 def assert_nothing_left(cluster: Cluster) -> None:
     leftovers = [ns for ns in list_namespaces() if ns.startswith(cluster.label)]
     assert not leftovers, f"namespaces left behind: {leftovers}"
-    procs = [(n, m.pid) for n, m in cluster.members.items() if m.pid is not None and _alive(m.pid, cluster.label)]
+    procs = [(n, m.pid) for n, m in cluster.members.items() if m.pid is not None and alive(m.pid, cluster.label)]
     assert not procs, f"member processes left behind: {procs}"
     assert not cluster.state_dir.exists(), f"state left behind: {cluster.state_dir}"
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from foreign import jgroups
-from orchestration import claims
 from orchestration.cluster import new_label
+from orchestration.host import claims
 
 NETNS_PORT = 7800
 NETNS_MCAST_PORT = 7900

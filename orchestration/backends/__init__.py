@@ -3,6 +3,15 @@ no root), netns (namespaces, root), docker (containers on a bridge network, root
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestration.cluster import STATE_ROOT, ClusterError, ClusterSpec, MemberInfo
+
+if TYPE_CHECKING:
+    from orchestration.backends.real import RealCluster
+
 BACKENDS = ("sim", "process", "netns", "docker")
 
 
@@ -28,3 +37,17 @@ def backend_class(name: str) -> type:
 
         return ComposeCluster
     raise ValueError(f"unknown backend {name!r}: {' | '.join(BACKENDS)}")
+
+
+def attach(label: str) -> RealCluster:
+    """A cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
+    path = STATE_ROOT / label / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except OSError:
+        raise ClusterError(f"no cluster {label} (no {path})") from None
+    cluster = backend_class(state["backend"])(ClusterSpec(**state["spec"]), label=label, workdir=Path(state["workdir"]))
+    cluster.token = state["token"]
+    cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
+    cluster._restore_network(state.get("network", {}))
+    return cluster

@@ -20,17 +20,15 @@ from typing import Any
 
 from node import jsonl
 from orchestration.cluster import (
-    STATE_ROOT,
     Cluster,
     ClusterError,
     ClusterSpec,
     MemberInfo,
     RealClock,
-    _alive,
-    _kill,
 )
 from orchestration.host import claims
 from orchestration.host.member_python import ENV, MemberPythonError, member_env, member_python
+from orchestration.host.processes import alive, send_signal
 
 
 class RealCluster(Cluster):
@@ -149,9 +147,9 @@ class RealCluster(Cluster):
         """Stops every member (SIGTERM, then SIGKILL), removes the network and the state. Idempotent."""
         for m in self.members.values():
             if m.pid is not None and m.paused:
-                _kill(m.pid, self.label, signal.SIGCONT)
+                send_signal(m.pid, self.label, signal.SIGCONT)
             if m.pid is not None:
-                _kill(m.pid, self.label, signal.SIGTERM)
+                send_signal(m.pid, self.label, signal.SIGTERM)
         deadline = time.monotonic() + 5.0
         for m in self.members.values():
             proc = self._procs.get(m.name)
@@ -162,9 +160,9 @@ class RealCluster(Cluster):
                     proc.kill()
                     proc.wait(5)
             elif m.pid is not None:
-                while _alive(m.pid, self.label) and time.monotonic() < deadline:
+                while alive(m.pid, self.label) and time.monotonic() < deadline:
                     time.sleep(0.02)
-                _kill(m.pid, self.label, signal.SIGKILL)
+                send_signal(m.pid, self.label, signal.SIGKILL)
         self._teardown_network()
         claims.release(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -174,7 +172,7 @@ class RealCluster(Cluster):
     def kill(self, name: str) -> None:
         """SIGKILL: the member's history may end in a partial line."""
         m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGKILL):
+        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGKILL):
             raise ClusterError(f"member {name} is not running")
         proc = self._procs.get(name)
         if proc is not None:
@@ -183,13 +181,13 @@ class RealCluster(Cluster):
 
     def pause(self, name: str) -> None:
         m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGSTOP):
+        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGSTOP):
             raise ClusterError(f"member {name} is not running")
         m.paused = True
 
     def resume(self, name: str) -> None:
         m = self.members[name]
-        if m.pid is None or not _kill(m.pid, self.label, signal.SIGCONT):
+        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGCONT):
             raise ClusterError(f"member {name} is not running")
         m.paused = False
 
@@ -206,7 +204,7 @@ class RealCluster(Cluster):
             except subprocess.TimeoutExpired:
                 raise ClusterError(f"member {name} did not finish leaving within {timeout:g}s") from None
         self._leaving.discard(name)
-        if m.pid is not None and _alive(m.pid, self.label):
+        if m.pid is not None and alive(m.pid, self.label):
             raise ClusterError(f"member {name} is running; kill it first")
         m.incarnation += 1
         self._spawn(m)
@@ -237,7 +235,7 @@ class RealCluster(Cluster):
         return [
             n
             for n, m in self.members.items()
-            if m.pid is not None and n not in self._leaving and _alive(m.pid, self.label)
+            if m.pid is not None and n not in self._leaving and alive(m.pid, self.label)
         ]
 
     def stop_members(self) -> None:
@@ -246,7 +244,7 @@ class RealCluster(Cluster):
             m = self.members[name]
             if m.paused:
                 self.resume(name)
-            _kill(m.pid, self.label, signal.SIGTERM)  # type: ignore[arg-type]
+            send_signal(m.pid, self.label, signal.SIGTERM)  # type: ignore[arg-type]
         for name, proc in self._procs.items():
             try:
                 proc.wait(10)
@@ -274,19 +272,3 @@ class RealCluster(Cluster):
 
     def _restore_network(self, network: dict[str, Any]) -> None:
         pass
-
-
-def attach(label: str) -> RealCluster:
-    """A cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
-    path = STATE_ROOT / label / "state.json"
-    try:
-        state = json.loads(path.read_text())
-    except OSError:
-        raise ClusterError(f"no cluster {label} (no {path})") from None
-    from orchestration.backends import backend_class
-
-    cluster = backend_class(state["backend"])(ClusterSpec(**state["spec"]), label=label, workdir=Path(state["workdir"]))
-    cluster.token = state["token"]
-    cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
-    cluster._restore_network(state.get("network", {}))
-    return cluster

@@ -151,7 +151,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 def down(label: str | None, all_: bool) -> None:
     """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
     warm Spark service of this state root."""
-    from orchestration.cluster import reap_all
+    from orchestration.backends.reap import reap_all
 
     if all_:
         removed = reap_all()

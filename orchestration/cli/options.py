@@ -114,7 +114,8 @@ def default_backend() -> str:
 
 def attach(label: str | None) -> Cluster:
     """The running cluster named `label`, or the only one running; a click error says why there is none."""
-    from orchestration.cluster import Cluster, ClusterError, list_clusters
+    from orchestration.backends import attach as attach_label
+    from orchestration.cluster import ClusterError, list_clusters
 
     labels = list_clusters()
     if label is None:
@@ -124,6 +125,6 @@ def attach(label: str | None) -> Cluster:
             raise click.ClickException(f"several clusters are running ({', '.join(labels)}): name one with --cluster")
         label = labels[0]
     try:
-        return Cluster.attach(label)
+        return attach_label(label)
     except ClusterError as e:
         raise click.ClickException(str(e)) from None

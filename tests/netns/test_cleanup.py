@@ -15,7 +15,7 @@ import time
 import pytest
 
 from orchestration.backends.netns import list_namespaces
-from orchestration.cluster import _alive
+from orchestration.host.processes import alive
 from tests.clusters import down_all
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     label, handlers = info["label"], info["handlers"]
-    assert handlers and all(_alive(p, label) for p in handlers)
+    assert handlers and all(alive(p, label) for p in handlers)
     if lose_state:
         import shutil
 
@@ -56,14 +56,14 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
         for ns in (f"{label}-A", f"{label}-B"):  # and its members are gone (a crashed machine's leftovers)
             pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
             for pid in map(int, pids):
-                if _alive(pid, label) and pid not in handlers:
+                if alive(pid, label) and pid not in handlers:
                     os.kill(pid, signal.SIGKILL)
     result = down_all(env)
     assert result.returncode == 0, result.stdout + result.stderr
     deadline = time.monotonic() + 10
-    while any(_alive(p, label) for p in handlers) and time.monotonic() < deadline:
+    while any(alive(p, label) for p in handlers) and time.monotonic() < deadline:
         time.sleep(0.05)  # polling the handlers' exit, with a deadline
-    assert not any(_alive(p, label) for p in handlers), "NFQUEUE handlers left running"
+    assert not any(alive(p, label) for p in handlers), "NFQUEUE handlers left running"
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
 
 

@@ -24,7 +24,8 @@ import pytest
 from chaos.nfqueue import DUP_MARK, HandlerProcess
 from node import wire
 from orchestration.backends.netns import in_namespace, list_namespaces, veth_pair
-from orchestration.cluster import _alive, new_label
+from orchestration.cluster import new_label
+from orchestration.host.processes import alive
 
 
 def _skip_reason() -> str | None:
@@ -174,7 +175,7 @@ def pair() -> Iterator[Pair]:
                 os.unlink(p.sock_path)
     assert not [ns for ns in list_namespaces() if ns.startswith(label)], "namespaces left behind"
     if pid is not None:
-        assert not _alive(pid, label), "handler process left behind"
+        assert not alive(pid, label), "handler process left behind"
     assert not os.path.exists(p.sock_path), "control socket left behind"
 
 
@@ -191,7 +192,7 @@ def test_handler_starts_reports_ready_and_rejects_bad_requests(pair: Pair) -> No
     h = pair.start_handler()
     assert h.ready["ready"] is True and h.ready["queue"] == 0 and h.ready["pid"] == h.pid
     assert h.ready["fail_open"] is True
-    assert _alive(h.pid, pair.label)  # --tag puts the label in its command line
+    assert alive(h.pid, pair.label)  # --tag puts the label in its command line
     assert h.request({"cmd": "nope"})["ok"] is False
     bad = h.request({"cmd": "rules", "rules": [{"id": "r9", "action": "drop", "probability": 3}]})
     assert bad["ok"] is False and "r9" in bad["error"] and "probability" in bad["error"]

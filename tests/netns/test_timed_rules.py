@@ -22,7 +22,8 @@ import pytest
 from chaos import kernel
 from chaos.nfqueue import HandlerProcess
 from orchestration.backends.netns import VethPair, in_namespace, list_namespaces, veth_pair
-from orchestration.cluster import _alive, new_label
+from orchestration.cluster import new_label
+from orchestration.host.processes import alive
 from tests.netns.test_nfqueue_handler import Receiver
 
 
@@ -174,5 +175,5 @@ def test_handler_link_drop_with_a_window_switches_at_its_instants(link: Link) ->
     lost = check_windows(sent, arrived, [(start, end)])
     assert stats["rules"]["p"]["dropped"] == stats["rules"]["p"]["matched"] == len(lost)
     assert stats["dropped"] == len(lost) and stats["packets"] == len(sent)
-    assert handler is not None and not _alive(handler.pid, link.label), "handler process left behind"
+    assert handler is not None and not alive(handler.pid, link.label), "handler process left behind"
     assert not os.path.exists(sock_path), "control socket left behind"

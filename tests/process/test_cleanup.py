@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from orchestration.backends.netns import list_namespaces
 from orchestration.cli.main import main
-from orchestration.cluster import STATE_ROOT, _alive
+from orchestration.cluster import STATE_ROOT
+from orchestration.host.processes import alive
 from tests.clusters import BACKENDS, down_all
 
 pytestmark = pytest.mark.slow
@@ -51,13 +52,13 @@ def test_down_all_reaps_the_leftovers_of_a_killed_orchestrator(backend: str, tmp
         proc.send_signal(signal.SIGKILL)  # the orchestrator dies without any teardown
         proc.wait(10)
     label, pids = info["label"], info["pids"]
-    assert all(_alive(p, label) for p in pids)  # its members outlive it...
+    assert all(alive(p, label) for p in pids)  # its members outlive it...
     result = down_all(env)
     assert result.returncode == 0 and label in result.stdout, result.stdout + result.stderr
     deadline = time.monotonic() + 10
-    while any(_alive(p, label) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p, label) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p, label) for p in pids)  # ...until down --all
+    assert not any(alive(p, label) for p in pids)  # ...until down --all
     assert not [ns for ns in list_namespaces() if ns.startswith(label)]
     assert not (tmp_path / "state" / label).exists()
 
