@@ -50,7 +50,7 @@ demo: setup
 # One pytest-xdist worker per core; worksteal rebalances the long netns tests. Clusters never clash between workers
 # (orchestration/host/claims.py), and the Spark checks of every worker share one warm Spark Connect service, which the
 # chaosbed pytest plugin starts on first use and stops when the session ends.
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 lint: setup
