@@ -5,6 +5,7 @@ netem hangs off is still checked here, with a pfifo leaf in netem's place."""
 from __future__ import annotations
 
 import statistics
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -30,9 +31,29 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsCluster]:
         assert_nothing_left(c)
 
 
-def test_probe_gives_an_answer_and_a_reason() -> None:
+def test_the_probe_agrees_with_the_kernel(cluster: NetnsCluster) -> None:
+    """Where the probe says no, the kernel refuses a netem qdisc and the reason names netem; where it says yes, a
+    netem shaping installs in a member's namespace (and its delay is measured by test_netem_delay_per_source)."""
     available, why = netem.probe()
-    assert available or "netem" in why.lower()
+    ns = cluster.member_ns("B")
+    if not available:
+        assert "netem" in why.lower(), why
+        refused = subprocess.run(
+            ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+            text=True,
+        )
+        assert refused.returncode != 0, "the probe said no netem, but the kernel took a netem qdisc"
+        return
+    assert why == ""
+    netem.apply(ns, [netem.Shaping(cluster.members["A"].ip, delay_ms=5)])
+    try:
+        shown = subprocess.run(
+            ["ip", "netns", "exec", ns, "tc", "qdisc", "show"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "netem" in shown, shown
+    finally:
+        netem.clear(ns)
 
 
 def test_the_ifb_redirect_passes_traffic_and_is_removed(cluster: NetnsCluster) -> None:

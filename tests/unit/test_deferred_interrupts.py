@@ -24,5 +24,12 @@ def test_a_signal_during_the_block_is_raised_after_it(sig: signal.Signals) -> No
 
 
 def test_no_signal_no_interrupt() -> None:
+    signals = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in signals}
+    ran = []
     with deferred_interrupts():
-        pass
+        during = {s: signal.getsignal(s) for s in signals}
+        ran.append("body")
+    assert ran == ["body"]
+    assert all(during[s] is not before[s] for s in signals), "the block defers both signals"
+    assert {s: signal.getsignal(s) for s in signals} == before, "and gives the previous handlers back"
