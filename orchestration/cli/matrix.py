@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -97,8 +98,16 @@ def execute(matrix: Matrix, out: Path, jobs: int, master: str | None) -> MatrixR
     return result
 
 
-def summarize(result: MatrixResult) -> int:
-    """The cells table, the replay command of each failed cell, the last line; returns the exit code."""
+def _outcome(r: CellResult) -> str:
+    return ("PASS" if r.passed else "FAIL " + ", ".join(r.violated)) if r.checked else (r.error or r.status)
+
+
+def _mark(r: CellResult) -> str:
+    return "[green]yes[/]" if r.ok else "[bold red]NO[/]"
+
+
+def cells_table(result: MatrixResult) -> Table:
+    """One row per cell: its scenario, settings, backend, seed, what was expected and what happened."""
     table = Table(title=f"matrix {result.matrix.name}", title_justify="left")
     for col in ("cell", "scenario", "settings", "backend", "seed", "expected", "result", "as expected"):
         table.add_column(col, overflow="fold")
@@ -108,10 +117,40 @@ def summarize(result: MatrixResult) -> int:
         settings = settings or "-"
         if c.label:
             settings = f"{c.label}: {settings}"
-        got = ("PASS" if r.passed else "FAIL " + ",".join(r.violated)) if r.checked else (r.error or r.status)
-        mark = "[green]yes[/]" if r.ok else "[bold red]NO[/]"
-        table.add_row(c.id, c.scenario_name, settings, c.backend, str(c.seed), c.expect.describe(), got, mark)
-    console.print(table)
+        table.add_row(
+            c.id, c.scenario_name, settings, c.backend, str(c.seed), c.expect.describe(), _outcome(r), _mark(r)
+        )
+    return table
+
+
+def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
+    """One row per bug (and backend): what its flawed variant must violate, what each variant did, and whether both
+    went as the catalogue says. Narrow enough for a 100-column terminal; the settings are in the replay lines."""
+    backends = sorted({r.cell.backend for r in result.results})
+    table = Table(title=f"known bugs ({len(ids)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("bug", no_wrap=True)
+    if len(backends) > 1:
+        table.add_column("backend", no_wrap=True)
+    for col, least in (("flawed must violate", 17), ("flawed", 17), ("fixed", 6)):
+        table.add_column(col, overflow="fold", min_width=least, max_width=32)
+    table.add_column("as expected", no_wrap=True, min_width=11)
+    pairs: dict[tuple[Path, str], dict[str, CellResult]] = {}
+    for r in result.results:
+        pairs.setdefault((r.cell.scenario, r.cell.backend), {})[r.cell.label] = r
+    for (path, backend), variants in pairs.items():
+        flawed, fixed = variants.get("flawed"), variants.get("fixed")
+        must = ", ".join(flawed.cell.expect.violates or ["any check"]) if flawed else "-"
+        ok = all(v.ok for v in variants.values())
+        row = [f"{path.stem}\n[dim]{escape(ids.get(path, ''))}[/]"] + ([backend] if len(backends) > 1 else [])
+        row += [must, _outcome(flawed) if flawed else "-", _outcome(fixed) if fixed else "-"]
+        table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")
+    return table
+
+
+def summarize(result: MatrixResult, table: Table | None = None) -> int:
+    """The cells table (or the given one), the replay command of each failed cell, the last line; returns the exit
+    code."""
+    console.print(table if table is not None else cells_table(result))
     for r in result.results:
         if (r.checked and not r.passed) or not r.ok:
             console.print(f"{r.cell.id} replay: {r.cell.replay()}", markup=False, soft_wrap=True)
@@ -218,7 +257,8 @@ def bugs_run(
     result = execute(m, folder, jobs, target)
     if not all_:
         _side_by_side(result)
-    sys.exit(summarize(result))
+        sys.exit(summarize(result))
+    sys.exit(summarize(result, bugs_table(result, {e.path: e.bug.id for e in chosen})))
 
 
 def _short(key: str) -> str:

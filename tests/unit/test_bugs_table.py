@@ -1,0 +1,44 @@
+"""`chaosbed bugs run --all` prints one row per bug that stays readable in a 100- and a 120-column terminal: every
+bug's name and id, what its flawed variant must violate, what each variant did, and whether both went as planned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from orchestration.cli.matrix import bugs_table
+from orchestration.matrix.bugs import bug_matrix, catalogue
+from orchestration.matrix.run import CellResult, MatrixResult
+
+
+def result_as_planned(backends: list[str]) -> MatrixResult:
+    matrix = bug_matrix(catalogue(), backends)
+    results = []
+    for cell in matrix.cells:
+        violated = list(cell.expect.violates or []) if cell.expect.result == "fail" else []
+        results.append(CellResult(cell, "ran", violated=violated, checked=True))
+    results[0].violated = []  # the first bug's flawed variant passed: not as expected
+    return MatrixResult(matrix, Path("/nonexistent"), results)
+
+
+@pytest.mark.parametrize("width", [100, 120])
+@pytest.mark.parametrize("backends", [["sim"], ["sim", "netns"]])
+def test_the_bugs_table_fits_the_terminal_and_names_every_bug(width: int, backends: list[str]) -> None:
+    result = result_as_planned(backends)
+    console = Console(width=width, record=True, color_system=None)
+    console.print(bugs_table(result, {e.path: e.bug.id for e in catalogue()}))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    header = next(line for line in lines if line.lstrip().startswith("bug"))
+    for word in ("flawed", "fixed", "as expected", *(["backend"] if len(backends) > 1 else [])):
+        assert word in header, header
+    for e in catalogue():
+        assert e.path.stem in text and e.bug.id in text
+    rows = [line for line in lines if line.strip().endswith(("yes", "NO"))]
+    assert len(rows) == len(catalogue()) * len(backends)
+    assert sum(line.strip().endswith("NO") for line in rows) == 1  # only the first bug's pair went wrong
+    n = len(catalogue()) * len(backends)
+    assert text.count("FAIL") == n - len(backends) and text.count("PASS") == n + len(backends)
