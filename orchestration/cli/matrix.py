@@ -124,14 +124,13 @@ def cells_table(result: MatrixResult) -> Table:
 
 
 def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
-    """One row per bug (and backend): what its flawed variant must violate, what each variant did, and whether both
-    went as the catalogue says. Narrow enough for a 100-column terminal; the settings are in the replay lines."""
+    """One row per bug (and backend, named under the bug): what its flawed variant must violate, what each variant
+    did, and whether both went as the catalogue says. Narrow enough for a 100-column terminal; the settings are in the
+    replay lines."""
     backends = sorted({r.cell.backend for r in result.results})
     table = Table(title=f"known bugs ({len(ids)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("bug", no_wrap=True)
-    if len(backends) > 1:
-        table.add_column("backend", no_wrap=True)
-    for col, least in (("flawed must violate", 17), ("flawed", 17), ("fixed", 6)):
+    table.add_column("bug" + (" (id, backend)" if len(backends) > 1 else ""), no_wrap=True)
+    for col, least in (("flawed must violate", 16), ("flawed", 16), ("fixed", 6)):
         table.add_column(col, overflow="fold", min_width=least, max_width=32)
     table.add_column("as expected", no_wrap=True, min_width=11)
     pairs: dict[tuple[Path, str], dict[str, CellResult]] = {}
@@ -141,8 +140,9 @@ def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
         flawed, fixed = variants.get("flawed"), variants.get("fixed")
         must = ", ".join(flawed.cell.expect.violates or ["any check"]) if flawed else "-"
         ok = all(v.ok for v in variants.values())
-        row = [f"{path.stem}\n[dim]{escape(ids.get(path, ''))}[/]"] + ([backend] if len(backends) > 1 else [])
-        row += [must, _outcome(flawed) if flawed else "-", _outcome(fixed) if fixed else "-"]
+        below = ids.get(path, "") + (f", {backend}" if len(backends) > 1 else "")
+        row = [f"{path.stem}\n[dim]{escape(below)}[/]", must, _outcome(flawed) if flawed else "-"]
+        row.append(_outcome(fixed) if fixed else "-")
         table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")
     return table
 
