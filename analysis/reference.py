@@ -14,7 +14,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.checks import control_per_heal, views_converge
 from analysis.config import InputError, bound_ns, read_checks
 from analysis.membership import (
     RunInfo,
@@ -24,6 +23,7 @@ from analysis.membership import (
     read_schedule_start,
 )
 from analysis.schema import RunFolder, discover_runs, runner_violations
+from analysis.spark_job import control_per_heal, views_converge
 from analysis.verdict import Violation, sort_violations
 
 

@@ -20,8 +20,8 @@ from analysis.verdict import sort_violations
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from analysis.checks import RunResult
     from analysis.pipeline import Analysis
+    from analysis.spark_job import RunResult
 
 MAX_ROWS = 500  # violations listed in a report (verdict.json has them all)
 _CSS = """
@@ -175,7 +175,7 @@ def latency_figure(res: RunResult) -> Figure | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis.checks import percentiles_from_hist
+    from analysis.spark_job import percentiles_from_hist
 
     hist = {k: h for k, h in res.hist.items() if any(b >= 0 for b in h)}
     if not hist:

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from analysis.checks import collect, read_group
 from analysis.command import configured_bounds, print_verdict
 from analysis.config import InputError, read_checks
 from analysis.ingest import ingest
@@ -26,6 +25,7 @@ from analysis.membership import fault_intervals, read_faults
 from analysis.pipeline import Analysis, analyze, run_infos
 from analysis.reference import RefResult, check_path
 from analysis.schema import discover_runs
+from analysis.spark_job import collect, read_group
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
@@ -495,8 +495,8 @@ def test_report_renders_the_bounds(spark_checked: Analysis) -> None:
 def test_dataframe_entry_point_and_spark_reader_agree(checked: tuple, spark_checked: Analysis, spark: object) -> None:
     """stream_results_from_events (any DataFrame of events, one shuffle; control events keyed by their member) and
     the Spark JSON reader (cluster masters) give the same bounds as the cached groups."""
-    from analysis.checks import stream_results_from_events
     from analysis.ingest import CACHE_DIR
+    from analysis.spark_job import stream_results_from_events
 
     root = checked[0]
     events = spark.read.option("recursiveFileLookup", "true").parquet(str(root / CACHE_DIR / "groups"))

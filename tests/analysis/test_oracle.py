@@ -10,13 +10,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.checks import collect, read_group
 from analysis.config import read_checks
 from analysis.ingest import ingest
 from analysis.membership import read_faults
 from analysis.pipeline import run_infos
 from analysis.reference import check_path
 from analysis.schema import discover_runs
+from analysis.spark_job import collect, read_group
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys

@@ -1,4 +1,4 @@
-"""The checks on Spark: one task per batch of (run, sender) groups, one pass over each group.
+"""The Spark job of the checks: one task per batch of (run, sender) groups, one pass over each group.
 
 The cache already holds one Parquet file per (run, sender) group (`ingest.py` did the shuffle while parsing), so a
 check is a single Spark job with no shuffle: each task reads its groups' files and runs `streams.check_sender`, which
