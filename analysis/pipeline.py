@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.cache import BadLine, Ingested, RunSummary
 from analysis.config import CheckConfig, InputError, read_checks
-from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
+from analysis.ingest import check_readable, ingest
 from analysis.membership import RunInfo, build_run_info, read_faults, read_schedule_start
 from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.spark import get_spark, is_local, requested, using

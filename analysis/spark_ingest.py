@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.ingest import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
+from analysis.cache import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
 from analysis.schema import RunFolder, history_spark_schema
 from analysis.spark import default_parallelism
 

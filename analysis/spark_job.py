@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from analysis.ingest import Group
+from analysis.cache import Group
 from analysis.membership import NEVER, RunInfo
 from analysis.spark import default_parallelism
 from analysis.streams import INPUT_COLUMNS, OUT_SCHEMA, bin_value, check_sender

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.ingest import CACHE_DIR
+from analysis.cache import CACHE_DIR
 from analysis.spark import CONNECT_ENV, TARGET_ENV
 from analysis.synth import rounds_for, write_matrix, write_run
 

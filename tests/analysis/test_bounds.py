@@ -495,7 +495,7 @@ def test_report_renders_the_bounds(spark_checked: Analysis) -> None:
 def test_dataframe_entry_point_and_spark_reader_agree(checked: tuple, spark_checked: Analysis, spark: object) -> None:
     """stream_results_from_events (any DataFrame of events, one shuffle; control events keyed by their member) and
     the Spark JSON reader (cluster masters) give the same bounds as the cached groups."""
-    from analysis.ingest import CACHE_DIR
+    from analysis.cache import CACHE_DIR
     from analysis.spark_job import stream_results_from_events
 
     root = checked[0]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.cache import Group
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
-from analysis.ingest import Group, JsonReader, read_history_file, split_groups
+from analysis.ingest import JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults, read_schedule_start
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
 from analysis.spark_job import MIN_ROWS_PER_TASK, plan_tasks
