@@ -13,6 +13,11 @@ State (`$CHAOSBED_STATE/spark/`, else /run/chaosbed/spark as root or /tmp/chaosb
   leases/      one file per check in flight (`<pid>-<n>`); a lease of a dead process does not count
   server.log   the JVM's and the supervisor's output (ERROR level only)
 
+Whoever starts the server runs a first job on it (a warm-up, see `start`) before using it. The caller passes the
+warm-up (the pipeline passes its own check of a tiny run, analysis/pipeline.py); a caller without one (`chaosbed spark
+start`) gets that same check in a child process (`python -m analysis.warm_up URL`): this module sits below the
+pipeline, which takes its leases, so it does not import it.
+
 The supervisor records a fingerprint of the analysis code: the server's Python workers import `analysis.*` once and
 keep it, so a server started before the code changed would check with the old code. Such a server is not used (and
 is replaced when no check holds a lease on it).
@@ -41,6 +46,8 @@ from pathlib import Path
 
 import psutil
 
+from analysis.spark_config import CONNECT_ENV, LOCAL, session_config
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_IDLE_TIMEOUT = 900.0
 START_TIMEOUT = 180.0  # JVM start on a loaded 2-core machine: measured 8-20 s
@@ -48,6 +55,8 @@ STOP_TIMEOUT = 20.0
 LOCK_TIMEOUT = START_TIMEOUT + 60.0
 _ANALYSIS = Path(__file__).resolve().parent
 _leases = itertools.count()
+WarmUp = Callable[[str], None]  # a first job on a new server, given its client URL
+_stop_hooks: list[Callable[[str], None]] = []
 
 
 class SparkServiceError(RuntimeError):
@@ -279,12 +288,13 @@ def status() -> ServiceInfo | None:
         return _live_state(folder)
 
 
-def start(idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> ServiceInfo:
+def start(idle_timeout: float = DEFAULT_IDLE_TIMEOUT, warm_up: WarmUp | None = None) -> ServiceInfo:
     """Starts the service unless it runs (then returns it); safe when several processes call it at once. Returns once
-    a client can connect and the server's Python workers are warm. Raises SparkServiceError when it cannot start,
-    leaving nothing behind."""
+    a client can connect and the server's Python workers are warm: `warm_up(client_url)` has run a first job (None:
+    the pipeline's warm-up in a child process). Raises SparkServiceError when it cannot start, leaving nothing
+    behind."""
     with _locked() as folder:
-        info = _ensure_locked(folder, idle_timeout)
+        info = _ensure_locked(folder, idle_timeout, warm_up)
         _touch(folder)
         return info
 
@@ -295,17 +305,26 @@ def stop() -> bool:
         info = _read_state(folder)
         running = info is not None and _supervisor(info, folder) is not None
         if info is not None:
-            if "analysis.spark" in sys.modules:  # this process's client must not retry a dead server at exit
-                sys.modules["analysis.spark"].drop_connect_session(info.url)
+            for hook in _stop_hooks:  # this process's client must not retry a dead server at exit
+                hook(info.url)
             _stop_service(info, folder)
         _clear(folder)
         return running
 
 
+def on_stop(hook: Callable[[str], None]) -> None:
+    """Calls `hook(url)` before this process stops a service (spark.py closes its Connect client to it)."""
+    if hook not in _stop_hooks:
+        _stop_hooks.append(hook)
+
+
 @contextlib.contextmanager
-def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Iterator[ServiceInfo | None]:
+def lease(
+    start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIMEOUT, warm_up: WarmUp | None = None
+) -> Iterator[ServiceInfo | None]:
     """Marks a check in flight: the idle timeout does not stop the service while this block runs. Yields the service
-    (started first when `start_if_needed`), or None when none runs with the current analysis code."""
+    (started first when `start_if_needed`, with `warm_up` as in `start`), or None when none runs with the current
+    analysis code."""
     folder = service_dir()
     if not start_if_needed and not (folder / "state.json").exists():
         yield None
@@ -314,7 +333,7 @@ def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIME
     with _locked(folder):
         info = _live_state(folder)
         if start_if_needed:
-            info = _ensure_locked(folder, idle_timeout)
+            info = _ensure_locked(folder, idle_timeout, warm_up)
         elif info is not None and info.code != code_fingerprint():
             info = None  # started with other analysis code: not used, see the module's docstring
         if info is not None:
@@ -329,7 +348,7 @@ def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIME
             _touch(folder)
 
 
-def _ensure_locked(folder: Path, idle_timeout: float) -> ServiceInfo:
+def _ensure_locked(folder: Path, idle_timeout: float, warm_up: WarmUp | None) -> ServiceInfo:
     """The running service with the current code, else a new one (under the lock)."""
     info = _live_state(folder)
     if info is not None and info.code == code_fingerprint():
@@ -344,7 +363,7 @@ def _ensure_locked(folder: Path, idle_timeout: float) -> ServiceInfo:
             return info
         _stop_service(info, folder)
         _clear(folder)
-    return _spawn(folder, idle_timeout)
+    return _spawn(folder, idle_timeout, warm_up)
 
 
 def _preflight() -> Path:
@@ -371,15 +390,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
+def _spawn(folder: Path, idle_timeout: float, warm_up: WarmUp | None) -> ServiceInfo:
     """Starts the supervisor in a session of its own and waits for its state file (or its failure)."""
     home = _preflight()
     log = folder / "server.log"
     cmd = [sys.executable, "-m", "analysis.spark_service", "serve", str(folder), str(_free_port()), str(idle_timeout)]
     env = dict(os.environ, SPARK_HOME=str(home))
-    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):  # the caller's Connect client
+    for var in CONNECT_ENV:  # the caller's Connect client
         env.pop(var, None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ANALYSIS.parent), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = _pythonpath()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=folder, start_new_session=True)  # fmt: skip
@@ -400,21 +419,36 @@ def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
         )
     info = _read_state(folder)
     try:
-        _warm_up(info.client_url)
+        if info is None:
+            raise SparkServiceError("its state file is unreadable")
+        (warm_up or _warm_up_in_child)(info.client_url)
     except Exception as exc:
         _stop_child(proc)
         _clear(folder)
-        raise SparkServiceError(
-            f"the Spark Connect server at {info.url} started but its first job failed: {exc}"
-        ) from exc
+        where = f" at {info.url}" if info is not None else ""
+        raise SparkServiceError(f"the Spark Connect server{where} started but its first job failed: {exc}") from exc
     return info
 
 
-def _warm_up(url: str) -> None:
-    """One small job that imports the checks in the server's Python workers (the first job costs ~10 s)."""
-    from analysis.spark import warm_up_job
+def _pythonpath() -> str:
+    """PYTHONPATH for the service's processes: this checkout's analysis package first."""
+    return os.pathsep.join(filter(None, [str(_ANALYSIS.parent), os.environ.get("PYTHONPATH")]))
 
-    warm_up_job(url)
+
+def _warm_up_in_child(url: str) -> None:
+    """The pipeline's warm-up (analysis/warm_up.py) in a child process, for a caller that brings none."""
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
+    for var in CONNECT_ENV:
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "analysis.warm_up", url]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=START_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise SparkServiceError(f"the warm-up job did not end within {START_TIMEOUT:.0f} s") from None
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise SparkServiceError(f"the warm-up job exited with {proc.returncode}: {tail}")
 
 
 # --- the supervisor -----------------------------------------------------------------------------------------------
@@ -422,8 +456,6 @@ def _warm_up(url: str) -> None:
 
 def server_command(home: Path, port: int) -> list[str]:
     """spark-submit of the Connect server with chaosbed's session settings, bound to 127.0.0.1:port."""
-    from analysis.spark import LOCAL, session_config
-
     conf = session_config(LOCAL) | {
         "spark.app.name": "chaosbed-spark-service",
         "spark.connect.grpc.binding.address": "127.0.0.1",

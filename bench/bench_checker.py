@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.cache import CACHE_DIR
-from analysis.spark import CONNECT_ENV, TARGET_ENV
+from analysis.spark_config import CONNECT_ENV, TARGET_ENV
 from analysis.synth import rounds_for, write_matrix, write_run
 
 INJECT = ("gap", "reorder:multicast", "duplicate", "phantom:multicast", "missing")

@@ -14,7 +14,8 @@ import pytest
 
 from analysis import spark_service
 from analysis.reference import check_path
-from analysis.spark import AUTO, CONNECT_ENV, LOCAL, is_local, requested, resolve
+from analysis.spark import resolve
+from analysis.spark_config import AUTO, CONNECT_ENV, LOCAL, is_local, requested
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
 
