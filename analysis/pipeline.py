@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 from analysis.cache import BadLine, Ingested, RunSummary
 from analysis.config import CheckConfig, InputError, read_checks
+from analysis.histogram import percentiles_from_hist
 from analysis.ingest import check_readable, ingest
 from analysis.membership import RunInfo, build_run_info, read_faults, read_schedule_start
+from analysis.results import RunResult
 from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.spark import get_spark, is_local, requested, using
-from analysis.spark_job import RunResult, check_events, percentiles_from_hist
+from analysis.spark_job import check_events
 from analysis.spark_service import SparkServiceError
 from analysis.synth import write_run
 from analysis.verdict import Violation, sort_violations

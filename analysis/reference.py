@@ -22,8 +22,8 @@ from analysis.membership import (
     read_faults,
     read_schedule_start,
 )
+from analysis.run_checks import control_per_heal, views_converge
 from analysis.schema import RunFolder, discover_runs, runner_violations
-from analysis.spark_job import control_per_heal, views_converge
 from analysis.verdict import Violation, sort_violations
 
 

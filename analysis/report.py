@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analysis.config import BOUND_CHECKS, CORE_CHECKS
+from analysis.histogram import bin_value, percentiles_from_hist
 from analysis.membership import NEVER, RunInfo
-from analysis.streams import PROGRESS_BUCKETS, bin_value
+from analysis.streams import PROGRESS_BUCKETS
 from analysis.verdict import sort_violations
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from analysis.pipeline import Analysis
-    from analysis.spark_job import RunResult
+    from analysis.results import RunResult
 
 MAX_ROWS = 500  # violations listed in a report (verdict.json has them all)
 _CSS = """
@@ -174,8 +175,6 @@ def latency_figure(res: RunResult) -> Figure | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from analysis.spark_job import percentiles_from_hist
 
     hist = {k: h for k, h in res.hist.items() if any(b >= 0 for b in h)}
     if not hist:

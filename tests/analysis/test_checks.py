@@ -159,7 +159,8 @@ def test_spark_json_reader_gives_the_same_results(tmp_path: Path, spark: object)
 def test_dataframe_entry_point_agrees(tmp_path: Path, spark: object) -> None:
     """stream_results_from_events (events in any DataFrame, one shuffle) gives the rows of the cached groups."""
     from analysis.cache import CACHE_DIR
-    from analysis.spark_job import collect, stream_results_from_events
+    from analysis.results import collect
+    from analysis.spark_job import stream_results_from_events
 
     write_run(tmp_path / "r", members=3, rounds=20, inject=["reorder", "phantom:multicast", "missing"])
     analysis = analyze(tmp_path / "r")

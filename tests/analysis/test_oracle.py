@@ -15,8 +15,9 @@ from analysis.ingest import ingest
 from analysis.membership import read_faults
 from analysis.pipeline import run_infos
 from analysis.reference import check_path
+from analysis.results import collect
 from analysis.schema import discover_runs
-from analysis.spark_job import collect, read_group
+from analysis.spark_job import read_group
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
