@@ -45,8 +45,8 @@ def write_outputs(analysis: Analysis) -> list[Path]:
             "runs": {
                 run.name: {
                     "ok": not analysis.results[run.name].violations,
-                    "events": analysis.stats[run.name]["events"],
-                    "violations": analysis.stats[run.name]["violations"],
+                    "events": analysis.stats[run.name].events,
+                    "violations": analysis.stats[run.name].violations,
                 }
                 for run in analysis.runs
             },
@@ -69,13 +69,12 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
         table.add_column(col, justify="right" if col not in ("run", "verdict") else "left")
     for run in analysis.runs:
         s = analysis.stats[run.name]
-        verdict = "[green]OK[/]" if not s["violations"] else "[bold red]FAIL[/]"
+        verdict = "[green]OK[/]" if s.ok else "[bold red]FAIL[/]"
         cells = []
         for c in (*CORE_CHECKS, *bounds):
-            n = s["violations"].get(c, 0)
-            off = s["checks"].get(c) is False or c not in s["checks"]
-            cells.append("off" if off else f"[red]{n}[/]" if n else "0")
-        table.add_row(run.name, verdict, f"{s['events']:,}", *cells, str(s["skipped_lines"]))
+            n = s.violations.get(c, 0)
+            cells.append("off" if not s.is_on(c) else f"[red]{n}[/]" if n else "0")
+        table.add_row(run.name, verdict, f"{s.events:,}", *cells, str(s.skipped_lines))
     console.print(table)
     every = sort_violations([v for r in analysis.results.values() for v in r.violations])
     if every:
@@ -87,7 +86,7 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
             link = f"{v.sender or '-'}->{v.receiver or '-'}"
             console.print(f"  [red]{v.check}[/] {v.run} {link} {v.kind or ''} {where}: {v.detail}", soft_wrap=True)
     for run in analysis.runs:
-        for note in analysis.stats[run.name]["notes"]:
+        for note in analysis.stats[run.name].notes:
             console.print(f"[dim]{run.name}: {note}[/]")
     out = analysis.root / "verdict.json"
     secs = analysis.timings.get("total", 0.0)
@@ -106,7 +105,7 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
 
 def configured_bounds(analysis: Analysis) -> list[str]:
     """The bound checks (delivered_within, control_per_heal) that some run of the analysis configures."""
-    return [b for b in BOUND_CHECKS if any(b in s["checks"] for s in analysis.stats.values())]
+    return [b for b in BOUND_CHECKS if any(s.configures(b) for s in analysis.stats.values())]
 
 
 def check(

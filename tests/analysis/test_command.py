@@ -131,3 +131,28 @@ def test_report_is_self_contained_with_readable_plots(tmp_path: Path, spark: obj
         assert img[..., :3].std() > 0.05  # not a blank image
     assert "never delivered seqno" in page  # the violation is listed
     assert "restart" in page and "kill" in page  # the faults are drawn and listed
+
+
+def test_run_stats_are_the_verdict_stats_and_read_like_them(tmp_path: Path, spark: object) -> None:
+    """Analysis.stats holds RunStats: typed attributes, to_json() exactly verdict.json's `stats`, and a read-only
+    Mapping of that JSON for code written against the dict (docs/examples: run_stats["required"]["unicast"])."""
+    from analysis.command import write_outputs
+    from analysis.pipeline import analyze
+
+    write_run(tmp_path / "run", members=3, rounds=20, inject=["crash", "duplicate"])
+    analysis = analyze(tmp_path / "run")
+    write_outputs(analysis)
+    stats = analysis.stats["run"]
+    on_disk = json.loads((tmp_path / "run" / "verdict.json").read_text())["stats"]
+    assert stats.to_json() == on_disk and list(stats.to_json()) == list(on_disk)  # same keys, same order
+    assert dict(stats) == on_disk and stats == on_disk
+    assert stats["required"]["unicast"] == {
+        "messages": stats.required.unicast.messages,
+        "delivered": stats.required.unicast.delivered,
+    }
+    assert stats["members"]["C"]["alive"] is stats.members["C"].alive is False
+    assert stats["violations"] == stats.violations == {"exactly_once": 1}
+    assert stats["duplicate_deliveries"] == stats.duplicate_deliveries == 1
+    assert "delivered_within" not in stats and stats.get("delivered_within") is None
+    with pytest.raises(TypeError):
+        stats["events"] = 0  # type: ignore[index]

@@ -35,7 +35,7 @@ for folder in sys.argv[2:]:
         "ok": a.ok,
         "violations": {n: sorted(map(key, r.violations), key=repr) for n, r in a.results.items()},
         "counters": {n: dict(r.counters) for n, r in a.results.items()},
-        "stats": {n: {k: s[k] for k in ("events", "deliveries", "violations")} for n, s in a.stats.items()},
+        "stats": {n: {k: getattr(s, k) for k in ("events", "deliveries", "violations")} for n, s in a.stats.items()},
     }
 print(json.dumps(out))
 """

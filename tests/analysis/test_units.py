@@ -237,12 +237,29 @@ def test_run_discovery(tmp_path: Path) -> None:
 
 def test_a_check_that_could_not_run_is_not_reported_as_held() -> None:
     from analysis.report import _verdict_rows
+    from analysis.stats import Delivered, LatencyStats, NotRequired, Required, RunStats, Sends
 
-    stats = {
-        "checks": {"fifo": True, "views_converge": 10.0},
-        "violations": {},
-        "notes": ["views_converge not checked: no view events"],
-    }
+    none = Delivered(0, 0)
+    stats = RunStats(
+        events=1,
+        members={},
+        checks={"fifo": True, "views_converge": 10.0},
+        violations={},
+        skipped=[],
+        empty_history_files=[],
+        faults=0,
+        sends=Sends(0, 0),
+        deliveries=0,
+        duplicate_deliveries=0,
+        phantom_deliveries=0,
+        out_of_order_deliveries=0,
+        required=Required(none, none),
+        not_required=NotRequired(none, none, none, none),
+        xmit=0,
+        ack=0,
+        latency_ms=LatencyStats({}, {}),
+        notes=["views_converge not checked: no view events"],
+    )
     rows = {r[0]: r[1][1] for r in _verdict_rows(stats)}
     assert "not checked" in rows["views_converge"]
     assert "held" in rows["fifo"]
