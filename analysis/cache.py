@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.membership import ViewEvent
 from analysis.schema import EVENTS_ARROW, SCHEMA_VERSION, RunFolder
 
 CACHE_DIR = ".chaosbed-cache"
@@ -59,7 +60,7 @@ class Group:
 @dataclass
 class RunSummary:
     members: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # member -> event -> [n, tmin, tmax, pos]
-    views: list[list] = field(default_factory=list)  # [member, t, pos, view_id, members, merge]
+    views: list[ViewEvent] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     empty_files: list[str] = field(default_factory=list)
     events: int = 0
@@ -91,7 +92,7 @@ class RunSummary:
             self.add_counts(r["member"], r["event"], r["t_count"], r["t_min"], r["t_max"], r["pos_max"])
         views = tbl.filter(pc.equal(tbl["event"], "view"))
         for r in views.select(["member", "t", "pos", "view_id", "members", "merge"]).to_pylist():
-            self.views.append([r["member"], r["t"], r["pos"], r["view_id"], r["members"] or [], bool(r["merge"])])
+            self.views.append((r["member"], r["t"], r["pos"], r["view_id"], r["members"] or [], bool(r["merge"])))
 
 
 @dataclass
@@ -113,7 +114,7 @@ def group_dir_name(run: str, key: str | None) -> str:
     return f"g-{digest}"
 
 
-def fingerprint(runs: list[RunFolder], reader: str) -> dict:
+def fingerprint(runs: list[RunFolder], reader: str) -> dict[str, object]:
     files = []
     for run in runs:
         for f in run.history_files:
@@ -138,7 +139,9 @@ def cache_root(root: Path) -> Path:
         return target
 
 
-def write_summary(path: Path, fingerprint: dict, summaries: dict[str, RunSummary], groups: list[Group]) -> None:
+def write_summary(
+    path: Path, fingerprint: dict[str, object], summaries: dict[str, RunSummary], groups: list[Group]
+) -> None:
     doc = {
         "fingerprint": fingerprint,
         "runs": {k: asdict(v) for k, v in summaries.items()},
@@ -149,7 +152,7 @@ def write_summary(path: Path, fingerprint: dict, summaries: dict[str, RunSummary
     tmp.replace(path)
 
 
-def read_summary(path: Path, fingerprint: dict) -> tuple[dict[str, RunSummary], list[Group]] | None:
+def read_summary(path: Path, fingerprint: dict[str, object]) -> tuple[dict[str, RunSummary], list[Group]] | None:
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -159,7 +162,8 @@ def read_summary(path: Path, fingerprint: dict) -> tuple[dict[str, RunSummary], 
     out = {}
     for name, s in doc["runs"].items():
         bad = [BadLine(**b) for b in s.pop("bad_lines")]
-        out[name] = RunSummary(**s, bad_lines=bad)
+        views: list[ViewEvent] = [(m, t, pos, vid, members, merge) for m, t, pos, vid, members, merge in s.pop("views")]
+        out[name] = RunSummary(**s, views=views, bad_lines=bad)
     groups = [Group(**g) for g in doc["groups"]]
     if not all((path.parent / g.path).is_dir() for g in groups):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -131,7 +132,7 @@ def check(
     return EXIT_OK if analysis.ok else EXIT_VIOLATIONS
 
 
-def verdict(analysis: Analysis) -> dict:
+def verdict(analysis: Analysis) -> dict[str, Any]:
     """The verdict.json document of a single-run analysis (for `chaosbed run`, which prints its own last line)."""
     (run,) = analysis.runs
     return verdict_doc(analysis.results[run.name].violations, analysis.stats[run.name])

@@ -28,6 +28,7 @@ import shutil
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +51,9 @@ from analysis.cache import (
 )
 from analysis.config import InputError
 from analysis.schema import EVENTS_ARROW, HISTORY_FIELDS, REQUIRED, RunFolder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # below this many bytes of JSON lines pyarrow's reader parses: DuckDB's import (~0.1 s) would cost a small run more
 # than its faster parsing saves
@@ -79,8 +83,9 @@ def _valid(obj: object) -> bool:
     return isinstance(t, int) and not isinstance(t, bool) and all(isinstance(obj.get(k), str) for k in REQUIRED[1:])
 
 
-def _coerce(obj: dict) -> dict:
-    out = {}
+def _coerce(obj: dict) -> dict[str, object]:
+    """A valid event's fields as the history schema types them (a wrong JSON type becomes null, ids become text)."""
+    out: dict[str, object] = {}
     for name, typ in HISTORY_FIELDS:
         v = obj.get(name)
         if v is None:
@@ -169,6 +174,7 @@ class JsonReader:
             except self.error:
                 return None
             return tbl.cast(pa.schema(HISTORY_FIELDS))  # DuckDB names list items "l"
+        data = path.read_bytes() if data is None else data
         body = data if data.endswith(b"\n") else data + b"\n"
         opts = pj.ReadOptions(block_size=1 << 20, use_threads=False)  # files are read in parallel instead
         try:
@@ -215,7 +221,7 @@ def check_readable(runs: list[RunFolder], root: Path) -> None:
             raise InputError(f"{run.path / 'history'}: no <member>.jsonl history files")
 
 
-def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: object = None) -> Ingested:
+def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: SparkSession | None = None) -> Ingested:
     """Parses every history file of `runs` once into the cache (reused while the files are unchanged);
     `reader` is "arrow" (local) or "spark" (any master; needs `spark`)."""
     check_readable(runs, root)
@@ -233,6 +239,8 @@ def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: o
     if reader == "spark":
         from analysis.spark_ingest import ingest_with_spark
 
+        if spark is None:
+            raise ValueError("ingest(reader='spark') needs a Spark session")
         summaries, groups = ingest_with_spark(spark, runs, groups_dir)
     else:
         summaries, groups = _ingest_arrow(runs, groups_dir)
@@ -267,6 +275,16 @@ def _codes_of(enc: pa.DictionaryArray) -> np.ndarray:
     return np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), np.int64)
 
 
+class _FileWritten(NamedTuple):
+    """One history file, split into its groups' part files: what the run's summary needs of it."""
+
+    run: RunFolder
+    rel: str  # its path in the run folder
+    summary_columns: pa.Table
+    bad: list[BadLine]
+    rows: dict[str | None, int]  # group key -> rows written
+
+
 def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, RunSummary], list[Group]]:
     """Parses every file (DuckDB: one file at a time on all cores, while another thread splits and writes the
     previous one; pyarrow: two files at a time) and writes one part file per group of each file; a group is the
@@ -279,22 +297,22 @@ def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, Ru
         run, f, _ = job
         return read_history_file(f, run.name, f.relative_to(run.path).as_posix(), reader)
 
-    def write(job: tuple[RunFolder, Path, int], parsed: tuple[pa.Table, list[BadLine]] | None) -> tuple:
+    def write(job: tuple[RunFolder, Path, int], parsed: tuple[pa.Table, list[BadLine]] | None) -> _FileWritten:
         run, f, k = job
         tbl, bad = parsed or parse(job)
         tbl = tbl.append_column("key", group_key(tbl))
-        rows = {}
+        rows: dict[str | None, int] = {}
         for key, part in split_groups(tbl) if tbl.num_rows else []:
             folder = groups_dir / group_dir_name(run.name, key)
             folder.mkdir(exist_ok=True)
             pq.write_table(part, folder / f"part-{k:05d}.parquet", **PARQUET_OPTIONS)
             rows[key] = part.num_rows
         summary_cols = ["member", "event", "t", "pos", "view_id", "members", "merge"]
-        return run, f.relative_to(run.path).as_posix(), tbl.select(summary_cols), bad, rows
+        return _FileWritten(run, f.relative_to(run.path).as_posix(), tbl.select(summary_cols), bad, rows)
 
     groups: dict[tuple[str, str | None], Group] = {}
 
-    def add(result: tuple) -> None:
+    def add(result: _FileWritten) -> None:
         run, rel, tbl, bad, rows = result
         s = summaries[run.name]
         s.bad_lines.extend(bad)
@@ -307,7 +325,7 @@ def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, Ru
 
     try:
         with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as pool:  # pyarrow works without holding the GIL
-            pending: deque[Future] = deque()
+            pending: deque[Future[_FileWritten]] = deque()
             for job in jobs:
                 parsed = None if reader.parallel_files else parse(job)  # DuckDB parses here, on every core
                 pending.append(pool.submit(write, job, parsed))

@@ -23,6 +23,7 @@ from analysis.config import CheckConfig, InputError, bound_ns, read_checks
 from analysis.membership import (
     RunInfo,
     View,
+    ViewEvent,
     addressed_incarnation,
     build_run_info,
     read_faults,
@@ -96,7 +97,7 @@ class _History:
     """What one pass over a run's history files collects."""
 
     counts: dict[str, dict[str, list[int]]] = field(default_factory=lambda: defaultdict(dict))  # [n, tmin, tmax, pos]
-    views: list[tuple[str, int, int, str | None, list[str], bool]] = field(default_factory=list)
+    views: list[ViewEvent] = field(default_factory=list)
     sends: dict[str, dict[str, _Send]] = field(default_factory=lambda: defaultdict(dict))  # sender -> msg_id -> send
     deliveries: list[_Delivery] = field(default_factory=list)
     bad: list[_BadLine] = field(default_factory=list)

@@ -7,6 +7,7 @@ import base64
 import html
 import io
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,13 @@ def _png(fig: Figure) -> str:
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+@dataclass(frozen=True)
+class Html:
+    """A table cell's content that is already HTML (any other value is escaped)."""
+
+    text: str
+
+
 def _table(headers: Iterable[str], rows: Iterable[Iterable[object]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
@@ -59,9 +67,8 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[object]], numeric: se
     for row in rows:
         cells = []
         for i, v in enumerate(row):
-            raw = isinstance(v, tuple) and v[0] == "html"
             cls = ' class="n"' if i in numeric else ""
-            cells.append(f"<td{cls}>{v[1] if raw else _e(v)}</td>")
+            cells.append(f"<td{cls}>{v.text if isinstance(v, Html) else _e(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -137,10 +144,10 @@ def timeline_figure(res: RunResult) -> Figure:
     if start is not None:
         ax.axvline(start, color="#444", ls="-.", lw=1)
         ax.text(start, top * 0.98, " scenario t=0", rotation=90, va="top", ha="right", fontsize=8, color="#444")
-    bad = [v for v in res.violations if v.t is not None]
+    bad = [v.t for v in res.violations if v.t is not None]
     if bad:
         ax.plot(
-            [(v.t - t0) / 1e9 for v in bad],
+            [(t - t0) / 1e9 for t in bad],
             [0] * len(bad),
             "x",
             color="#c5221f",
@@ -220,17 +227,17 @@ def _verdict_rows(stats: RunStats) -> list[list[object]]:
         n = stats.violations.get(check, 0)
         unchecked = any(note.startswith(f"{check} not checked") for note in stats.notes)
         if on is False:
-            status = ("html", '<span class="off">off</span>')
+            status = Html('<span class="off">off</span>')
         elif unchecked and n == 0:
-            status = ("html", '<span class="off">not checked</span>')
+            status = Html('<span class="off">not checked</span>')
         elif n == 0:
-            status = ("html", '<span class="ok">held</span>')
+            status = Html('<span class="ok">held</span>')
         else:
-            status = ("html", '<span class="fail">violated</span>')
+            status = Html('<span class="fail">violated</span>')
         rows.append([check, status, n, _bound_text(check, on)])
     for check, n in stats.violations.items():
         if check not in shown:
-            rows.append([check, ("html", '<span class="fail">violated</span>'), n, ""])
+            rows.append([check, Html('<span class="fail">violated</span>'), n, ""])
     return rows
 
 
@@ -415,8 +422,8 @@ def render_matrix(analysis: Analysis) -> str:
     columns = [*CORE_CHECKS, *bounds]
     for run in analysis.runs:
         s = analysis.stats[run.name]
-        link = ("html", f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
-        verdict = ("html", '<span class="ok">OK</span>' if s.ok else '<span class="fail">FAIL</span>')
+        link = Html(f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
+        verdict = Html('<span class="ok">OK</span>' if s.ok else '<span class="fail">FAIL</span>')
         counts = [s.violations.get(c, 0) if s.configures(c) else "off" for c in columns]
         rows.append([link, verdict, s.events, *counts, s.skipped_lines])
     parts += [

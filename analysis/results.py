@@ -22,9 +22,10 @@ class RunResult:
 
     info: RunInfo
     violations: list[Violation] = field(default_factory=list)
-    counters: Counter = field(default_factory=Counter)
-    latency: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (sender, receiver, kind) -> stats
-    hist: dict[str, Counter] = field(default_factory=dict)  # kind -> bin -> count
+    counters: Counter[str] = field(default_factory=Counter)
+    # (sender, receiver, kind) -> count, mean, p50, p90, p99, max (ns)
+    latency: dict[tuple[str, str, str], dict[str, float]] = field(default_factory=dict)
+    hist: dict[str, Counter[int]] = field(default_factory=dict)  # kind -> bin -> count
     progress: dict[str, np.ndarray] = field(default_factory=dict)  # receiver -> deliveries per bucket
     notes: list[str] = field(default_factory=list)
     recovery_max: int = -1  # delivered_within: the longest time from the later of send and heal to delivery (ns)
@@ -34,7 +35,7 @@ class RunResult:
 def collect(rows: pa.Table, infos: dict[str, RunInfo]) -> dict[str, RunResult]:
     """Folds the rows of stream_results (as Arrow) into one RunResult per run, and adds views_converge."""
     results = {run: RunResult(info) for run, info in infos.items()}
-    hist: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    hist: dict[str, dict[str, Counter[int]]] = defaultdict(lambda: defaultdict(Counter))
     for r in rows.to_pylist():
         res = results[r["run"]]
         kind = r["rtype"]

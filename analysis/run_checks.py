@@ -4,7 +4,7 @@ events, which each checker counts its own way)."""
 
 from __future__ import annotations
 
-from analysis.membership import NEVER, RunInfo
+from analysis.membership import NEVER, RunInfo, View
 from analysis.verdict import Violation
 
 
@@ -22,14 +22,13 @@ def views_converge(info: RunInfo) -> tuple[list[Violation], str | None]:
     heal = info.heal_time()
     if heal == NEVER:
         return [], "views_converge not checked: a partition is still in force at the end"
-    deadline = None if heal is None else heal + int(bound * 1e9)
     expected = frozenset(live)
     out: list[Violation] = []
 
     def bad(member: str | None, detail: str, t: int | None) -> None:
         out.append(Violation("views_converge", None, member, None, None, None, detail, info.run, None, t))
 
-    finals = {m: (info.views.get(m) or [None])[-1] for m in live}
+    finals: dict[str, View | None] = {m: vs[-1] if (vs := info.views.get(m)) else None for m in live}
     for m, v in finals.items():
         if v is None:
             bad(m, f"{m} installed no view in its final incarnation", None)
@@ -40,7 +39,7 @@ def views_converge(info: RunInfo) -> tuple[list[Violation], str | None]:
                 f"end are [{', '.join(live)}]",
                 v.t,
             )
-        elif deadline is not None and v.t > deadline:
+        elif heal is not None and v.t > heal + int(bound * 1e9):
             bad(
                 m,
                 f"{m} installed its last view {v.view_id} {(v.t - heal) / 1e9:.3f} s after the last fault ended "

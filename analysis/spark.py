@@ -9,12 +9,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis import spark_service
 from analysis.spark_config import (
@@ -75,6 +76,8 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
     """The gateway JVM started in this block writes its stderr (a start-up warning about incubator modules, and any
     log line at ERROR level) to `path` instead of the terminal. Done by giving PySpark's launcher a Popen with
     `stderr` set, so this process's own stderr is never touched (safe while another thread prints)."""
+    from unittest import mock
+
     from pyspark import java_gateway
 
     original = getattr(java_gateway, "Popen", None)
@@ -83,15 +86,12 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
         return
     with open(path, "ab") as log:
 
-        def popen(*args: object, **kwargs: object) -> object:
+        def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
             kwargs.setdefault("stderr", log)
             return original(*args, **kwargs)
 
-        java_gateway.Popen = popen
-        try:
+        with mock.patch.object(java_gateway, "Popen", popen):  # restored however the block ends
             yield
-        finally:
-            java_gateway.Popen = original
 
 
 def get_spark(master: str | None = None) -> SparkSession:
@@ -109,12 +109,13 @@ def get_spark(master: str | None = None) -> SparkSession:
             _master = None
         if is_connect(concrete):
             from pyspark.sql import SparkSession
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             _probe(concrete)
             _session = SparkSession.builder.remote(concrete).getOrCreate()
             spark_service.on_stop(drop_connect_session)  # stopping the service first closes this client
-            if "session_id=" in concrete:  # the service's shared session: stopping a client must not close it
-                _session.release_session_on_close = False
+            if "session_id=" in concrete and isinstance(_session, ConnectSession):
+                _session.release_session_on_close = False  # the service's shared session: a client must not close it
             # at exit the client would release the session and clean up over RPCs, retrying for minutes when the
             # server is gone; closing the channel first (atexit runs the later handler first) skips all that
             atexit.register(_close_client, _session)

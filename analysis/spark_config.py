@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TypeGuard
 
 LOCAL = "local[*]"
 TARGET_ENV = "CHAOSBED_SPARK"
@@ -45,7 +46,8 @@ def requested(target: str | None) -> str | None:
     return target or os.environ.get(TARGET_ENV) or None
 
 
-def is_connect(target: str | None) -> bool:
+def is_connect(target: str | None) -> TypeGuard[str]:
+    """A Spark Connect URL (sc://...)."""
     return target is not None and target.startswith("sc://")
 
 

@@ -77,7 +77,9 @@ class SendArrays:
         sends = sends.filter(pc.is_valid(sends["msg_id"]))
         conn = pc.dictionary_encode(sends["conn_id"].combine_chunks())
         t = to_numpy(sends["t"], 0).astype(np.int64)
-        inc = np.searchsorted(np.array(info.restarts.get(sender, []), np.int64), t, side="right")
+        restarts = info.restarts.get(sender, []) if sender is not None else []  # no sender field: nothing sent
+        inc = np.searchsorted(np.array(restarts, np.int64), t, side="right")
+        alive = sender is not None and bool(info.alive.get(sender, False))
         dest = member_codes(sends["dest"], info.members)
         return cls(
             msg=sends["msg_id"].combine_chunks(),
@@ -90,7 +92,7 @@ class SendArrays:
             t=t,
             pos=to_numpy(sends["pos"], 0).astype(np.int64),
             inc=inc,
-            ok=bool(info.alive.get(sender, False)) & (inc == info.final_inc(sender)),
+            ok=alive & (inc == len(restarts)),
         )
 
 

@@ -54,7 +54,7 @@ PROGRESS_BUCKETS = 200
 class _Out:
     def __init__(self, run: str) -> None:
         self.run = run
-        self.rows: dict[str, list] = {f.name: [] for f in OUT_SCHEMA}
+        self.rows: dict[str, list[object]] = {f.name: [] for f in OUT_SCHEMA}
 
     def add(self, rtype: str, **kw: object) -> None:
         for name, col in self.rows.items():
@@ -91,12 +91,13 @@ class _SenderPass:
         self.info, self.sender, self.conf = info, sender, info.checks
         self.members = info.members
         self.out = _Out(info.run)
-        self.counts: Counter = Counter()
+        self.counts: Counter[str] = Counter()
         self.s = SendArrays.read(tbl, info, sender)
         self.d = DeliveryArrays.read(tbl, info, self.s)
         self.alive = np.array([bool(info.alive.get(m)) for m in self.members])
         self.left = np.array([m in info.left for m in self.members], bool)
         self.sender_left = sender in info.left
+        self.sender_final_inc = info.final_inc(sender) if sender is not None else 0
         self.heals = np.array(info.heals(), np.int64)
         self.within = None if self.conf.delivery_bound is None else bound_ns(self.conf.delivery_bound)
         self.recovery_max = -1  # the longest delivery time counted from the later of send and heal (ns)
@@ -262,11 +263,11 @@ class _SenderPass:
     def owed_multicast(self, first: np.ndarray) -> None:
         """Per receiver: the multicasts it was owed (see docs/analysis.md: both alive, in each other's view at the
         send, and neither left the other's view afterwards), and those it was merely addressed."""
-        s, d, info = self.s, self.d, self.info
+        s, d, info, sender = self.s, self.d, self.info, self.sender
         mc = np.flatnonzero(s.mc)
-        if not len(mc):
+        if not len(mc) or sender is None:  # (a group without a sender sent nothing)
             return
-        views_s, views_s_all = ViewArrays.of(info, self.sender), ViewArrays.of(info, self.sender, final_only=False)
+        views_s, views_s_all = ViewArrays.of(info, sender), ViewArrays.of(info, sender, final_only=False)
         cur_s, cur_s_all = views_s.at_pos(s.pos[mc]), views_s_all.at_pos(s.pos[mc])
         f_idx, f_recv = d.idx[first], d.recv[first]
         for r, name in enumerate(self.members):
@@ -276,7 +277,7 @@ class _SenderPass:
                 views_r = ViewArrays.of(info, name)
                 cur_r = views_r.at_time(s.t[mc])
                 s_has_r = (cur_s >= 0) & (cur_s > views_s.last_without[name])
-                r_has_s = (cur_r >= 0) & (cur_r > views_r.last_without[self.sender])
+                r_has_s = (cur_r >= 0) & (cur_r > views_r.last_without[sender])
                 in_view = views_s_all.contains(name)[cur_s_all]  # index -1 hits the extra False
                 addressed = in_view | (s_has_r & r_has_s)
             else:
@@ -326,7 +327,7 @@ class _SenderPass:
         c = self.counts
         c[f"required_{kind}"] += int(owed.sum())
         c[f"required_delivered_{kind}"] += int((owed & delivered).sum())
-        from_left = ~sender_ok & (self.s.inc[idx] == self.info.final_inc(self.sender)) & self.sender_left
+        from_left = ~sender_ok & (self.s.inc[idx] == self.sender_final_inc) & self.sender_left
         to_left = sender_ok & ~recv_ok & to_final & self.left[recv]
         reasons = {
             "from_crashed": ~sender_ok & ~from_left,
@@ -415,7 +416,9 @@ def _kind(is_multicast: bool) -> str:
     return "multicast" if is_multicast else "unicast"
 
 
-def _latency(out: _Out, sender: str, members: list[str], recv: np.ndarray, lat: np.ndarray, mc: np.ndarray) -> None:
+def _latency(
+    out: _Out, sender: str | None, members: list[str], recv: np.ndarray, lat: np.ndarray, mc: np.ndarray
+) -> None:
     if not len(lat):
         return
     key = recv * 2 + mc.astype(np.int64)

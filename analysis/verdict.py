@@ -15,7 +15,7 @@ _INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _ORDER = {c: i for i, c in enumerate(CHECKS)}
 
 
-def _natural(value: str | int | None) -> tuple:
+def _natural(value: str | int | None) -> tuple[int, int, str]:
     """Sorts None first, then numbers numerically, then text."""
     if value is None:
         return (0, 0, "")
@@ -53,7 +53,7 @@ class Violation:
             self.detail,
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         if isinstance(self.conn_id, str) and _INT.match(self.conn_id):
             d["conn_id"] = int(self.conn_id)  # conn ids written as JSON numbers come back as numbers

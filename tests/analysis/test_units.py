@@ -260,6 +260,6 @@ def test_a_check_that_could_not_run_is_not_reported_as_held() -> None:
         latency_ms=LatencyStats({}, {}),
         notes=["views_converge not checked: no view events"],
     )
-    rows = {r[0]: r[1][1] for r in _verdict_rows(stats)}
+    rows = {r[0]: r[1].text for r in _verdict_rows(stats)}
     assert "not checked" in rows["views_converge"]
     assert "held" in rows["fifo"]
