@@ -175,14 +175,6 @@ def _jvm(info: ServiceInfo) -> psutil.Process | None:
     return _matching(info.jvm_pid, SERVER_CLASS, f"spark.connect.grpc.binding.port={info.port}")
 
 
-def _descendants(pid: int) -> list[int]:
-    """`pid`'s children, grandchildren, ... (Spark's Python daemons run in process groups of their own)."""
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
 def _terminate(procs: list[psutil.Process], timeout: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `timeout` to those still there. psutil.Process objects remember their process's
     start time, so a pid reused meanwhile by another process is never signalled."""

@@ -130,10 +130,6 @@ def fresh_check(root: Path, target: str | None) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def median_of(fn: Callable[[], float], repeat: int) -> float:
-    return statistics.median(fn() for _ in range(max(1, repeat)))
-
-
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     t0 = time.perf_counter()
     result = fn()

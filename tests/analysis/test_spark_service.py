@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -42,8 +43,12 @@ def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def processes(info: ServiceInfo) -> list[int]:
-    """The supervisor, the JVM and everything under it (Spark's Python daemons and workers)."""
-    return [info.pid, *spark_service._descendants(info.pid)]
+    """The supervisor, the JVM and everything under it (Spark's Python daemons and workers, which run in process
+    groups of their own)."""
+    try:
+        return [info.pid, *(c.pid for c in psutil.Process(info.pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [info.pid]
 
 
 def assert_gone(pids: list[int], folder: Path) -> None:
