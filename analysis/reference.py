@@ -235,7 +235,8 @@ def _is_phantom(d: _Delivery, send: _Send) -> bool:
 
 def _first_deliveries(history: _History, info: RunInfo, found: _Findings) -> dict[Receipt, tuple[int, int]]:
     """The first delivery (t, pos) of each message per receiver incarnation; reports phantoms (once per receipt)
-    and duplicates."""
+    and duplicates, and counts every phantom delivery (`phantoms`) and every delivery after the first
+    (`duplicates`)."""
     firsts: dict[Receipt, tuple[int, int]] = {}
     phantoms: set[tuple[str, int, str | None, str | None]] = set()
     extra: Counter[Receipt] = Counter()  # deliveries after the first
@@ -243,6 +244,7 @@ def _first_deliveries(history: _History, info: RunInfo, found: _Findings) -> dic
         sender, mid, rinc = d.sender, d.msg_id, info.inc_at(d.receiver, d.t)
         send = None if sender is None or mid is None else history.sends.get(sender, {}).get(mid)
         if sender is None or mid is None or send is None or _is_phantom(d, send):  # never sent by its sender, ...
+            found.counters["phantoms"] += 1
             if (d.receiver, rinc, sender, mid) not in phantoms:
                 phantoms.add((d.receiver, rinc, sender, mid))
                 found.add("no_phantoms", sender, d.receiver, d.conn, d.seqno, mid, d.kind, "phantom")
@@ -252,6 +254,7 @@ def _first_deliveries(history: _History, info: RunInfo, found: _Findings) -> dic
             extra[key] += 1
         else:
             firsts[key] = (d.t, d.pos)
+    found.counters["duplicates"] += sum(extra.values())
     for (recv, _, sender, mid), n in extra.items():
         s = history.sends[sender][mid]
         found.add("exactly_once", sender, recv, s.conn, s.seqno, mid, s.kind, f"delivered {n + 1} times")
@@ -268,8 +271,9 @@ def _stream(sender: str, s_inc: int, receiver: str, send: _Send, receiver_inc: i
 def _fifo_order(
     firsts: dict[Receipt, tuple[int, int]], sends: dict[str, dict[str, _Send]], info: RunInfo, found: _Findings
 ) -> tuple[dict[Stream, int], set[tuple[str, str, str]]]:
-    """Each first delivery against the running maximum seqno of its stream, in each receiver's order. Returns the
-    highest seqno delivered per stream and the delivered (sender, msg_id, receiver) triples."""
+    """Each first delivery against the running maximum seqno of its stream, in each receiver's order (the late ones
+    counted as `reordered`). Returns the highest seqno delivered per stream and the delivered (sender, msg_id,
+    receiver) triples."""
     stream_max: dict[Stream, int] = {}
     delivered: set[tuple[str, str, str]] = set()
     for (recv, rinc, sender, mid), _tp in sorted(firsts.items(), key=lambda kv: (kv[0][0], kv[1])):
@@ -277,6 +281,7 @@ def _fifo_order(
         stream = _stream(sender, info.inc_at(sender, s.t), recv, s, rinc)
         top = stream_max.get(stream)
         if top is not None and s.seqno <= top:
+            found.counters["reordered"] += 1
             found.add("fifo", sender, recv, s.conn, s.seqno, mid, s.kind, f"seqno {s.seqno} after {top}")
         stream_max[stream] = s.seqno if top is None else max(top, s.seqno)
         delivered.add((sender, mid, recv))

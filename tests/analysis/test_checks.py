@@ -111,10 +111,12 @@ def test_reference_checker_agrees_with_spark(matrix: tuple) -> None:
     assert set(ref) == set(analysis.results)
     for name, r in ref.items():
         assert violation_keys(r.violations) == violation_keys(analysis.results[name].violations), name
-        nreq = analysis.stats[name].not_required
-        assert {k: v for k, v in r.counters.items() if v} == {
-            f"not_required_{k}": n for k in NOT_REQUIRED_REASONS if (n := getattr(nreq, k).messages)
+        stats = analysis.stats[name]
+        assert {k: v for k, v in r.counters.items() if v and k.startswith("not_required_")} == {
+            f"not_required_{k}": n for k in NOT_REQUIRED_REASONS if (n := getattr(stats.not_required, k).messages)
         }, name
+        counted = (stats.duplicate_deliveries, stats.phantom_deliveries, stats.out_of_order_deliveries)
+        assert counted == (r.counters["duplicates"], r.counters["phantoms"], r.counters["reordered"]), name
 
 
 def test_cache_is_reused_and_invalidated(tmp_path: Path, spark: object) -> None:

@@ -86,5 +86,7 @@ def test_spark_pass_and_reference_agree(
     ref = check_path(root)["r"]
     got = local_results(root)["r"]
     assert violation_keys(got.violations) == violation_keys(ref.violations)
+    for counter in ("duplicates", "phantoms", "reordered"):  # every extra, phantom and late delivery, counted alike
+        assert got.counters[counter] == ref.counters[counter], counter
     if drop == dup == swap == phantoms == 0:
         assert ref.violations == []
