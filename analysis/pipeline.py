@@ -116,8 +116,9 @@ def _start_into(future: Future, master: str | None) -> None:
 def analyze(
     path: str | Path, master: str | None = None, *, bound_views: float | None = None, reader: str | None = None
 ) -> Analysis:
-    """Reads and checks a run folder or a folder of runs on a Spark target (`master`: any target of analysis/spark.py,
-    None = the running Spark service, else local). Raises InputError (exit 2) or SparkUnavailable."""
+    """Reads and checks a run folder or a folder of runs on a Spark target (`master`: any target of
+    analysis/spark_config.py; None = the Spark service, started on demand). Raises InputError (exit 2) or
+    SparkUnavailable."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(f"{root}: no such folder" if not root.exists() else f"{root}: not a folder")
@@ -125,7 +126,7 @@ def analyze(
     with contextlib.ExitStack() as stack:
         try:  # on the Spark service, a lease keeps its idle timeout from stopping it mid-check
             target = stack.enter_context(using(master, warm_up=warm_up))
-        except (SparkServiceError, ValueError) as exc:
+        except (SparkServiceError, ValueError, OSError) as exc:  # OSError: no state root to keep a service in
             raise SparkUnavailable(f"Spark target {requested(master)}: {exc}") from exc
         return run_pipeline(root, target, bound_views, reader, t0)
 

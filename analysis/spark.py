@@ -46,7 +46,15 @@ def using(target: str | None, warm_up: spark_service.WarmUp | None = None) -> It
     t = requested(target)
     check_target(t)
     if t is None or t == AUTO or (is_connect(t) and _is_service(t)):
-        with spark_service.lease(start_if_needed=t == AUTO, warm_up=warm_up) as info:
+        with contextlib.ExitStack() as stack:
+            try:
+                lease = spark_service.lease(start_if_needed=t in (None, AUTO), warm_up=warm_up)
+                info = stack.enter_context(lease)
+            except (spark_service.SparkServiceError, OSError) as exc:
+                if t is not None:  # asked for by name: the caller reports it
+                    raise
+                print(f"chaosbed: the Spark service could not start ({exc}); checking in this process", file=sys.stderr)
+                info = None
             if info is not None:
                 yield info.client_url
                 return
@@ -62,8 +70,8 @@ def _is_service(url: str) -> bool:
 
 
 def resolve(target: str | None) -> str:
-    """The concrete target (without a lease): None -> the service's URL if one runs, else LOCAL; auto -> the
-    service's URL (started if needed); local -> LOCAL."""
+    """The concrete target (without a lease): None and auto -> the service's URL (started if needed; None falls
+    back to LOCAL where it cannot start); local -> LOCAL."""
     with using(target) as concrete:
         return concrete
 

@@ -2,9 +2,10 @@
 
 A "spark target" names where the checks run (one notion everywhere: the CLI's --spark and --master, analyze's
 `master`, the CHAOSBED_SPARK environment variable when none is given):
-  None          the running Spark service of this state root (analysis/spark_service.py), else an in-process
-                local session (no service is started: a cold check costs what it always did)
-  "auto"        the Spark service, started on demand
+  None          the default: the Spark service of this state root (analysis/spark_service.py), started on demand
+                and stopped by itself after a few idle minutes; where it cannot start (no state root, no Connect
+                client), an in-process local session, with a note on stderr
+  "auto"        the Spark service, started on demand (an error where it cannot start)
   "local"       always an in-process local session (also "local[N]", "local[*]")
   "sc://H:P"    that Spark Connect server
   anything else a classic master URL (spark://..., yarn, k8s://...), as --master always did
@@ -42,7 +43,8 @@ def _log4j_file() -> Path:
 
 
 def requested(target: str | None) -> str | None:
-    """The target asked for: `target`, else $CHAOSBED_SPARK, else None (the service if running, else local)."""
+    """The target asked for: `target`, else $CHAOSBED_SPARK, else None (the default: the service, started on
+    demand)."""
     return target or os.environ.get(TARGET_ENV) or None
 
 

@@ -1,10 +1,11 @@
 """The warm Spark service: one local Spark Connect server per state root, shared by every check on the machine.
 
 A check in a fresh process pays 7-11 s of JVM and session start-up (DESIGN.md); against a running Spark Connect
-server it pays only the client's imports and its jobs. The server is started by `start()` (or `chaosbed spark start`,
-or any check with the target `auto`) and lives in its own session: a small supervisor process (`python -m
-analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the state file once
-the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using it.
+server it pays only the client's imports and its jobs. The server is started by `start()` (`chaosbed spark start`)
+or on demand by a check (no target, or the target `auto`), and lives in its own session: a small supervisor process
+(`python -m analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the state
+file once the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using it
+(DEFAULT_IDLE_TIMEOUT for `start`, ON_DEMAND_IDLE_TIMEOUT for a service a check started).
 
 State (`$CHAOSBED_STATE/spark/`, else /run/chaosbed/spark as root or /tmp/chaosbed/spark, as for clusters):
   state.json   the ServiceInfo of the running server (written by the supervisor when the port is open)
@@ -49,7 +50,10 @@ import psutil
 from analysis.spark_config import CONNECT_ENV, LOCAL, session_config
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_IDLE_TIMEOUT = 900.0
+DEFAULT_IDLE_TIMEOUT = 900.0  # a service started by `chaosbed spark start` (its --idle-timeout)
+# A service a check started on demand (the default target, or auto): it outlives a check by a few minutes, so that
+# the next one (a re-run, the next `chaosbed run`) finds it warm, and its JVM (1 GiB) does not linger for long after.
+ON_DEMAND_IDLE_TIMEOUT = 300.0
 START_TIMEOUT = 180.0  # JVM start on a loaded 2-core machine: measured 8-20 s
 STOP_TIMEOUT = 20.0
 LOCK_TIMEOUT = START_TIMEOUT + 60.0
@@ -312,7 +316,7 @@ def on_stop(hook: Callable[[str], None]) -> None:
 
 @contextlib.contextmanager
 def lease(
-    start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIMEOUT, warm_up: WarmUp | None = None
+    start_if_needed: bool = False, idle_timeout: float = ON_DEMAND_IDLE_TIMEOUT, warm_up: WarmUp | None = None
 ) -> Iterator[ServiceInfo | None]:
     """Marks a check in flight: the idle timeout does not stop the service while this block runs. Yields the service
     (started first when `start_if_needed`, with `warm_up` as in `start`), or None when none runs with the current

@@ -6,7 +6,7 @@ Sizes (analysis/synth.py): small (~1k events) and demo (~34k, the size of `make 
 members with one gap injected; 1M and 10M are a matrix of 2 runs of 5 members (unicast to every member plus
 multicast) with one violation of each kind in the first run. Figures, each the median of --repeat runs:
   cold       a fresh process with no Spark service: in-process session start, ingest (JSON -> Parquet cache), checks
-             (today's `chaosbed check` path; shown for small and demo, it is a fixed cost)
+             (`chaosbed check --spark local`; shown for small and demo, it is a fixed cost)
   warm       a fresh process while the Spark service runs (analysis/spark_service.py): Connect client, ingest, checks
   re-check   the same on unchanged files (reads the Parquet cache only)
   duckdb     SQL over read_json: the per-message checks (phantoms, duplicates, FIFO, gaps, completeness); no
@@ -176,7 +176,7 @@ def run_bench(sizes: dict[str, int], repeat: int, keep: bool, workdir: Path | No
     try:
         running = spark_service.status()
         if running is None:
-            print("== cold: a fresh process, no Spark service (today's path: in-process local session)", flush=True)
+            print("== cold: a fresh process, no Spark service (--spark local: an in-process session)", flush=True)
             for d in data:
                 if d.events > 100_000:
                     continue  # the cold start is a fixed cost: shown on the small and demo sizes
