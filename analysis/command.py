@@ -3,11 +3,15 @@ verdict.json and report.html, and return the exit code (0 clean, 1 violations, 2
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
@@ -18,6 +22,7 @@ EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 SHOWN = 20  # violations printed; verdict.json has them all
 _LEGEND = "violations per check: fifo, exactly_once, complete, no_phantoms, views_converge; skipped = cut-off lines"
 _COLUMNS = {"delivered_within": "within", "control_per_heal": "control"}  # the bounds' columns, when configured
+RUN_MIN_WIDTH = 16  # a run column at least this wide (or as wide as the longest name) before anything else gives
 
 
 MATRIX_FILE = "matrix.json"  # a folder written by `chaosbed matrix`: its report.html is the matrix's grid
@@ -45,8 +50,8 @@ def write_outputs(analysis: Analysis) -> list[Path]:
             "runs": {
                 run.name: {
                     "ok": not analysis.results[run.name].violations,
-                    "events": analysis.stats[run.name]["events"],
-                    "violations": analysis.stats[run.name]["violations"],
+                    "events": analysis.stats[run.name].events,
+                    "violations": analysis.stats[run.name].violations,
                 }
                 for run in analysis.runs
             },
@@ -59,24 +64,73 @@ def write_outputs(analysis: Analysis) -> list[Path]:
     return written
 
 
-def print_verdict(console: Console, analysis: Analysis) -> None:
-    """The verdict table (one row per run), the first violations, and a last line with the verdict."""
-    bounds = configured_bounds(analysis)
-    legend = _LEGEND.replace(";", "".join(f", {b}" for b in bounds) + ";", 1)
-    table = Table(title=f"chaosbed check {analysis.root}", title_justify="left", caption=legend, caption_justify="left")
-    columns = ("run", "verdict", "events", "fifo", "once", "complete", "phantoms", "views")
-    for col in (*columns, *(_COLUMNS[b] for b in bounds), "skipped"):
-        table.add_column(col, justify="right" if col not in ("run", "verdict") else "left")
+def verdict_table(analysis: Analysis, bounds: list[str], *, compact: bool = False) -> Table:
+    """One row per run: its verdict, events, violations per check ("off" where the run does not check it) and
+    skipped lines. Headers and counts are never cut; a long run name folds within its column. `compact`: without
+    the box, a space between columns and the run column as narrow as need be, for a narrow terminal."""
+    table = Table(box=None, pad_edge=False, collapse_padding=True) if compact else Table()
+    run_width = 0 if compact else min(RUN_MIN_WIDTH, max(len(run.name) for run in analysis.runs))
+    table.add_column("run", overflow="fold", min_width=max(len("run"), run_width))
+    table.add_column("verdict", no_wrap=True, min_width=len("verdict"))
+    for col in ("events", "fifo", "once", "complete", "phantoms", "views", *(_COLUMNS[b] for b in bounds), "skipped"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for run in analysis.runs:
         s = analysis.stats[run.name]
-        verdict = "[green]OK[/]" if not s["violations"] else "[bold red]FAIL[/]"
+        verdict = "[green]OK[/]" if s.ok else "[bold red]FAIL[/]"
         cells = []
         for c in (*CORE_CHECKS, *bounds):
-            n = s["violations"].get(c, 0)
-            off = s["checks"].get(c) is False or c not in s["checks"]
-            cells.append("off" if off else f"[red]{n}[/]" if n else "0")
-        table.add_row(run.name, verdict, f"{s['events']:,}", *cells, str(s["skipped_lines"]))
-    console.print(table)
+            n = s.violations.get(c, 0)
+            cells.append("off" if not s.is_on(c) else f"[red]{n}[/]" if n else "0")
+        table.add_row(Text(run.name), verdict, f"{s.events:,}", *cells, str(s.skipped_lines))
+    return table
+
+
+def table_width(console: Console, table: Table) -> int:
+    """The width to print the table at. A pipe or a file has no width of its own (rich assumes 80 columns): there
+    the table's natural width, one line per run with nothing folded. A terminal's own width, unless it is too
+    narrow for the headers and counts: then what they need (the terminal wraps the lines; nothing is cut)."""
+    natural = console.measure(table, options=console.options.update_width(1 << 16)).maximum
+    if not console.is_terminal:
+        return max(console.width, natural)
+    return max(console.width, min(needed_width(table), natural))
+
+
+def needed_width(table: Table) -> int:
+    """The narrowest the table can be without cutting a header or a count: its no-wrap columns, the run column's
+    minimum, and the box ("│ " and " " per column and a last "│") or, without a box, a space between columns."""
+    n = len(table.columns)
+    inner = sum(column_width(column) for column in table.columns[1:]) + (table.columns[0].min_width or 0)
+    return inner + (n - 1 if table.box is None else 3 * n + 1)
+
+
+def column_width(column: Column) -> int:
+    """The width a no-wrap column takes: its header or its widest cell."""
+    cells = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells]
+    return max([column.min_width or 0, *(c.cell_len for c in cells if isinstance(c, Text))])
+
+
+@contextlib.contextmanager
+def console_width(console: Console, width: int) -> Iterator[None]:
+    """Prints in this block at `width` (rich caps a print's own width at the console's)."""
+    before = console.width
+    console.width = width
+    try:
+        yield
+    finally:
+        console.width = before
+
+
+def print_verdict(console: Console, analysis: Analysis) -> None:
+    """The verdict table (one row per run), the first violations, and a last line with the verdict. Nothing is cut
+    at the console's width: the title, violations, notes and the last line are one line each, however long."""
+    bounds = configured_bounds(analysis)
+    console.print(f"chaosbed check {analysis.root}", markup=False, soft_wrap=True)
+    table = verdict_table(analysis, bounds)
+    if console.is_terminal and needed_width(table) > console.width:  # a narrow terminal: the table without its box
+        table = verdict_table(analysis, bounds, compact=True)
+    with console_width(console, table_width(console, table)):
+        console.print(table)
+    console.print(_LEGEND.replace(";", "".join(f", {b}" for b in bounds) + ";", 1), style="dim")
     every = sort_violations([v for r in analysis.results.values() for v in r.violations])
     if every:
         console.print(f"violations (first {min(SHOWN, len(every))} of {len(every)}):")
@@ -87,26 +141,28 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
             link = f"{v.sender or '-'}->{v.receiver or '-'}"
             console.print(f"  [red]{v.check}[/] {v.run} {link} {v.kind or ''} {where}: {v.detail}", soft_wrap=True)
     for run in analysis.runs:
-        for note in analysis.stats[run.name]["notes"]:
-            console.print(f"[dim]{run.name}: {note}[/]")
+        for note in analysis.stats[run.name].notes:
+            console.print(f"[dim]{run.name}: {note}[/]", soft_wrap=True)
     out = analysis.root / "verdict.json"
     secs = analysis.timings.get("total", 0.0)
     if analysis.ok:
         console.print(
             f"[green]OK[/]: every check held — {len(analysis.runs)} run(s), {analysis.events:,} events "
-            f"in {secs:.1f} s; {out}"
+            f"in {secs:.1f} s; {out}",
+            soft_wrap=True,
         )
     else:
         bad = sum(1 for r in analysis.results.values() if r.violations)
         console.print(
             f"[bold red]FAIL[/]: {len(every)} violation(s) in {bad} of {len(analysis.runs)} run(s) — "
-            f"{analysis.events:,} events in {secs:.1f} s; {out}"
+            f"{analysis.events:,} events in {secs:.1f} s; {out}",
+            soft_wrap=True,
         )
 
 
 def configured_bounds(analysis: Analysis) -> list[str]:
     """The bound checks (delivered_within, control_per_heal) that some run of the analysis configures."""
-    return [b for b in BOUND_CHECKS if any(b in s["checks"] for s in analysis.stats.values())]
+    return [b for b in BOUND_CHECKS if any(s.configures(b) for s in analysis.stats.values())]
 
 
 def check(
@@ -132,7 +188,7 @@ def check(
     return EXIT_OK if analysis.ok else EXIT_VIOLATIONS
 
 
-def verdict(analysis: Analysis) -> dict:
+def verdict(analysis: Analysis) -> dict[str, Any]:
     """The verdict.json document of a single-run analysis (for `chaosbed run`, which prints its own last line)."""
     (run,) = analysis.runs
     return verdict_doc(analysis.results[run.name].violations, analysis.stats[run.name])

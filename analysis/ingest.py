@@ -11,7 +11,8 @@ Spark's JSON source, which pays Jackson plus a row conversion per line), while a
 file by group and writes its part files. Runs under DUCKDB_MIN_BYTES, and installations without DuckDB, use
 pyarrow's reader, two files at a time. Both give the same table: `t` must be a JSON integer and `member` and `event`
 JSON strings, or the file is read line by line (`_slow_parse`), which keeps the valid lines and reports the others.
-With a cluster master, Spark reads the JSON and shuffles by group (`spark_ingest.py`) into the same layout.
+With a cluster master, Spark reads the JSON and shuffles by group (`spark_ingest.py`) into the same layout
+(`cache.py`).
 
 The summary holds per member and event the count, first/last time and last position, the `view` events, the lines
 that could not be parsed (with their neighbours' times, so a cut-off line can be told apart from damage), and the
@@ -20,16 +21,14 @@ manifest of group files.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import shutil
-import tempfile
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,130 +36,28 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from analysis.cache import (
+    PARQUET_OPTIONS,
+    BadLine,
+    Group,
+    Ingested,
+    RunSummary,
+    cache_root,
+    fingerprint,
+    group_dir_name,
+    group_key,
+    read_summary,
+    write_summary,
+)
 from analysis.config import InputError
-from analysis.schema import EVENTS_ARROW, HISTORY_FIELDS, REQUIRED, SCHEMA_VERSION, RunFolder
+from analysis.schema import EVENTS_ARROW, HISTORY_FIELDS, REQUIRED, RunFolder
 
-CACHE_DIR = ".chaosbed-cache"
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 # below this many bytes of JSON lines pyarrow's reader parses: DuckDB's import (~0.1 s) would cost a small run more
 # than its faster parsing saves
 DUCKDB_MIN_BYTES = 16 << 20
-GROUP_ARROW = EVENTS_ARROW.append(pa.field("key", pa.string()))
-# The part files: a cache on local disk, so no compression, and dictionaries only for the columns with few values
-# (not msg_id, t, seqno, pos): measured per 1M rows, 0.28 s to write and 0.37 s to read, against 0.63 s and 0.48 s
-# with Parquet's defaults (snappy, a dictionary for every column), for 2.3x the size on disk.
-DICTIONARY_COLUMNS = ["run", "member", "event", "kind", "sender", "dest", "dest_address", "conn_id", "view_id", "key"]
-PARQUET_OPTIONS = {
-    "compression": "none",
-    "use_dictionary": DICTIONARY_COLUMNS,
-    "write_statistics": ["event"],  # read_group filters on it
-    "row_group_size": 1 << 20,
-}
-
-
-@dataclass
-class BadLine:
-    """A line that is not a complete event. `last` = the file's last line; prev_t/next_t = neighbours' times."""
-
-    run: str
-    file: str
-    line: int | None
-    text: str
-    member: str
-    last: bool
-    prev_t: int | None = None
-    next_t: int | None = None
-
-
-@dataclass
-class Group:
-    """One cache file: the events of one sender of one run (key None: deliveries without a sender field)."""
-
-    run: str
-    key: str | None
-    path: str  # the folder of its Parquet part files, relative to the cache folder
-    rows: int
-
-
-@dataclass
-class RunSummary:
-    members: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # member -> event -> [n, tmin, tmax, pos]
-    views: list[list] = field(default_factory=list)  # [member, t, pos, view_id, members, merge]
-    bad_lines: list[BadLine] = field(default_factory=list)
-    empty_files: list[str] = field(default_factory=list)
-    events: int = 0
-
-    def member_events(self) -> dict[str, dict[str, int]]:
-        return {m: {ev: v[0] for ev, v in evs.items()} for m, evs in self.members.items()}
-
-    def last_event(self) -> dict[str, str]:
-        return {m: max(evs.items(), key=lambda kv: kv[1][3])[0] for m, evs in self.members.items() if evs}
-
-    def t_range(self) -> tuple[int, int]:
-        ts = [(v[1], v[2]) for evs in self.members.values() for v in evs.values()]
-        return (min(a for a, _ in ts), max(b for _, b in ts)) if ts else (0, 0)
-
-    def add_counts(self, member: str, event: str, n: int, tmin: int, tmax: int, pos: int) -> None:
-        slot = self.members.setdefault(member, {})
-        old = slot.get(event)
-        slot[event] = (
-            [n, tmin, tmax, pos] if not old else [old[0] + n, min(old[1], tmin), max(old[2], tmax), max(old[3], pos)]
-        )
-
-    def add_table(self, tbl: pa.Table) -> None:
-        """Adds one history file's events (with `pos`) to the counters and the view list."""
-        self.events += tbl.num_rows
-        if tbl.num_rows == 0:
-            return
-        agg = tbl.group_by(["member", "event"]).aggregate([("t", "count"), ("t", "min"), ("t", "max"), ("pos", "max")])
-        for r in agg.to_pylist():
-            self.add_counts(r["member"], r["event"], r["t_count"], r["t_min"], r["t_max"], r["pos_max"])
-        views = tbl.filter(pc.equal(tbl["event"], "view"))
-        for r in views.select(["member", "t", "pos", "view_id", "members", "merge"]).to_pylist():
-            self.views.append([r["member"], r["t"], r["pos"], r["view_id"], r["members"] or [], bool(r["merge"])])
-
-
-@dataclass
-class Ingested:
-    cache: Path
-    summaries: dict[str, RunSummary]
-    groups: list[Group]
-    from_cache: bool
-
-
-def group_key(tbl: pa.Table) -> pa.ChunkedArray:
-    """The group of each event: a delivery's sender, else the member that wrote it."""
-    return pc.if_else(pc.equal(tbl["event"], "deliver"), tbl["sender"], tbl["member"])
-
-
-def group_dir_name(run: str, key: str | None) -> str:
-    """The folder of a group's part files (a digest: run and member names may hold any character)."""
-    digest = hashlib.sha1(json.dumps([run, key]).encode()).hexdigest()[:16]
-    return f"g-{digest}"
-
-
-def _fingerprint(runs: list[RunFolder], reader: str) -> dict:
-    files = []
-    for run in runs:
-        for f in run.history_files:
-            st = f.stat()
-            files.append([run.name, f.name, st.st_size, st.st_mtime_ns])
-    # SCHEMA_VERSION changes with the cached columns (2: dest_address), so an older cache is rebuilt, not reused
-    return {"version": SCHEMA_VERSION, "reader": reader, "files": files}
-
-
-def _cache_root(root: Path) -> Path:
-    target = root / CACHE_DIR
-    try:
-        target.mkdir(exist_ok=True)
-        probe = target / ".probe"
-        probe.write_text("")
-        probe.unlink()
-        return target
-    except OSError:  # a read-only results folder: cache in the temp dir instead
-        key = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-        target = Path(tempfile.gettempdir()) / f"chaosbed-cache-{key}"
-        target.mkdir(exist_ok=True)
-        return target
 
 
 def _conform(tbl: pa.Table) -> pa.Table:
@@ -186,8 +83,9 @@ def _valid(obj: object) -> bool:
     return isinstance(t, int) and not isinstance(t, bool) and all(isinstance(obj.get(k), str) for k in REQUIRED[1:])
 
 
-def _coerce(obj: dict) -> dict:
-    out = {}
+def _coerce(obj: dict) -> dict[str, object]:
+    """A valid event's fields as the history schema types them (a wrong JSON type becomes null, ids become text)."""
+    out: dict[str, object] = {}
     for name, typ in HISTORY_FIELDS:
         v = obj.get(name)
         if v is None:
@@ -276,6 +174,7 @@ class JsonReader:
             except self.error:
                 return None
             return tbl.cast(pa.schema(HISTORY_FIELDS))  # DuckDB names list items "l"
+        data = path.read_bytes() if data is None else data
         body = data if data.endswith(b"\n") else data + b"\n"
         opts = pj.ReadOptions(block_size=1 << 20, use_threads=False)  # files are read in parallel instead
         try:
@@ -313,34 +212,6 @@ def read_history_file(
     return tbl.cast(EVENTS_ARROW), bad
 
 
-def _write_summary(path: Path, fingerprint: dict, summaries: dict[str, RunSummary], groups: list[Group]) -> None:
-    doc = {
-        "fingerprint": fingerprint,
-        "runs": {k: asdict(v) for k, v in summaries.items()},
-        "groups": [asdict(g) for g in groups],
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(path)
-
-
-def _read_summary(path: Path, fingerprint: dict) -> tuple[dict[str, RunSummary], list[Group]] | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if doc.get("fingerprint") != fingerprint:
-        return None
-    out = {}
-    for name, s in doc["runs"].items():
-        bad = [BadLine(**b) for b in s.pop("bad_lines")]
-        out[name] = RunSummary(**s, bad_lines=bad)
-    groups = [Group(**g) for g in doc["groups"]]
-    if not all((path.parent / g.path).is_dir() for g in groups):
-        return None
-    return out, groups
-
-
 def check_readable(runs: list[RunFolder], root: Path) -> None:
     """Raises InputError when there is nothing to check (no run folder, or a run without history files)."""
     if not runs:
@@ -350,14 +221,14 @@ def check_readable(runs: list[RunFolder], root: Path) -> None:
             raise InputError(f"{run.path / 'history'}: no <member>.jsonl history files")
 
 
-def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: object = None) -> Ingested:
+def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: SparkSession | None = None) -> Ingested:
     """Parses every history file of `runs` once into the cache (reused while the files are unchanged);
     `reader` is "arrow" (local) or "spark" (any master; needs `spark`)."""
     check_readable(runs, root)
-    cache = _cache_root(root)
-    fingerprint = _fingerprint(runs, reader)
+    cache = cache_root(root)
+    stamp = fingerprint(runs, reader)
     summary_file = cache / "summary.json"
-    cached = _read_summary(summary_file, fingerprint)
+    cached = read_summary(summary_file, stamp)
     if cached is not None:
         return Ingested(cache, cached[0], cached[1], True)
     summary_file.unlink(missing_ok=True)
@@ -368,13 +239,15 @@ def ingest(runs: list[RunFolder], root: Path, *, reader: str = "arrow", spark: o
     if reader == "spark":
         from analysis.spark_ingest import ingest_with_spark
 
+        if spark is None:
+            raise ValueError("ingest(reader='spark') needs a Spark session")
         summaries, groups = ingest_with_spark(spark, runs, groups_dir)
     else:
         summaries, groups = _ingest_arrow(runs, groups_dir)
     for run in runs:
         if summaries[run.name].events == 0:
             raise InputError(f"{run.path / 'history'}: no readable event in any history file")
-    _write_summary(summary_file, fingerprint, summaries, groups)
+    write_summary(summary_file, stamp, summaries, groups)
     return Ingested(cache, summaries, groups, False)
 
 
@@ -402,6 +275,16 @@ def _codes_of(enc: pa.DictionaryArray) -> np.ndarray:
     return np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), np.int64)
 
 
+class _FileWritten(NamedTuple):
+    """One history file, split into its groups' part files: what the run's summary needs of it."""
+
+    run: RunFolder
+    rel: str  # its path in the run folder
+    summary_columns: pa.Table
+    bad: list[BadLine]
+    rows: dict[str | None, int]  # group key -> rows written
+
+
 def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, RunSummary], list[Group]]:
     """Parses every file (DuckDB: one file at a time on all cores, while another thread splits and writes the
     previous one; pyarrow: two files at a time) and writes one part file per group of each file; a group is the
@@ -414,22 +297,22 @@ def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, Ru
         run, f, _ = job
         return read_history_file(f, run.name, f.relative_to(run.path).as_posix(), reader)
 
-    def write(job: tuple[RunFolder, Path, int], parsed: tuple[pa.Table, list[BadLine]] | None) -> tuple:
+    def write(job: tuple[RunFolder, Path, int], parsed: tuple[pa.Table, list[BadLine]] | None) -> _FileWritten:
         run, f, k = job
         tbl, bad = parsed or parse(job)
         tbl = tbl.append_column("key", group_key(tbl))
-        rows = {}
+        rows: dict[str | None, int] = {}
         for key, part in split_groups(tbl) if tbl.num_rows else []:
             folder = groups_dir / group_dir_name(run.name, key)
             folder.mkdir(exist_ok=True)
             pq.write_table(part, folder / f"part-{k:05d}.parquet", **PARQUET_OPTIONS)
             rows[key] = part.num_rows
         summary_cols = ["member", "event", "t", "pos", "view_id", "members", "merge"]
-        return run, f.relative_to(run.path).as_posix(), tbl.select(summary_cols), bad, rows
+        return _FileWritten(run, f.relative_to(run.path).as_posix(), tbl.select(summary_cols), bad, rows)
 
     groups: dict[tuple[str, str | None], Group] = {}
 
-    def add(result: tuple) -> None:
+    def add(result: _FileWritten) -> None:
         run, rel, tbl, bad, rows = result
         s = summaries[run.name]
         s.bad_lines.extend(bad)
@@ -442,7 +325,7 @@ def _ingest_arrow(runs: list[RunFolder], groups_dir: Path) -> tuple[dict[str, Ru
 
     try:
         with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as pool:  # pyarrow works without holding the GIL
-            pending: deque[Future] = deque()
+            pending: deque[Future[_FileWritten]] = deque()
             for job in jobs:
                 parsed = None if reader.parallel_files else parse(job)  # DuckDB parses here, on every core
                 pending.append(pool.submit(write, job, parsed))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,9 @@ NEVER = 1 << 62  # "no end": a fault still in force
 LASTING = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard", "link"}
 BLOCKS_VIEWS = {"partition", "split"}  # faults that keep views apart while in force
 ENDS_MEMBER = {"kill", "leave"}  # faults after which the member's incarnation is over (a restart starts another)
+
+
+ViewEvent = tuple[str, int, int, str | None, list[str], bool]  # a view event: member, t, pos, view_id, members, merge
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def build_run_info(
     run: str,
     member_events: dict[str, dict[str, int]],
     last_event: dict[str, str],
-    views: list[tuple[str, int, int, str | None, list[str], bool]],
+    views: Iterable[ViewEvent],
     fault_records: list[dict],
     checks: CheckConfig,
     t_range: tuple[int, int] = (0, 0),

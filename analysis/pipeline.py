@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -10,13 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.checks import RunResult, check_events, percentiles_from_hist
+from analysis.cache import BadLine, Ingested
 from analysis.config import CheckConfig, InputError, read_checks
-from analysis.ingest import BadLine, Ingested, RunSummary, check_readable, ingest
+from analysis.ingest import check_readable, ingest
 from analysis.membership import RunInfo, build_run_info, read_faults, read_schedule_start
+from analysis.results import RunResult
 from analysis.schema import RunFolder, discover_runs, runner_violations
 from analysis.spark import get_spark, is_local, requested, using
+from analysis.spark_job import check_events
 from analysis.spark_service import SparkServiceError
+from analysis.stats import RunStats, SkippedLine, run_stats
+from analysis.synth import write_run
 from analysis.verdict import Violation, sort_violations
 
 if TYPE_CHECKING:
@@ -32,23 +37,23 @@ class Analysis:
     root: Path
     runs: list[RunFolder]
     results: dict[str, RunResult]
-    stats: dict[str, dict]
+    stats: dict[str, RunStats]
     is_matrix: bool
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def events(self) -> int:
-        return sum(s["events"] for s in self.stats.values())
+        return sum(s.events for s in self.stats.values())
 
     @property
     def ok(self) -> bool:
         return not any(r.violations for r in self.results.values())
 
 
-def classify_bad_lines(run: RunFolder, bad: list[BadLine], faults: list[dict]) -> list[dict]:
+def classify_bad_lines(run: RunFolder, bad: list[BadLine], faults: list[dict]) -> list[SkippedLine]:
     """A line that is not a complete event is skipped when it is the file's last line or when its member was killed
     between the lines around it (the cut-off end of an earlier incarnation); anything else is damage (InputError)."""
-    skipped = []
+    skipped: list[SkippedLine] = []
     for b in bad:
         lo = -(1 << 62) if b.prev_t is None else b.prev_t
         hi = (1 << 62) if b.next_t is None else b.next_t
@@ -56,14 +61,7 @@ def classify_bad_lines(run: RunFolder, bad: list[BadLine], faults: list[dict]) -
         if not (b.last or killed):
             where = f"{run.path / b.file}" + (f":{b.line}" if b.line else "")
             raise InputError(f"{where}: not a complete JSON event (and {b.member} was not killed there): {b.text!r}")
-        skipped.append(
-            {
-                "file": b.file,
-                "line": b.line,
-                "text": b.text[:80],
-                "reason": "last line cut off" if b.last else "cut off by a kill",
-            }
-        )
+        skipped.append(SkippedLine(b.file, b.line, b.text[:80], "last line cut off" if b.last else "cut off by a kill"))
     return skipped
 
 
@@ -85,10 +83,10 @@ def run_infos(
     ing: Ingested,
     faults: dict[str, tuple[list[dict], int]],
     checks: dict[str, CheckConfig],
-) -> tuple[dict[str, RunInfo], dict[str, list[dict]]]:
+) -> tuple[dict[str, RunInfo], dict[str, list[SkippedLine]]]:
     """The membership facts of each run, and its skipped lines (InputError for damaged ones)."""
     infos: dict[str, RunInfo] = {}
-    skipped: dict[str, list[dict]] = {}
+    skipped: dict[str, list[SkippedLine]] = {}
     for run in runs:
         s = ing.summaries[run.name]
         recs, _ = faults[run.name]
@@ -118,18 +116,27 @@ def _start_into(future: Future, master: str | None) -> None:
 def analyze(
     path: str | Path, master: str | None = None, *, bound_views: float | None = None, reader: str | None = None
 ) -> Analysis:
-    """Reads and checks a run folder or a folder of runs on a Spark target (`master`: any target of analysis/spark.py,
-    None = the running Spark service, else local). Raises InputError (exit 2) or SparkUnavailable."""
+    """Reads and checks a run folder or a folder of runs on a Spark target (`master`: any target of
+    analysis/spark_config.py; None = the Spark service, started on demand). Raises InputError (exit 2) or
+    SparkUnavailable."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(f"{root}: no such folder" if not root.exists() else f"{root}: not a folder")
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         try:  # on the Spark service, a lease keeps its idle timeout from stopping it mid-check
-            target = stack.enter_context(using(master))
-        except (SparkServiceError, ValueError) as exc:
+            target = stack.enter_context(using(master, warm_up=warm_up))
+        except (SparkServiceError, ValueError, OSError) as exc:  # OSError: no state root to keep a service in
             raise SparkUnavailable(f"Spark target {requested(master)}: {exc}") from exc
         return run_pipeline(root, target, bound_views, reader, t0)
+
+
+def warm_up(url: str) -> None:
+    """Checks a tiny synthetic run on a new Connect server: its Python workers import the checks and its JVM compiles
+    the job's path once, so the first real check is as quick as the later ones (measured: 4.7 s -> 1.4 s)."""
+    with tempfile.TemporaryDirectory(prefix="chaosbed-warm-up-") as tmp:
+        write_run(Path(tmp) / "run", members=3, rounds=10, inject=("gap",), seed=0)
+        run_pipeline(Path(tmp) / "run", url)
 
 
 def run_pipeline(
@@ -171,85 +178,3 @@ def run_pipeline(
     timings["from_cache"] = float(ing.from_cache)
     is_matrix = not (root / "history").is_dir()
     return Analysis(root, runs, results, stats, is_matrix, timings)
-
-
-def _ms(d: dict) -> dict:
-    return {k: (round(v / 1e6, 3) if k != "count" else v) for k, v in d.items()}
-
-
-def run_stats(res: RunResult, summary: RunSummary, skipped: list[dict], fault_lines_skipped: int) -> dict:
-    """The `stats` of a run's verdict.json."""
-    info, c = res.info, res.counters
-    members = {}
-    counted = dict.fromkeys(("send", "deliver", "view", "xmit", "ack", "conn", *info.checks.control_kinds))
-    for m in info.members:
-        evs = info.counters.get(m, {})
-        members[m] = {
-            "alive": bool(info.alive.get(m)),
-            "incarnations": info.final_inc(m) + 1,
-            "events": sum(evs.values()),
-            **{k: evs.get(k, 0) for k in counted},
-        }
-    per_link: dict[str, dict] = {}
-    for (s, r, kind), lat in sorted(res.latency.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        per_link.setdefault(f"{s}->{r}", {})[kind] = _ms(lat)
-    violations: dict[str, int] = {}
-    for v in res.violations:
-        violations[v.check] = violations.get(v.check, 0) + 1
-    return {
-        "events": summary.events,
-        "members": members,
-        "checks": info.checks.as_dict(),
-        "violations": violations,
-        "skipped_lines": len(skipped) + fault_lines_skipped,
-        "skipped": skipped
-        + [{"file": "faults.jsonl", "line": None, "text": "", "reason": "last line cut off"}] * fault_lines_skipped,
-        "empty_history_files": summary.empty_files,
-        "faults": len(info.faults),
-        "sends": {"unicast": c["sends_unicast"], "multicast": c["sends_multicast"]},
-        "deliveries": c["deliveries"],
-        "duplicate_deliveries": c["duplicates"],
-        "phantom_deliveries": c["phantoms"],
-        "out_of_order_deliveries": c["reordered"],
-        "required": {
-            k: {"messages": c[f"required_{k}"], "delivered": c[f"required_delivered_{k}"]}
-            for k in ("unicast", "multicast")
-        },
-        "not_required": {
-            k: {"messages": c[f"not_required_{k}"], "delivered": c[f"not_required_{k}_delivered"]}
-            for k in ("to_crashed", "from_crashed", "left", "excluded")
-        },
-        "xmit": sum(m["xmit"] for m in members.values()),
-        "ack": sum(m["ack"] for m in members.values()),
-        "latency_ms": {
-            "per_kind": {k: _ms(percentiles_from_hist(h)) for k, h in sorted(res.hist.items())},
-            "per_link": per_link,
-        },
-        "notes": res.notes,
-        **bound_stats(res),
-    }
-
-
-def bound_stats(res: RunResult) -> dict:
-    """What the configured bounds measured: `delivered_within` (owed deliveries timed, late ones, the longest time
-    from the later of send and heal, in ms) and `control_per_heal` (the heals in seconds since the run's first event,
-    and per member and kind the events of each recovery interval)."""
-    info, out = res.info, {}
-    if info.checks.delivery_bound is not None:
-        out["delivered_within"] = {
-            "bound_s": info.checks.delivery_bound,
-            "checked": res.counters["within_checked"],
-            "late": res.counters["within_late"],
-            "max_ms": round(res.recovery_max / 1e6, 3) if res.recovery_max >= 0 else None,
-        }
-    if info.checks.control_bounds:
-        heals = info.heals()
-        out["control_per_heal"] = {
-            "bounds": dict(info.checks.control_bounds),
-            "heals_s": [round((h - info.t_min) / 1e9, 6) for h in heals],
-            "counts": {
-                m: {k: res.control.get((m, k), [0] * (len(heals) + 1)) for k in info.checks.control_kinds}
-                for m in info.members
-            },
-        }
-    return out

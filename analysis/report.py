@@ -7,21 +7,24 @@ import base64
 import html
 import io
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.config import BOUND_CHECKS, CORE_CHECKS
+from analysis.histogram import bin_value, percentiles_from_hist
 from analysis.membership import NEVER, RunInfo
-from analysis.streams import PROGRESS_BUCKETS, bin_value
+from analysis.streams import PROGRESS_BUCKETS
 from analysis.verdict import sort_violations
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from analysis.checks import RunResult
     from analysis.pipeline import Analysis
+    from analysis.results import RunResult
+    from analysis.stats import LatencyStats, MemberStats, RunStats
 
 MAX_ROWS = 500  # violations listed in a report (verdict.json has them all)
 _CSS = """
@@ -50,6 +53,13 @@ def _png(fig: Figure) -> str:
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+@dataclass(frozen=True)
+class Html:
+    """A table cell's content that is already HTML (any other value is escaped)."""
+
+    text: str
+
+
 def _table(headers: Iterable[str], rows: Iterable[Iterable[object]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
@@ -57,9 +67,8 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[object]], numeric: se
     for row in rows:
         cells = []
         for i, v in enumerate(row):
-            raw = isinstance(v, tuple) and v[0] == "html"
             cls = ' class="n"' if i in numeric else ""
-            cells.append(f"<td{cls}>{v[1] if raw else _e(v)}</td>")
+            cells.append(f"<td{cls}>{v.text if isinstance(v, Html) else _e(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -135,10 +144,10 @@ def timeline_figure(res: RunResult) -> Figure:
     if start is not None:
         ax.axvline(start, color="#444", ls="-.", lw=1)
         ax.text(start, top * 0.98, " scenario t=0", rotation=90, va="top", ha="right", fontsize=8, color="#444")
-    bad = [v for v in res.violations if v.t is not None]
+    bad = [v.t for v in res.violations if v.t is not None]
     if bad:
         ax.plot(
-            [(v.t - t0) / 1e9 for v in bad],
+            [(t - t0) / 1e9 for t in bad],
             [0] * len(bad),
             "x",
             color="#c5221f",
@@ -175,8 +184,6 @@ def latency_figure(res: RunResult) -> Figure | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis.checks import percentiles_from_hist
-
     hist = {k: h for k, h in res.hist.items() if any(b >= 0 for b in h)}
     if not hist:
         return None
@@ -212,47 +219,46 @@ def _bound_text(check: str, on: object) -> str:
     return ""
 
 
-def _verdict_rows(stats: dict) -> list[list[object]]:
-    rows = []
-    shown = [*CORE_CHECKS, *(b for b in BOUND_CHECKS if b in stats["checks"])]
+def _verdict_rows(stats: RunStats) -> list[list[object]]:
+    rows: list[list[object]] = []
+    shown = [*CORE_CHECKS, *(b for b in BOUND_CHECKS if stats.configures(b))]
     for check in shown:
-        on = stats["checks"].get(check)
-        n = stats["violations"].get(check, 0)
-        unchecked = any(note.startswith(f"{check} not checked") for note in stats.get("notes", []))
+        on = stats.checks.get(check)
+        n = stats.violations.get(check, 0)
+        unchecked = any(note.startswith(f"{check} not checked") for note in stats.notes)
         if on is False:
-            status = ("html", '<span class="off">off</span>')
+            status = Html('<span class="off">off</span>')
         elif unchecked and n == 0:
-            status = ("html", '<span class="off">not checked</span>')
+            status = Html('<span class="off">not checked</span>')
         elif n == 0:
-            status = ("html", '<span class="ok">held</span>')
+            status = Html('<span class="ok">held</span>')
         else:
-            status = ("html", '<span class="fail">violated</span>')
+            status = Html('<span class="fail">violated</span>')
         rows.append([check, status, n, _bound_text(check, on)])
-    for check, n in stats["violations"].items():
+    for check, n in stats.violations.items():
         if check not in shown:
-            rows.append([check, ("html", '<span class="fail">violated</span>'), n, ""])
+            rows.append([check, Html('<span class="fail">violated</span>'), n, ""])
     return rows
 
 
-def _bound_sections(stats: dict) -> list[str]:
+def _bound_sections(stats: RunStats) -> list[str]:
     """What delivered_within and control_per_heal measured, when the scenario configures them."""
     parts = []
-    within = stats.get("delivered_within")
+    within = stats.delivered_within
     if within:
-        worst = "none delivered" if within["max_ms"] is None else f"{within['max_ms']:,} ms"
+        worst = "none delivered" if within.max_ms is None else f"{within.max_ms:,} ms"
         parts += [
             "<h2>Delivery after heals</h2>",
             f'<p class="muted">Each owed delivery timed from the later of its send and the last heal before it '
-            f"(bound {within['bound_s']:g} s): {within['checked']:,} timed, {within['late']:,} late, "
+            f"(bound {within.bound_s:g} s): {within.checked:,} timed, {within.late:,} late, "
             f"longest {worst}.</p>",
         ]
-    control = stats.get("control_per_heal")
+    control = stats.control_per_heal
     if control:
-        heals = control["heals_s"]
-        names = ["start", *(f"heal {h:.3f} s" for h in heals)]
+        names = ["start", *(f"heal {h:.3f} s" for h in control.heals_s)]
         rows = [
-            [m, f"{k} (≤ {control['bounds'][k]})", *counts]
-            for m, kinds in control["counts"].items()
+            [m, f"{k} (≤ {control.bounds[k]})", *counts]
+            for m, kinds in control.counts.items()
             for k, counts in kinds.items()
         ]
         numeric = set(range(2, len(names) + 2))
@@ -287,95 +293,96 @@ def _fault_table(info: RunInfo) -> str:
     return note + _table(["at (s)", "until (s)", "scenario time (s)", "fault", "details"], rows, {0, 1, 2})
 
 
-def render_run(name: str, res: RunResult, stats: dict) -> str:
+def render_run(name: str, res: RunResult, stats: RunStats) -> str:
     """The HTML report of one run."""
-    ok = not res.violations
-    badge = '<span class="badge ok">OK</span>' if ok else '<span class="badge fail">FAIL</span>'
+    badge = '<span class="badge ok">OK</span>' if not res.violations else '<span class="badge fail">FAIL</span>'
     parts = [
         f"<h1>{_e(name)} {badge}</h1>",
-        f'<p class="muted">{stats["events"]:,} events from {len(stats["members"])} members, '
-        f"{stats['faults']} faults, {stats['skipped_lines']} skipped lines</p>",
+        f'<p class="muted">{stats.events:,} events from {len(stats.members)} members, '
+        f"{stats.faults} faults, {stats.skipped_lines} skipped lines</p>",
         "<h2>Verdict</h2>",
         _table(["check", "result", "violations", "bound"], _verdict_rows(stats), {2}),
+        *(f'<p class="muted">{_e(note)}</p>' for note in stats.notes),
+        *_violation_section(res),
+        "<h2>Faults and delivery progress</h2>",
+        _png(timeline_figure(res)),
     ]
-    for note in stats.get("notes", []):
-        parts.append(f'<p class="muted">{_e(note)}</p>')
-    if res.violations:
-        vs = sort_violations(res.violations)
-        rows = [[v.check, v.sender, v.receiver, v.kind, v.conn_id, v.seqno, v.msg_id, v.detail] for v in vs[:MAX_ROWS]]
-        parts += [
-            "<h2>Violations</h2>",
-            _table(["check", "sender", "receiver", "kind", "conn", "seqno", "msg_id", "detail"], rows, {5}),
-        ]
-        if len(vs) > MAX_ROWS:
-            parts.append(f'<p class="muted">… and {len(vs) - MAX_ROWS} more in verdict.json</p>')
-    parts += ["<h2>Faults and delivery progress</h2>", _png(timeline_figure(res))]
     if res.info.faults:
         parts.append(_fault_table(res.info))
-    fig = latency_figure(res)
-    parts.append("<h2>Latency</h2>")
-    if fig is not None:
-        parts.append(_png(fig))
-    lat_rows = []
-    for kind, p in stats["latency_ms"]["per_kind"].items():
-        lat_rows.append(["all", kind, p.get("count"), p.get("p50"), p.get("p90"), p.get("p99"), p.get("max")])
-    for link, kinds in stats["latency_ms"]["per_link"].items():
-        for kind, p in kinds.items():
-            lat_rows.append([link, kind, p["count"], p["p50"], p["p90"], p["p99"], p["max"]])
-    parts.append(_table(["link", "kind", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat_rows, {2, 3, 4, 5, 6}))
-    parts.append("<h2>Counters</h2>")
-    mrows = [
-        [
-            m,
-            "yes" if s["alive"] else "no",
-            s["incarnations"],
-            s["events"],
-            s["send"],
-            s["deliver"],
-            s["view"],
-            s["xmit"],
-            s["ack"],
-        ]
-        for m, s in stats["members"].items()
-    ]
-    parts.append(
-        _table(
-            ["member", "alive at end", "incarnations", "events", "sends", "deliveries", "views", "xmit", "ack"],
-            mrows,
-            {2, 3, 4, 5, 6, 7, 8},
-        )
-    )
-    req = stats["required"]
-    nreq = stats["not_required"]
-    crows = [
-        ["sends (unicast / multicast)", f"{stats['sends']['unicast']:,} / {stats['sends']['multicast']:,}"],
-        ["deliveries", f"{stats['deliveries']:,}"],
-        ["owed deliveries, delivered (unicast)", f"{req['unicast']['messages']:,}, {req['unicast']['delivered']:,}"],
-        [
-            "owed deliveries, delivered (multicast)",
-            f"{req['multicast']['messages']:,}, {req['multicast']['delivered']:,}",
-        ],
-        [
-            "duplicate / phantom / out-of-order deliveries",
-            f"{stats['duplicate_deliveries']} / {stats['phantom_deliveries']} / {stats['out_of_order_deliveries']}",
-        ],
-        ["retransmissions (xmit) / acks", f"{stats['xmit']:,} / {stats['ack']:,}"],
-    ]
-    for reason, label in (
-        ("to_crashed", "to a crashed member"),
-        ("from_crashed", "from a crashed member"),
-        ("left", "from or to a member that left the group"),
-        ("excluded", "to a member that left the view"),
-    ):
-        crows.append(
-            [f"not owed: {label} (delivered anyway)", f"{nreq[reason]['messages']:,} ({nreq[reason]['delivered']:,})"]
-        )
-    parts.append(_table(["counter", "value"], crows))
+    parts += _latency_section(res, stats.latency_ms)
+    parts += ["<h2>Counters</h2>", _member_table(stats.members), _counter_table(stats)]
     parts += _bound_sections(stats)
-    if stats["skipped"]:
-        rows = [[s["file"], s["line"], s["reason"], s["text"]] for s in stats["skipped"]]
+    if stats.skipped:
+        rows = [[s.file, s.line, s.reason, s.text] for s in stats.skipped]
         parts += ["<h2>Skipped lines</h2>", _table(["file", "line", "why", "text"], rows, {1})]
     return _page(f"chaosbed: {name}", "".join(parts))
+
+
+def _violation_section(res: RunResult) -> list[str]:
+    """The violations (the first MAX_ROWS), when there are any."""
+    if not res.violations:
+        return []
+    vs = sort_violations(res.violations)
+    rows = [[v.check, v.sender, v.receiver, v.kind, v.conn_id, v.seqno, v.msg_id, v.detail] for v in vs[:MAX_ROWS]]
+    parts = [
+        "<h2>Violations</h2>",
+        _table(["check", "sender", "receiver", "kind", "conn", "seqno", "msg_id", "detail"], rows, {5}),
+    ]
+    if len(vs) > MAX_ROWS:
+        parts.append(f'<p class="muted">… and {len(vs) - MAX_ROWS} more in verdict.json</p>')
+    return parts
+
+
+def _latency_section(res: RunResult, latency: LatencyStats) -> list[str]:
+    """The latency plot (when some message was delivered) and the table per kind and per link."""
+    fig = latency_figure(res)
+    parts = ["<h2>Latency</h2>", *([_png(fig)] if fig is not None else [])]
+    rows: list[list[object]] = []
+    for kind, p in latency.per_kind.items():
+        rows.append(["all", kind, p.get("count"), p.get("p50"), p.get("p90"), p.get("p99"), p.get("max")])
+    for link, kinds in latency.per_link.items():
+        for kind, p in kinds.items():
+            rows.append([link, kind, p["count"], p["p50"], p["p90"], p["p99"], p["max"]])
+    parts.append(_table(["link", "kind", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"], rows, {2, 3, 4, 5, 6}))
+    return parts
+
+
+def _member_table(members: dict[str, MemberStats]) -> str:
+    rows = [
+        [m, "yes" if s.alive else "no", s.incarnations, s.events]
+        + [s.count(k) for k in ("send", "deliver", "view", "xmit", "ack")]
+        for m, s in members.items()
+    ]
+    headers = ["member", "alive at end", "incarnations", "events", "sends", "deliveries", "views", "xmit", "ack"]
+    return _table(headers, rows, {2, 3, 4, 5, 6, 7, 8})
+
+
+_NOT_OWED = {
+    "to_crashed": "to a crashed member",
+    "from_crashed": "from a crashed member",
+    "left": "from or to a member that left the group",
+    "excluded": "to a member that left the view",
+}
+
+
+def _counter_table(stats: RunStats) -> str:
+    """The run's counters: sends, deliveries, owed and not owed pairs, duplicates and phantoms, xmit and ack."""
+    req = stats.required
+    rows = [
+        ["sends (unicast / multicast)", f"{stats.sends.unicast:,} / {stats.sends.multicast:,}"],
+        ["deliveries", f"{stats.deliveries:,}"],
+        ["owed deliveries, delivered (unicast)", f"{req.unicast.messages:,}, {req.unicast.delivered:,}"],
+        ["owed deliveries, delivered (multicast)", f"{req.multicast.messages:,}, {req.multicast.delivered:,}"],
+        [
+            "duplicate / phantom / out-of-order deliveries",
+            f"{stats.duplicate_deliveries} / {stats.phantom_deliveries} / {stats.out_of_order_deliveries}",
+        ],
+        ["retransmissions (xmit) / acks", f"{stats.xmit:,} / {stats.ack:,}"],
+    ]
+    for reason, label in _NOT_OWED.items():
+        n = getattr(stats.not_required, reason)
+        rows.append([f"not owed: {label} (delivered anyway)", f"{n.messages:,} ({n.delivered:,})"])
+    return _table(["counter", "value"], rows)
 
 
 def matrix_figure(analysis: Analysis) -> Figure | None:
@@ -385,13 +392,13 @@ def matrix_figure(analysis: Analysis) -> Figure | None:
     import matplotlib.pyplot as plt
 
     names = [r.name for r in analysis.runs]
-    checks = sorted({c for s in analysis.stats.values() for c in s["violations"]})
+    checks = sorted({c for s in analysis.stats.values() for c in s.violations})
     if not checks:
         return None
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.3 * len(names) + 1)))
     left = np.zeros(len(names))
     for c in checks:
-        vals = np.array([analysis.stats[n]["violations"].get(c, 0) for n in names])
+        vals = np.array([analysis.stats[n].violations.get(c, 0) for n in names])
         ax.barh(names, vals, left=left, label=c)
         left += vals
     ax.invert_yaxis()
@@ -402,6 +409,7 @@ def matrix_figure(analysis: Analysis) -> Figure | None:
 
 
 def render_matrix(analysis: Analysis) -> str:
+    """The HTML report of a folder of runs: one row per run, linking to its report, and the violations per run."""
     ok = analysis.ok
     badge = '<span class="badge ok">OK</span>' if ok else '<span class="badge fail">FAIL</span>'
     bad_runs = sum(1 for r in analysis.results.values() if r.violations)
@@ -409,15 +417,15 @@ def render_matrix(analysis: Analysis) -> str:
         f"<h1>{_e(analysis.root.resolve().name)} {badge}</h1>",
         f'<p class="muted">{len(analysis.runs)} runs, {analysis.events:,} events; {bad_runs} runs with violations</p>',
     ]
-    rows = []
-    bounds = [b for b in BOUND_CHECKS if any(b in s["checks"] for s in analysis.stats.values())]
+    rows: list[list[object]] = []
+    bounds = [b for b in BOUND_CHECKS if any(s.configures(b) for s in analysis.stats.values())]
     columns = [*CORE_CHECKS, *bounds]
     for run in analysis.runs:
         s = analysis.stats[run.name]
-        link = ("html", f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
-        verdict = ("html", '<span class="ok">OK</span>' if not s["violations"] else '<span class="fail">FAIL</span>')
-        counts = [s["violations"].get(c, 0) if c in s["checks"] else "off" for c in columns]
-        rows.append([link, verdict, s["events"], *counts, s["skipped_lines"]])
+        link = Html(f'<a href="{_e(Path(run.name, "report.html").as_posix())}">{_e(run.name)}</a>')
+        verdict = Html('<span class="ok">OK</span>' if s.ok else '<span class="fail">FAIL</span>')
+        counts = [s.violations.get(c, 0) if s.configures(c) else "off" for c in columns]
+        rows.append([link, verdict, s.events, *counts, s.skipped_lines])
     parts += [
         "<h2>Runs</h2>",
         _table(["run", "verdict", "events", *columns, "skipped lines"], rows, set(range(2, len(columns) + 4))),

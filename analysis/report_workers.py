@@ -13,9 +13,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-Job = tuple[Path, str, Any, dict]  # report path, run name, RunResult, stats
+if TYPE_CHECKING:
+    from analysis.results import RunResult
+    from analysis.stats import RunStats
+
+Job = tuple[Path, str, "RunResult", "RunStats"]  # report path, run name, its results and statistics
 PARALLEL_FROM = 8  # runs; fewer are drawn in this process (a worker costs about a second to start)
 
 

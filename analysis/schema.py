@@ -82,14 +82,6 @@ def history_spark_schema(corrupt_column: str | None = None) -> StructType:
     return T.StructType(fields)
 
 
-def events_spark_schema() -> StructType:
-    """The columns of the Parquet cache: run, the history fields, pos."""
-    from pyspark.sql import types as T
-
-    base = history_spark_schema()
-    return T.StructType([T.StructField("run", T.StringType()), *base.fields, T.StructField("pos", T.LongType())])
-
-
 @dataclass(frozen=True)
 class RunFolder:
     """One run: `history/<member>.jsonl`, optional `faults.jsonl` and `scenario.toml`."""

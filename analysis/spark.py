@@ -1,16 +1,7 @@
-"""The one Spark session of a process: quiet and fast in local mode, any master on request.
+"""The one Spark session of a process, for any Spark target (spark_config.py says what a target names).
 
-A "spark target" names where the checks run (one notion everywhere: the CLI's --spark and --master, analyze's
-`master`, the CHAOSBED_SPARK environment variable when none is given):
-  None          the running Spark service of this state root (analysis/spark_service.py), else an in-process
-                local session (no service is started: a cold check costs what it always did)
-  "auto"        the Spark service, started on demand
-  "local"       always an in-process local session (also "local[N]", "local[*]")
-  "sc://H:P"    that Spark Connect server
-  anything else a classic master URL (spark://..., yarn, k8s://...), as --master always did
-
-Settings measured on a 2-core machine (see DESIGN.md, "Performance notes"): no UI, 2 shuffle partitions, bound to
-127.0.0.1, an ERROR-level log4j2 file given to the driver JVM at start (setLogLevel comes too late), 1 GiB driver.
+A local target is an in-process session, quiet and fast (spark_config.session_config); the Spark service's target is
+a Spark Connect client of its shared server-side session, taken under a lease (spark_service.lease) for each check.
 """
 
 from __future__ import annotations
@@ -18,79 +9,52 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from analysis import spark_service
+from analysis.spark_config import (
+    AUTO,
+    CONNECT_ENV,
+    LOCAL,
+    check_target,
+    connect_host_port,
+    is_connect,
+    is_local,
+    requested,
+    session_config,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOCAL = "local[*]"
-TARGET_ENV = "CHAOSBED_SPARK"
-AUTO = "auto"
-CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")  # PySpark's Connect mode markers
-_LOG4J = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _master: str | None = None
 
 
-def _log4j_file() -> Path:
-    """The shipped log4j2 file, or a copy in the temp dir when the package was installed without it."""
-    if _LOG4J.is_file():
-        return _LOG4J
-    fallback = Path(tempfile.gettempdir()) / "chaosbed-log4j2.properties"
-    fallback.write_text(
-        "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\nappender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\n"
-    )
-    return fallback
-
-
-def requested(target: str | None) -> str | None:
-    """The target asked for: `target`, else $CHAOSBED_SPARK, else None (the service if running, else local)."""
-    return target or os.environ.get(TARGET_ENV) or None
-
-
-def is_connect(target: str | None) -> bool:
-    return bool(target) and target.startswith("sc://")
-
-
-def is_local(master: str | None) -> bool:
-    """True when the target's Python workers run on this machine and read its files: an in-process session, the
-    Spark service (local or auto) or a Connect server on the loopback address."""
-    if master is None or master in (AUTO, "local") or master.startswith("local"):
-        return True
-    if is_connect(master):
-        host = master[len("sc://") :].split("/")[0].split(";")[0].rsplit(":", 1)[0]
-        return host in ("127.0.0.1", "localhost", "[::1]")
-    return False
-
-
-def check_target(target: str | None) -> None:
-    """Raises ValueError for a target that names nothing (an empty string, an sc:// URL without a port)."""
-    if target is None:
-        return
-    if not target.strip():
-        raise ValueError("an empty Spark target: use auto, local, sc://HOST:PORT or a master URL")
-    if is_connect(target) and not target[len("sc://") :].split("/")[0].split(";")[0].rsplit(":", 1)[-1].isdigit():
-        raise ValueError(f"{target}: a Spark Connect URL is sc://HOST:PORT")
-
-
 @contextlib.contextmanager
-def using(target: str | None) -> Iterator[str]:
+def using(target: str | None, warm_up: spark_service.WarmUp | None = None) -> Iterator[str]:
     """Resolves a target to a concrete one (LOCAL, an sc:// URL or a master) for one check. When that is the Spark
-    service, the check holds a lease on it: the service's idle timeout does not stop it mid-check."""
-    from analysis import spark_service
-
+    service, the check holds a lease on it: the service's idle timeout does not stop it mid-check. `warm_up` is
+    the first job of a service this starts (spark_service.start)."""
     t = requested(target)
     check_target(t)
     if t is None or t == AUTO or (is_connect(t) and _is_service(t)):
-        with spark_service.lease(start_if_needed=t == AUTO) as info:
+        with contextlib.ExitStack() as stack:
+            try:
+                lease = spark_service.lease(start_if_needed=t in (None, AUTO), warm_up=warm_up)
+                info = stack.enter_context(lease)
+            except (spark_service.SparkServiceError, OSError) as exc:
+                if t is not None:  # asked for by name: the caller reports it
+                    raise
+                print(f"chaosbed: the Spark service could not start ({exc}); checking in this process", file=sys.stderr)
+                info = None
             if info is not None:
                 yield info.client_url
                 return
@@ -101,42 +65,15 @@ def using(target: str | None) -> Iterator[str]:
 
 
 def _is_service(url: str) -> bool:
-    from analysis import spark_service
-
     info = spark_service.status()
     return info is not None and info.url == url.split("/;")[0].rstrip("/")
 
 
 def resolve(target: str | None) -> str:
-    """The concrete target (without a lease): None -> the service's URL if one runs, else LOCAL; auto -> the
-    service's URL (started if needed); local -> LOCAL."""
+    """The concrete target (without a lease): None and auto -> the service's URL (started if needed; None falls
+    back to LOCAL where it cannot start); local -> LOCAL."""
     with using(target) as concrete:
         return concrete
-
-
-def session_config(master: str | None = None) -> dict[str, str]:
-    """The configuration of chaosbed's session (a dict, so a test or a user can see and extend it)."""
-    conf = {
-        "spark.app.name": "chaosbed-check",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": "1g",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.execution.pythonUDF.arrow.enabled": "true",
-        # the per-sender groups are large; bigger Arrow batches cut per-batch overhead (measured: 2.8 s -> 2.0 s/1M)
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
-    }
-    if is_local(master):
-        conf |= {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
-        }
-    return conf
 
 
 JVM_LOG = Path(tempfile.gettempdir()) / f"chaosbed-spark-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
@@ -147,6 +84,8 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
     """The gateway JVM started in this block writes its stderr (a start-up warning about incubator modules, and any
     log line at ERROR level) to `path` instead of the terminal. Done by giving PySpark's launcher a Popen with
     `stderr` set, so this process's own stderr is never touched (safe while another thread prints)."""
+    from unittest import mock
+
     from pyspark import java_gateway
 
     original = getattr(java_gateway, "Popen", None)
@@ -155,15 +94,12 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
         return
     with open(path, "ab") as log:
 
-        def popen(*args: object, **kwargs: object) -> object:
+        def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
             kwargs.setdefault("stderr", log)
             return original(*args, **kwargs)
 
-        java_gateway.Popen = popen
-        try:
+        with mock.patch.object(java_gateway, "Popen", popen):  # restored however the block ends
             yield
-        finally:
-            java_gateway.Popen = original
 
 
 def get_spark(master: str | None = None) -> SparkSession:
@@ -181,11 +117,13 @@ def get_spark(master: str | None = None) -> SparkSession:
             _master = None
         if is_connect(concrete):
             from pyspark.sql import SparkSession
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             _probe(concrete)
             _session = SparkSession.builder.remote(concrete).getOrCreate()
-            if "session_id=" in concrete:  # the service's shared session: stopping a client must not close it
-                _session.release_session_on_close = False
+            spark_service.on_stop(drop_connect_session)  # stopping the service first closes this client
+            if "session_id=" in concrete and isinstance(_session, ConnectSession):
+                _session.release_session_on_close = False  # the service's shared session: a client must not close it
             # at exit the client would release the session and clean up over RPCs, retrying for minutes when the
             # server is gone; closing the channel first (atexit runs the later handler first) skips all that
             atexit.register(_close_client, _session)
@@ -214,8 +152,7 @@ def _probe(url: str) -> None:
     """Fails at once when nothing listens at a Connect URL (the client would retry for minutes)."""
     import socket
 
-    hostport = url[len("sc://") :].split("/")[0].split(";")[0]
-    host, _, port = hostport.rpartition(":")
+    host, _, port = connect_host_port(url).rpartition(":")
     try:
         socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=5).close()
     except (OSError, ValueError) as exc:
@@ -270,14 +207,3 @@ def default_parallelism(spark: SparkSession) -> int:
         return spark.sparkContext.defaultParallelism
     value = spark.conf.get("spark.default.parallelism", None)
     return int(value) if value and value.isdigit() else (os.cpu_count() or 2)
-
-
-def warm_up_job(url: str) -> None:
-    """Checks a tiny synthetic run on a Connect server: its Python workers import the checks and its JVM compiles
-    the job's path once, so the first real check is as quick as the later ones (measured: 4.7 s -> 1.4 s)."""
-    from analysis.pipeline import run_pipeline
-    from analysis.synth import write_run
-
-    with tempfile.TemporaryDirectory(prefix="chaosbed-warm-up-") as tmp:
-        write_run(Path(tmp) / "run", members=3, rounds=10, inject=("gap",), seed=0)
-        run_pipeline(Path(tmp) / "run", url)

@@ -8,7 +8,7 @@ every executor sees (as for any Spark input).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.ingest import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
+from analysis.cache import GROUP_ARROW, BadLine, Group, RunSummary, group_dir_name
 from analysis.schema import RunFolder, history_spark_schema
 from analysis.spark import default_parallelism
 
@@ -43,65 +43,105 @@ OUT = pa.schema(
 )
 
 
-def _writer(groups_dir: str) -> callable:
+TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+GroupId = tuple[str, str | None]  # (run, key)
+
+
+class _TaskRows:
+    """What a task returns to the driver (OUT): counters, views, unparseable lines and the groups it wrote."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[object]] = {f.name: [] for f in OUT}
+
+    def emit(self, **kw: object) -> None:
+        for name, col in self.columns.items():
+            col.append(kw.get(name))
+
+    def bad_lines(self, bad: pa.Table) -> None:
+        for r in bad.select(["run", "_file", "pos", CORRUPT]).to_pylist():
+            text = (r[CORRUPT] or "an event without t, member or event")[:120]
+            self.emit(rtype="bad", run=r["run"], member=Path(r["_file"]).stem, pos=r["pos"], text=text, key=r["_file"])
+
+    def views(self, good: pa.Table) -> None:
+        for r in good.filter(pc.equal(good["event"], "view")).to_pylist():
+            self.emit(rtype="view", run=r["run"], member=r["member"], tmin=r["t"], pos=r["pos"],
+                      view_id=r["view_id"], members=r["members"] or [], merge=bool(r["merge"]))  # fmt: skip
+
+    def table(self) -> pa.Table:
+        return pa.table(self.columns, schema=OUT)
+
+
+def _add_counts(counts: dict[tuple[str, str, str], list[int]], good: pa.Table) -> None:
+    """Adds a batch's events to the per (run, member, event) count, first and last time and last position."""
+    agg = good.group_by(["run", "member", "event"]).aggregate(
+        [("t", "count"), ("t", "min"), ("t", "max"), ("pos", "max")]
+    )
+    for r in agg.to_pylist():
+        k = (r["run"], r["member"], r["event"])
+        old = counts.get(k)
+        new = [r["t_count"], r["t_min"], r["t_max"], r["pos_max"]]
+        counts[k] = new if old is None else [old[0] + new[0], min(old[1], new[1]), max(old[2], new[2]),
+                                             max(old[3], new[3])]  # fmt: skip
+
+
+class _PartWriter:
+    """Writes a sorted partition's events to part files: one per group, as its (run, key) segments arrive."""
+
+    def __init__(self, groups_dir: Path, rows: _TaskRows) -> None:
+        self.groups_dir, self.rows = groups_dir, rows
+        self.current: GroupId | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.written = 0
+
+    def write(self, group: GroupId, part: pa.Table) -> None:
+        writer = self.writer
+        if group != self.current or writer is None:
+            self.close()
+            folder = self.groups_dir / group_dir_name(*group)
+            folder.mkdir(parents=True, exist_ok=True)
+            writer = self.writer = pq.ParquetWriter(folder / f"part-{uuid.uuid4().hex}.parquet", GROUP_ARROW)
+            self.current, self.written = group, 0
+        writer.write_table(part)
+        self.written += part.num_rows
+
+    def write_segments(self, good: pa.Table) -> None:
+        """The contiguous (run, key) segments of a batch of the sorted partition."""
+        keys = good.select(["run", "key"]).to_pylist()
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i < len(keys) and keys[i] == keys[start]:
+                continue
+            self.write((keys[start]["run"], keys[start]["key"]), good.slice(start, i - start))
+            start = i
+
+    def close(self) -> None:
+        """Ends the current group's part file and reports it."""
+        if self.writer is not None and self.current is not None:
+            self.writer.close()
+            self.rows.emit(rtype="group", run=self.current[0], key=self.current[1], n=self.written)
+        self.writer = None
+
+
+def _writer(groups_dir: str) -> TaskFunction:
     """The task function: writes each (run, key) segment of its sorted partition to a part file of the group."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows: dict[str, list] = {f.name: [] for f in OUT}
-
-        def emit(**kw: object) -> None:
-            for name, col in rows.items():
-                col.append(kw.get(name))
-
-        counts: dict[tuple, list[int]] = {}
-        current: tuple | None = None
-        writer: pq.ParquetWriter | None = None
-        written = 0
+        rows = _TaskRows()
+        parts = _PartWriter(Path(groups_dir), rows)
+        counts: dict[tuple[str, str, str], list[int]] = {}
         for batch in batches:
             tbl = pa.Table.from_batches([batch])
-            bad = tbl.filter(tbl["_bad"])
-            for r in bad.select(["run", "_file", "pos", CORRUPT]).to_pylist():
-                emit(rtype="bad", run=r["run"], member=Path(r["_file"]).stem, pos=r["pos"],
-                     text=(r[CORRUPT] or "an event without t, member or event")[:120], key=r["_file"])  # fmt: skip
+            rows.bad_lines(tbl.filter(tbl["_bad"]))
             good = tbl.filter(pc.invert(tbl["_bad"])).drop_columns(["_bad", "_file", CORRUPT])
             if not good.num_rows:
                 continue
-            for r in good.filter(pc.equal(good["event"], "view")).to_pylist():
-                emit(rtype="view", run=r["run"], member=r["member"], tmin=r["t"], pos=r["pos"],
-                     view_id=r["view_id"], members=r["members"] or [], merge=bool(r["merge"]))  # fmt: skip
-            agg = good.group_by(["run", "member", "event"]).aggregate(
-                [("t", "count"), ("t", "min"), ("t", "max"), ("pos", "max")]
-            )
-            for r in agg.to_pylist():
-                k = (r["run"], r["member"], r["event"])
-                old = counts.get(k)
-                new = [r["t_count"], r["t_min"], r["t_max"], r["pos_max"]]
-                counts[k] = new if old is None else [old[0] + new[0], min(old[1], new[1]), max(old[2], new[2]),
-                                                     max(old[3], new[3])]  # fmt: skip
-            good = good.select(GROUP_ARROW.names).cast(GROUP_ARROW)
-            keys = good.select(["run", "key"]).to_pylist()
-            start = 0
-            for i in range(1, len(keys) + 1):  # contiguous (run, key) segments of the sorted partition
-                if i < len(keys) and keys[i] == keys[start]:
-                    continue
-                k = (keys[start]["run"], keys[start]["key"])
-                if k != current:
-                    if writer is not None:
-                        writer.close()
-                        emit(rtype="group", run=current[0], key=current[1], n=written)
-                    folder = Path(groups_dir) / group_dir_name(*k)
-                    folder.mkdir(parents=True, exist_ok=True)
-                    writer = pq.ParquetWriter(folder / f"part-{uuid.uuid4().hex}.parquet", GROUP_ARROW)
-                    current, written = k, 0
-                writer.write_table(good.slice(start, i - start))
-                written += i - start
-                start = i
-        if writer is not None:
-            writer.close()
-            emit(rtype="group", run=current[0], key=current[1], n=written)
+            rows.views(good)
+            _add_counts(counts, good)
+            parts.write_segments(good.select(GROUP_ARROW.names).cast(GROUP_ARROW))
+        parts.close()
         for (run, member, event), (n, tmin, tmax, pos) in counts.items():
-            emit(rtype="count", run=run, member=member, event=event, n=n, tmin=tmin, tmax=tmax, pos=pos)
-        yield from pa.table(rows, schema=OUT).to_batches()
+            rows.emit(rtype="count", run=run, member=member, event=event, n=n, tmin=tmin, tmax=tmax, pos=pos)
+        yield from rows.table().to_batches()
 
     return write
 
@@ -115,8 +155,8 @@ def ingest_with_spark(
     files = [str(f.absolute()) for run in runs for f in run.history_files]  # the server's cwd is not ours
     mapping = []
     for run in runs:
-        for key in {str(run.path.resolve()), run.path.resolve().as_uri()}:
-            mapping += [F.lit(key), F.lit(run.name)]
+        for spelling in {str(run.path.resolve()), run.path.resolve().as_uri()}:
+            mapping += [F.lit(spelling), F.lit(run.name)]
     df = (
         spark.read.schema(history_spark_schema(CORRUPT))
         .option("mode", "PERMISSIVE")
@@ -151,7 +191,7 @@ def ingest_with_spark(
             s.add_counts(r["member"], r["event"], r["n"], r["tmin"], r["tmax"], r["pos"])
             s.events += r["n"]
         elif r["rtype"] == "view":
-            s.views.append([r["member"], r["tmin"], r["pos"], r["view_id"], r["members"], r["merge"]])
+            s.views.append((r["member"], r["tmin"], r["pos"], r["view_id"], r["members"], r["merge"]))
         elif r["rtype"] == "group":
             g = groups.setdefault((r["run"], r["key"]), Group(r["run"], r["key"], "", 0))
             g.path = f"groups/{group_dir_name(r['run'], r['key'])}"
@@ -168,7 +208,9 @@ def ingest_with_spark(
     return summaries, list(groups.values())
 
 
-def _neighbour_times(spark: SparkSession, groups_dir: Path, run: str, member: str, pos: int) -> tuple:
+def _neighbour_times(
+    spark: SparkSession, groups_dir: Path, run: str, member: str, pos: int
+) -> tuple[int | None, int | None]:
     """Times of the member's events just before and after a damaged line (rare: one small query each)."""
     from pyspark.sql import functions as F
 
@@ -178,4 +220,4 @@ def _neighbour_times(spark: SparkSession, groups_dir: Path, run: str, member: st
         F.max(F.when(F.col("pos") < pos, F.col("t"))).alias("prev"),
         F.min(F.when(F.col("pos") > pos, F.col("t"))).alias("next"),
     ).first()
-    return row["prev"], row["next"]
+    return (None, None) if row is None else (row["prev"], row["next"])

@@ -1,10 +1,11 @@
 """The warm Spark service: one local Spark Connect server per state root, shared by every check on the machine.
 
 A check in a fresh process pays 7-11 s of JVM and session start-up (DESIGN.md); against a running Spark Connect
-server it pays only the client's imports and its jobs. The server is started by `start()` (or `chaosbed spark start`,
-or any check with the target `auto`) and lives in its own session: a small supervisor process (`python -m
-analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the state file once
-the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using it.
+server it pays only the client's imports and its jobs. The server is started by `start()` (`chaosbed spark start`)
+or on demand by a check (no target, or the target `auto`), and lives in its own session: a small supervisor process
+(`python -m analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the state
+file once the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using it
+(DEFAULT_IDLE_TIMEOUT for `start`, ON_DEMAND_IDLE_TIMEOUT for a service a check started).
 
 State (`$CHAOSBED_STATE/spark/`, else /run/chaosbed/spark as root or /tmp/chaosbed/spark, as for clusters):
   state.json   the ServiceInfo of the running server (written by the supervisor when the port is open)
@@ -12,6 +13,11 @@ State (`$CHAOSBED_STATE/spark/`, else /run/chaosbed/spark as root or /tmp/chaosb
   last-used    its mtime is the last time a check finished or a session was handed out
   leases/      one file per check in flight (`<pid>-<n>`); a lease of a dead process does not count
   server.log   the JVM's and the supervisor's output (ERROR level only)
+
+Whoever starts the server runs a first job on it (a warm-up, see `start`) before using it. The caller passes the
+warm-up (the pipeline passes its own check of a tiny run, analysis/pipeline.py); a caller without one (`chaosbed spark
+start`) gets that same check in a child process (`python -m analysis.warm_up URL`): this module sits below the
+pipeline, which takes its leases, so it does not import it.
 
 The supervisor records a fingerprint of the analysis code: the server's Python workers import `analysis.*` once and
 keep it, so a server started before the code changed would check with the old code. Such a server is not used (and
@@ -41,13 +47,20 @@ from pathlib import Path
 
 import psutil
 
+from analysis.spark_config import CONNECT_ENV, LOCAL, session_config
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_IDLE_TIMEOUT = 900.0
+DEFAULT_IDLE_TIMEOUT = 900.0  # a service started by `chaosbed spark start` (its --idle-timeout)
+# A service a check started on demand (the default target, or auto): it outlives a check by a few minutes, so that
+# the next one (a re-run, the next `chaosbed run`) finds it warm, and its JVM (1 GiB) does not linger for long after.
+ON_DEMAND_IDLE_TIMEOUT = 300.0
 START_TIMEOUT = 180.0  # JVM start on a loaded 2-core machine: measured 8-20 s
 STOP_TIMEOUT = 20.0
 LOCK_TIMEOUT = START_TIMEOUT + 60.0
 _ANALYSIS = Path(__file__).resolve().parent
 _leases = itertools.count()
+WarmUp = Callable[[str], None]  # a first job on a new server, given its client URL
+_stop_hooks: list[Callable[[str], None]] = []
 
 
 class SparkServiceError(RuntimeError):
@@ -166,14 +179,6 @@ def _jvm(info: ServiceInfo) -> psutil.Process | None:
     return _matching(info.jvm_pid, SERVER_CLASS, f"spark.connect.grpc.binding.port={info.port}")
 
 
-def _descendants(pid: int) -> list[int]:
-    """`pid`'s children, grandchildren, ... (Spark's Python daemons run in process groups of their own)."""
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
 def _terminate(procs: list[psutil.Process], timeout: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `timeout` to those still there. psutil.Process objects remember their process's
     start time, so a pid reused meanwhile by another process is never signalled."""
@@ -279,12 +284,13 @@ def status() -> ServiceInfo | None:
         return _live_state(folder)
 
 
-def start(idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> ServiceInfo:
+def start(idle_timeout: float = DEFAULT_IDLE_TIMEOUT, warm_up: WarmUp | None = None) -> ServiceInfo:
     """Starts the service unless it runs (then returns it); safe when several processes call it at once. Returns once
-    a client can connect and the server's Python workers are warm. Raises SparkServiceError when it cannot start,
-    leaving nothing behind."""
+    a client can connect and the server's Python workers are warm: `warm_up(client_url)` has run a first job (None:
+    the pipeline's warm-up in a child process). Raises SparkServiceError when it cannot start, leaving nothing
+    behind."""
     with _locked() as folder:
-        info = _ensure_locked(folder, idle_timeout)
+        info = _ensure_locked(folder, idle_timeout, warm_up)
         _touch(folder)
         return info
 
@@ -295,17 +301,26 @@ def stop() -> bool:
         info = _read_state(folder)
         running = info is not None and _supervisor(info, folder) is not None
         if info is not None:
-            if "analysis.spark" in sys.modules:  # this process's client must not retry a dead server at exit
-                sys.modules["analysis.spark"].drop_connect_session(info.url)
+            for hook in _stop_hooks:  # this process's client must not retry a dead server at exit
+                hook(info.url)
             _stop_service(info, folder)
         _clear(folder)
         return running
 
 
+def on_stop(hook: Callable[[str], None]) -> None:
+    """Calls `hook(url)` before this process stops a service (spark.py closes its Connect client to it)."""
+    if hook not in _stop_hooks:
+        _stop_hooks.append(hook)
+
+
 @contextlib.contextmanager
-def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Iterator[ServiceInfo | None]:
+def lease(
+    start_if_needed: bool = False, idle_timeout: float = ON_DEMAND_IDLE_TIMEOUT, warm_up: WarmUp | None = None
+) -> Iterator[ServiceInfo | None]:
     """Marks a check in flight: the idle timeout does not stop the service while this block runs. Yields the service
-    (started first when `start_if_needed`), or None when none runs with the current analysis code."""
+    (started first when `start_if_needed`, with `warm_up` as in `start`), or None when none runs with the current
+    analysis code."""
     folder = service_dir()
     if not start_if_needed and not (folder / "state.json").exists():
         yield None
@@ -314,7 +329,7 @@ def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIME
     with _locked(folder):
         info = _live_state(folder)
         if start_if_needed:
-            info = _ensure_locked(folder, idle_timeout)
+            info = _ensure_locked(folder, idle_timeout, warm_up)
         elif info is not None and info.code != code_fingerprint():
             info = None  # started with other analysis code: not used, see the module's docstring
         if info is not None:
@@ -329,7 +344,7 @@ def lease(start_if_needed: bool = False, idle_timeout: float = DEFAULT_IDLE_TIME
             _touch(folder)
 
 
-def _ensure_locked(folder: Path, idle_timeout: float) -> ServiceInfo:
+def _ensure_locked(folder: Path, idle_timeout: float, warm_up: WarmUp | None) -> ServiceInfo:
     """The running service with the current code, else a new one (under the lock)."""
     info = _live_state(folder)
     if info is not None and info.code == code_fingerprint():
@@ -344,7 +359,7 @@ def _ensure_locked(folder: Path, idle_timeout: float) -> ServiceInfo:
             return info
         _stop_service(info, folder)
         _clear(folder)
-    return _spawn(folder, idle_timeout)
+    return _spawn(folder, idle_timeout, warm_up)
 
 
 def _preflight() -> Path:
@@ -371,15 +386,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
+def _spawn(folder: Path, idle_timeout: float, warm_up: WarmUp | None) -> ServiceInfo:
     """Starts the supervisor in a session of its own and waits for its state file (or its failure)."""
     home = _preflight()
     log = folder / "server.log"
     cmd = [sys.executable, "-m", "analysis.spark_service", "serve", str(folder), str(_free_port()), str(idle_timeout)]
     env = dict(os.environ, SPARK_HOME=str(home))
-    for var in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):  # the caller's Connect client
+    for var in CONNECT_ENV:  # the caller's Connect client
         env.pop(var, None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ANALYSIS.parent), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = _pythonpath()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=folder, start_new_session=True)  # fmt: skip
@@ -400,21 +415,36 @@ def _spawn(folder: Path, idle_timeout: float) -> ServiceInfo:
         )
     info = _read_state(folder)
     try:
-        _warm_up(info.client_url)
+        if info is None:
+            raise SparkServiceError("its state file is unreadable")
+        (warm_up or _warm_up_in_child)(info.client_url)
     except Exception as exc:
         _stop_child(proc)
         _clear(folder)
-        raise SparkServiceError(
-            f"the Spark Connect server at {info.url} started but its first job failed: {exc}"
-        ) from exc
+        where = f" at {info.url}" if info is not None else ""
+        raise SparkServiceError(f"the Spark Connect server{where} started but its first job failed: {exc}") from exc
     return info
 
 
-def _warm_up(url: str) -> None:
-    """One small job that imports the checks in the server's Python workers (the first job costs ~10 s)."""
-    from analysis.spark import warm_up_job
+def _pythonpath() -> str:
+    """PYTHONPATH for the service's processes: this checkout's analysis package first."""
+    return os.pathsep.join(filter(None, [str(_ANALYSIS.parent), os.environ.get("PYTHONPATH")]))
 
-    warm_up_job(url)
+
+def _warm_up_in_child(url: str) -> None:
+    """The pipeline's warm-up (analysis/warm_up.py) in a child process, for a caller that brings none."""
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
+    for var in CONNECT_ENV:
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "analysis.warm_up", url]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=START_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise SparkServiceError(f"the warm-up job did not end within {START_TIMEOUT:.0f} s") from None
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise SparkServiceError(f"the warm-up job exited with {proc.returncode}: {tail}")
 
 
 # --- the supervisor -----------------------------------------------------------------------------------------------
@@ -422,8 +452,6 @@ def _warm_up(url: str) -> None:
 
 def server_command(home: Path, port: int) -> list[str]:
     """spark-submit of the Connect server with chaosbed's session settings, bound to 127.0.0.1:port."""
-    from analysis.spark import LOCAL, session_config
-
     conf = session_config(LOCAL) | {
         "spark.app.name": "chaosbed-spark-service",
         "spark.connect.grpc.binding.address": "127.0.0.1",

@@ -19,14 +19,15 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.config import bound_ns
-from analysis.membership import RunInfo, parse_address
+from analysis.histogram import hist_bin
+from analysis.membership import RunInfo
+from analysis.stream_arrays import DeliveryArrays, SendArrays, ViewArrays, member_codes, to_numpy
 
 OUT_SCHEMA = pa.schema(
     [
@@ -47,27 +48,13 @@ OUT_SCHEMA = pa.schema(
     ]
 )
 INPUT_COLUMNS = ["event", "member", "kind", "sender", "dest", "dest_address", "conn_id", "seqno", "msg_id", "t", "pos"]
-HIST_PER_OCTAVE = 32  # latency histogram resolution (about 2 % per bin)
 PROGRESS_BUCKETS = 200
-
-
-def hist_bin(latency_ns: np.ndarray) -> np.ndarray:
-    """Log-scale bin of each latency; -1 for latencies <= 0 (a clock or history problem)."""
-    out = np.full(latency_ns.shape, -1, dtype=np.int64)
-    pos = latency_ns > 0
-    out[pos] = np.floor(np.log2(latency_ns[pos].astype(np.float64)) * HIST_PER_OCTAVE).astype(np.int64)
-    return out
-
-
-def bin_value(b: int) -> float:
-    """The geometric middle of a histogram bin, in ns."""
-    return float(2 ** ((b + 0.5) / HIST_PER_OCTAVE)) if b >= 0 else 0.0
 
 
 class _Out:
     def __init__(self, run: str) -> None:
         self.run = run
-        self.rows: dict[str, list] = {f.name: [] for f in OUT_SCHEMA}
+        self.rows: dict[str, list[object]] = {f.name: [] for f in OUT_SCHEMA}
 
     def add(self, rtype: str, **kw: object) -> None:
         for name, col in self.rows.items():
@@ -75,145 +62,6 @@ class _Out:
 
     def table(self) -> pa.Table:
         return pa.table(self.rows, schema=OUT_SCHEMA)
-
-
-def _np(col: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:
-    return np.asarray(pc.fill_null(col, fill).to_numpy(zero_copy_only=False))
-
-
-def _codes(col: pa.ChunkedArray, values: list[str]) -> np.ndarray:
-    return _np(pc.index_in(col, value_set=pa.array(values, pa.string())), -1).astype(np.int64)
-
-
-@dataclass
-class _Views:
-    """A member's views (final incarnation) as arrays, with, per other member, the last view lacking it."""
-
-    t: np.ndarray
-    pos: np.ndarray
-    last_without: dict[str, int]
-    members: list[frozenset[str]]
-
-    @classmethod
-    def of(cls, info: RunInfo, member: str, final_only: bool = True) -> _Views:
-        vs = (info.views if final_only else info.all_views).get(member, [])
-        last = {m: max((i for i, v in enumerate(vs) if m not in v.members), default=-1) for m in info.members}
-        return cls(
-            np.array([v.t for v in vs], np.int64),
-            np.array([v.pos for v in vs], np.int64),
-            last,
-            [v.members for v in vs],
-        )
-
-    def contains(self, member: str) -> np.ndarray:
-        """Per view: whether `member` is in it (one extra False entry so an index of -1 stays in range)."""
-        return np.array([member in v for v in self.members] + [False], bool)
-
-    def at_pos(self, pos: np.ndarray) -> np.ndarray:
-        """Index of the current view at each position of the same member's file (-1: none yet)."""
-        return np.searchsorted(self.pos, pos, side="right") - 1
-
-    def at_time(self, t: np.ndarray) -> np.ndarray:
-        """Index of the current view at each time (a view installed at the same time counts)."""
-        return np.searchsorted(self.t, t, side="right") - 1
-
-
-@dataclass
-class _Sends:
-    """The sender's send events as arrays (one entry per send)."""
-
-    msg: pa.Array
-    mc: np.ndarray  # multicast?
-    dest: np.ndarray  # member code, -1 for multicast or unknown
-    to_inc: np.ndarray  # unicast: the receiver's incarnation number (1 = first) it was addressed to, 0 = not said
-    conn: np.ndarray  # conn_id code, 0 = none
-    conn_str: list[str | None]  # code -> conn_id
-    seq: np.ndarray
-    t: np.ndarray
-    pos: np.ndarray
-    inc: np.ndarray  # the sender's incarnation at the send
-    ok: np.ndarray  # sent by the sender's final incarnation, and the sender is alive at the end
-
-    @classmethod
-    def read(cls, tbl: pa.Table, info: RunInfo, sender: str | None) -> _Sends:
-        sends = tbl.filter(pc.and_(pc.equal(tbl["event"], "send"), pc.equal(tbl["member"], sender)))
-        sends = sends.filter(pc.is_valid(sends["msg_id"]))
-        conn = pc.dictionary_encode(sends["conn_id"].combine_chunks())
-        t = _np(sends["t"], 0).astype(np.int64)
-        inc = np.searchsorted(np.array(info.restarts.get(sender, []), np.int64), t, side="right")
-        dest = _codes(sends["dest"], info.members)
-        return cls(
-            msg=sends["msg_id"].combine_chunks(),
-            mc=_np(pc.equal(sends["kind"], "multicast"), False).astype(bool),
-            dest=dest,
-            to_inc=_addressed(sends, dest, info.members),
-            conn=_np(conn.indices, -1).astype(np.int64) + 1,
-            conn_str=[None, *conn.dictionary.to_pylist()],
-            seq=_np(sends["seqno"], -1).astype(np.int64),
-            t=t,
-            pos=_np(sends["pos"], 0).astype(np.int64),
-            inc=inc,
-            ok=bool(info.alive.get(sender, False)) & (inc == info.final_inc(sender)),
-        )
-
-
-def _addressed(sends: pa.Table, dest: np.ndarray, members: list[str]) -> np.ndarray:
-    """Per send: the incarnation number of `dest` its `dest_address` names (0: none, or not an address of `dest`;
-    membership.addressed_incarnation, as in the reference checker). A sender has few distinct addresses: each is
-    parsed once."""
-    if "dest_address" not in sends.column_names or not sends.num_rows:
-        return np.zeros(sends.num_rows, np.int64)
-    enc = pc.dictionary_encode(sends["dest_address"].combine_chunks())
-    code = {m: i for i, m in enumerate(members)}
-    parsed = [parse_address(a) for a in enc.dictionary.to_pylist()]
-    # one entry per distinct address, and a last one for a null address (index -1) that matches no destination
-    names = np.array([code.get(p[0], -2) if p else -2 for p in parsed] + [-2], np.int64)
-    incs = np.array([min(p[1], 1 << 62) if p else 0 for p in parsed] + [0], np.int64)  # any huge one is no match
-    idx = _np(enc.indices, -1).astype(np.int64)
-    return np.where(names[idx] == dest, incs[idx], 0)
-
-
-@dataclass
-class _Deliveries:
-    """The deliveries of the sender's messages, at every receiver, joined to the sends on msg_id."""
-
-    rows: pa.Table
-    recv: np.ndarray  # member code
-    t: np.ndarray
-    pos: np.ndarray
-    idx: np.ndarray  # index of the send, -1 when none
-    rinc: np.ndarray  # the receiver's incarnation at the delivery
-    phantom: np.ndarray
-    why: np.ndarray  # 0 never sent, 1 sent to another member, 2 another kind
-
-    @classmethod
-    def read(cls, tbl: pa.Table, info: RunInfo, s: _Sends) -> _Deliveries:
-        rows = tbl.filter(pc.equal(tbl["event"], "deliver"))
-        recv = _codes(rows["member"], info.members)
-        t = _np(rows["t"], 0).astype(np.int64)
-        idx = _np(pc.index_in(rows["msg_id"], value_set=s.msg), -1).astype(np.int64)
-        found = idx >= 0
-        safe = np.where(found, idx, 0)
-        has_sends = len(s.msg) > 0
-        wrong_kind = (
-            found & (s.mc[safe] != _np(pc.equal(rows["kind"], "multicast"), False).astype(bool)) if has_sends else found
-        )
-        wrong_dest = found & ~s.mc[safe] & (s.dest[safe] != recv) if has_sends else found
-        rinc = np.zeros(len(t), np.int64)
-        for code, m in enumerate(info.members):
-            sel = recv == code
-            if info.restarts.get(m) and sel.any():
-                rinc[sel] = np.searchsorted(np.array(info.restarts[m], np.int64), t[sel], side="right")
-        return cls(
-            rows=rows,
-            recv=recv,
-            t=t,
-            pos=_np(rows["pos"], 0).astype(np.int64),
-            idx=idx,
-            rinc=rinc,
-            phantom=~found | wrong_kind | wrong_dest | (recv < 0),
-            why=np.where(~found, 0, np.where(wrong_dest, 1, 2)),
-        )
 
 
 def _segments(keys: np.ndarray) -> np.ndarray:
@@ -243,12 +91,13 @@ class _SenderPass:
         self.info, self.sender, self.conf = info, sender, info.checks
         self.members = info.members
         self.out = _Out(info.run)
-        self.counts: Counter = Counter()
-        self.s = _Sends.read(tbl, info, sender)
-        self.d = _Deliveries.read(tbl, info, self.s)
+        self.counts: Counter[str] = Counter()
+        self.s = SendArrays.read(tbl, info, sender)
+        self.d = DeliveryArrays.read(tbl, info, self.s)
         self.alive = np.array([bool(info.alive.get(m)) for m in self.members])
         self.left = np.array([m in info.left for m in self.members], bool)
         self.sender_left = sender in info.left
+        self.sender_final_inc = info.final_inc(sender) if sender is not None else 0
         self.heals = np.array(info.heals(), np.int64)
         self.within = None if self.conf.delivery_bound is None else bound_ns(self.conf.delivery_bound)
         self.recovery_max = -1  # the longest delivery time counted from the later of send and heal (ns)
@@ -414,21 +263,21 @@ class _SenderPass:
     def owed_multicast(self, first: np.ndarray) -> None:
         """Per receiver: the multicasts it was owed (see docs/analysis.md: both alive, in each other's view at the
         send, and neither left the other's view afterwards), and those it was merely addressed."""
-        s, d, info = self.s, self.d, self.info
+        s, d, info, sender = self.s, self.d, self.info, self.sender
         mc = np.flatnonzero(s.mc)
-        if not len(mc):
+        if not len(mc) or sender is None:  # (a group without a sender sent nothing)
             return
-        views_s, views_s_all = _Views.of(info, self.sender), _Views.of(info, self.sender, final_only=False)
+        views_s, views_s_all = ViewArrays.of(info, sender), ViewArrays.of(info, sender, final_only=False)
         cur_s, cur_s_all = views_s.at_pos(s.pos[mc]), views_s_all.at_pos(s.pos[mc])
         f_idx, f_recv = d.idx[first], d.recv[first]
         for r, name in enumerate(self.members):
             delivered = np.zeros(len(s.t), bool)
             delivered[f_idx[s.mc[f_idx] & (f_recv == r)]] = True
             if info.has_views:
-                views_r = _Views.of(info, name)
+                views_r = ViewArrays.of(info, name)
                 cur_r = views_r.at_time(s.t[mc])
                 s_has_r = (cur_s >= 0) & (cur_s > views_s.last_without[name])
-                r_has_s = (cur_r >= 0) & (cur_r > views_r.last_without[self.sender])
+                r_has_s = (cur_r >= 0) & (cur_r > views_r.last_without[sender])
                 in_view = views_s_all.contains(name)[cur_s_all]  # index -1 hits the extra False
                 addressed = in_view | (s_has_r & r_has_s)
             else:
@@ -478,7 +327,7 @@ class _SenderPass:
         c = self.counts
         c[f"required_{kind}"] += int(owed.sum())
         c[f"required_delivered_{kind}"] += int((owed & delivered).sum())
-        from_left = ~sender_ok & (self.s.inc[idx] == self.info.final_inc(self.sender)) & self.sender_left
+        from_left = ~sender_ok & (self.s.inc[idx] == self.sender_final_inc) & self.sender_left
         to_left = sender_ok & ~recv_ok & to_final & self.left[recv]
         reasons = {
             "from_crashed": ~sender_ok & ~from_left,
@@ -549,10 +398,10 @@ def control_counts(tbl: pa.Table, info: RunInfo) -> pa.Table:
     rows = tbl.filter(pc.is_in(tbl["event"], value_set=pa.array(kinds, pa.string())))
     if not rows.num_rows:
         return out.table()
-    member = _codes(rows["member"], info.members)
-    kind = _codes(rows["event"], kinds)
+    member = member_codes(rows["member"], info.members)
+    kind = member_codes(rows["event"], kinds)
     heals = np.array(info.heals(), np.int64)
-    interval = np.searchsorted(heals, _np(rows["t"], 0).astype(np.int64), side="right")
+    interval = np.searchsorted(heals, to_numpy(rows["t"], 0).astype(np.int64), side="right")
     n_int = len(heals) + 1
     keys, counts = np.unique((member * len(kinds) + kind) * n_int + interval, return_counts=True)
     for key, n in zip(keys, counts, strict=True):
@@ -567,7 +416,9 @@ def _kind(is_multicast: bool) -> str:
     return "multicast" if is_multicast else "unicast"
 
 
-def _latency(out: _Out, sender: str, members: list[str], recv: np.ndarray, lat: np.ndarray, mc: np.ndarray) -> None:
+def _latency(
+    out: _Out, sender: str | None, members: list[str], recv: np.ndarray, lat: np.ndarray, mc: np.ndarray
+) -> None:
     if not len(lat):
         return
     key = recv * 2 + mc.astype(np.int64)

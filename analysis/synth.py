@@ -63,6 +63,17 @@ class Truth:
     stale_sends: int = 0  # unicasts sent to a restarted member's old incarnation after its restart record
 
 
+@dataclass
+class _Plan:
+    """The rounds at which the run injections happen (None: not in this run)."""
+
+    kill: int | None = None
+    restart: int | None = None
+    partition: int | None = None
+    heal: int | None = None
+    diverge: int | None = None
+
+
 def member_names(n: int) -> list[str]:
     return [chr(ord("A") + i) if n <= 26 else f"M{i}" for i in range(n)]
 
@@ -120,6 +131,7 @@ class _Run:
                 self.targets[what] = (min(rounds - 1, int(rounds * spots[what])), kind)
         self.joined_at: int | None = None
         self.reorder_first: tuple | None = None
+        self.vid = 1  # the number in the next view id
 
     # ---- emitting -------------------------------------------------------------------------------------------------
     def _push(self, member: str, t: int, item: tuple | str) -> int:
@@ -249,80 +261,36 @@ class _Run:
         return rnd == self.rounds - 1
 
     # ---- the run --------------------------------------------------------------------------------------------------
+    def plan(self) -> _Plan:
+        """The rounds of the run injections; sets the victim's planned downtime."""
+        plan = _Plan()
+        if any(k in self.inj for k in ("crash", "truncated", "restart")):
+            plan.kill = int(self.rounds * 0.4)
+            self.down = (T0 + plan.kill * ROUND, 1 << 62)
+        if "restart" in self.inj:
+            plan.restart = int(self.rounds * 0.6)
+            self.down = (T0 + int(self.rounds * 0.4) * ROUND, T0 + plan.restart * ROUND)
+        if "partition" in self.inj:
+            plan.partition, plan.heal = int(self.rounds * 0.4), int(self.rounds * 0.6)
+        if "diverge" in self.inj:
+            plan.diverge = int(self.rounds * 0.9)
+        return plan
+
     def generate(self) -> None:
-        names, victim = self.names, self.victim
+        names = self.names
         for m in names:
             self.view(m, T0 - 1_000_000, f"{names[0]}|1", names)
-        kill_r = restart_r = part_r = heal_r = diverge_r = None
-        if any(k in self.inj for k in ("crash", "truncated", "restart")):
-            kill_r = int(self.rounds * 0.4)
-            self.down = (T0 + kill_r * ROUND, 1 << 62)
-        if "restart" in self.inj:
-            restart_r = int(self.rounds * 0.6)
-            self.down = (T0 + kill_r * ROUND, T0 + restart_r * ROUND)
-        if "partition" in self.inj:
-            part_r, heal_r = int(self.rounds * 0.4), int(self.rounds * 0.6)
-        if "diverge" in self.inj:
-            diverge_r = int(self.rounds * 0.9)
+        plan = self.plan()
         half = names[: len(names) // 2]
         other = [m for m in names if m not in half]
         side = {m: frozenset(half if m in half else other) for m in names}
-        vid = 1
         for rnd in range(self.rounds):
             t = T0 + rnd * ROUND
-            if rnd == kill_r:
-                self.faults.append({"t": t, "event": "fault", "kind": "kill", "member": victim})
-                vid += 1
-                for m in names:
-                    if m != victim:
-                        self.view(m, t + VIEW_LAG, f"{names[0]}|{vid}", [x for x in names if x != victim])
-            if rnd == restart_r:
-                self.faults.append({"t": t, "event": "fault", "kind": "restart", "member": victim})
-                self.inc[victim] += 1
-                self.mseq[victim] = 0
-                self.stale = {k: [self.conn[k], self.useq[k]] for k in self.conn if k[1] == victim}
-                for k in list(self.conn):
-                    if victim in k:
-                        self.conn[k] += 1
-                        self.useq[k] = 0
-                self.joined_at = t + VIEW_LAG
-                vid += 1
-                for m in names:
-                    self.view(m, self.joined_at, f"{names[0]}|{vid}", names)
-            if rnd == part_r:
-                dur = (heal_r - part_r) * ROUND
-                self.faults.append(
-                    {"t": t, "event": "fault", "kind": "split", "groups": [half, other], "for": f"{dur // 1000}us"}
-                )
-                for grp in (half, other):
-                    for m in grp:
-                        self.view(m, t + VIEW_LAG, f"{grp[0]}|{vid + 1}", grp)
-                vid += 1
-            if rnd == heal_r:
-                vid += 1
-                for m in names:
-                    self.view(m, t + VIEW_LAG, f"{names[0]}|{vid}", names, merge=True)
-            if rnd == diverge_r:
-                self.view(names[1], t, f"{names[1]}|{vid + 10}", [x for x in names if x != victim])
-            joined_at = self.joined_at
-            in_partition = part_r is not None and part_r <= rnd < heal_r
+            self.faults_at(rnd, t, plan, half, other)
+            split = plan.partition is not None and plan.heal is not None and plan.partition <= rnd < plan.heal
+            heal_t = T0 + (plan.heal or 0) * ROUND
             for s in names:
-                ts = t + names.index(s) * 7
-                if not self.alive(s, ts) or (joined_at is not None and s == victim and ts <= joined_at):
-                    continue
-                if self.unicast:
-                    for d in names:
-                        if self.addresses and joined_at is not None and d == victim and s != d and ts < joined_at:
-                            self.send_stale(s, d, ts + 1)  # the victim restarted, s still addresses the old one
-                            continue
-                        if d == s or (joined_at is not None and d == victim and ts <= joined_at + ROUND):
-                            continue
-                        hold = 0
-                        if in_partition and side[s] != side[d]:
-                            hold = T0 + heal_r * ROUND
-                        self.send_unicast(s, d, ts + 1, rnd, hold)
-                if self.multicast:
-                    self.send_multicast(s, ts + 2, rnd, side[s] if in_partition else None)
+                self.workload_of(s, t + names.index(s) * 7, rnd, side if split else None, heal_t)
             if rnd % 50 == 49:  # a few protocol counters, as members would log them
                 for m in names:
                     if self.alive(m, t):
@@ -332,6 +300,67 @@ class _Run:
         for m in names:
             if self.alive(m, t_end):  # last, after a delivery that a long latency put past t_end
                 self._push(m, max([t_end, *(e[0] + 1 for e in self.events[m])]), ("stop",))
+
+    def faults_at(self, rnd: int, t: int, plan: _Plan, half: list[str], other: list[str]) -> None:
+        """The run injections of round `rnd`: their fault records and the views they lead to."""
+        names, victim = self.names, self.victim
+        if rnd == plan.kill:
+            self.faults.append({"t": t, "event": "fault", "kind": "kill", "member": victim})
+            self.vid += 1
+            for m in names:
+                if m != victim:
+                    self.view(m, t + VIEW_LAG, f"{names[0]}|{self.vid}", [x for x in names if x != victim])
+        if rnd == plan.restart:
+            self.restart(t)
+        if rnd == plan.partition and plan.heal is not None:
+            dur = (plan.heal - rnd) * ROUND
+            self.faults.append(
+                {"t": t, "event": "fault", "kind": "split", "groups": [half, other], "for": f"{dur // 1000}us"}
+            )
+            for grp in (half, other):
+                for m in grp:
+                    self.view(m, t + VIEW_LAG, f"{grp[0]}|{self.vid + 1}", grp)
+            self.vid += 1
+        if rnd == plan.heal:
+            self.vid += 1
+            for m in names:
+                self.view(m, t + VIEW_LAG, f"{names[0]}|{self.vid}", names, merge=True)
+        if rnd == plan.diverge:
+            self.view(names[1], t, f"{names[1]}|{self.vid + 10}", [x for x in names if x != victim])
+
+    def restart(self, t: int) -> None:
+        """The victim's new incarnation: new connections to and from it, and a view with it once it has joined."""
+        victim = self.victim
+        self.faults.append({"t": t, "event": "fault", "kind": "restart", "member": victim})
+        self.inc[victim] += 1
+        self.mseq[victim] = 0
+        self.stale = {k: [self.conn[k], self.useq[k]] for k in self.conn if k[1] == victim}
+        for k in list(self.conn):
+            if victim in k:
+                self.conn[k] += 1
+                self.useq[k] = 0
+        self.joined_at = t + VIEW_LAG
+        self.vid += 1
+        for m in self.names:
+            self.view(m, self.joined_at, f"{self.names[0]}|{self.vid}", self.names)
+
+    def workload_of(self, s: str, ts: int, rnd: int, side: dict[str, frozenset[str]] | None, heal_t: int) -> None:
+        """Sender s's messages of one round: a unicast to every other member and a multicast. `side`: the halves of
+        a split in force (unicasts across it are held until `heal_t`, multicasts reach s's half only)."""
+        joined_at, victim = self.joined_at, self.victim
+        if not self.alive(s, ts) or (joined_at is not None and s == victim and ts <= joined_at):
+            return
+        if self.unicast:
+            for d in self.names:
+                if self.addresses and joined_at is not None and d == victim and s != d and ts < joined_at:
+                    self.send_stale(s, d, ts + 1)  # the victim restarted, s still addresses the old one
+                    continue
+                if d == s or (joined_at is not None and d == victim and ts <= joined_at + ROUND):
+                    continue
+                hold = heal_t if side is not None and side[s] != side[d] else 0
+                self.send_unicast(s, d, ts + 1, rnd, hold)
+        if self.multicast:
+            self.send_multicast(s, ts + 2, rnd, side[s] if side is not None else None)
 
     # ---- output ---------------------------------------------------------------------------------------------------
     def write(self, run_dir: Path, seed: int, scenario_checks: dict | None) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from analysis.config import CHECKS
 
@@ -13,7 +15,7 @@ _INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _ORDER = {c: i for i, c in enumerate(CHECKS)}
 
 
-def _natural(value: str | int | None) -> tuple:
+def _natural(value: str | int | None) -> tuple[int, int, str]:
     """Sorts None first, then numbers numerically, then text."""
     if value is None:
         return (0, 0, "")
@@ -51,7 +53,7 @@ class Violation:
             self.detail,
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         if isinstance(self.conn_id, str) and _INT.match(self.conn_id):
             d["conn_id"] = int(self.conn_id)  # conn ids written as JSON numbers come back as numbers
@@ -64,12 +66,13 @@ def sort_violations(violations: list[Violation]) -> list[Violation]:
     return sorted(violations, key=Violation.sort_key)
 
 
-def verdict_doc(violations: list[Violation], stats: dict) -> dict:
+def verdict_doc(violations: list[Violation], stats: Mapping[str, Any]) -> dict[str, Any]:
+    """verdict.json's document. `stats`: a run's RunStats (a Mapping of its JSON) or a matrix's stats dict."""
     ordered = sort_violations(violations)
-    return {"ok": not ordered, "violations": [v.to_json() for v in ordered], "stats": stats}
+    return {"ok": not ordered, "violations": [v.to_json() for v in ordered], "stats": dict(stats)}
 
 
-def write_verdict(path: Path, violations: list[Violation], stats: dict) -> dict:
+def write_verdict(path: Path, violations: list[Violation], stats: Mapping[str, Any]) -> dict[str, Any]:
     """Writes verdict.json ({"ok", "violations", "stats"}) atomically and returns the document."""
     doc = verdict_doc(violations, stats)
     tmp = path.with_name(path.name + ".tmp")

@@ -6,7 +6,7 @@ Sizes (analysis/synth.py): small (~1k events) and demo (~34k, the size of `make 
 members with one gap injected; 1M and 10M are a matrix of 2 runs of 5 members (unicast to every member plus
 multicast) with one violation of each kind in the first run. Figures, each the median of --repeat runs:
   cold       a fresh process with no Spark service: in-process session start, ingest (JSON -> Parquet cache), checks
-             (today's `chaosbed check` path; shown for small and demo, it is a fixed cost)
+             (`chaosbed check --spark local`; shown for small and demo, it is a fixed cost)
   warm       a fresh process while the Spark service runs (analysis/spark_service.py): Connect client, ingest, checks
   re-check   the same on unchanged files (reads the Parquet cache only)
   duckdb     SQL over read_json: the per-message checks (phantoms, duplicates, FIFO, gaps, completeness); no
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.ingest import CACHE_DIR
-from analysis.spark import CONNECT_ENV, TARGET_ENV
+from analysis.cache import CACHE_DIR
+from analysis.spark_config import CONNECT_ENV, TARGET_ENV
 from analysis.synth import rounds_for, write_matrix, write_run
 
 INJECT = ("gap", "reorder:multicast", "duplicate", "phantom:multicast", "missing")
@@ -130,10 +130,6 @@ def fresh_check(root: Path, target: str | None) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def median_of(fn: Callable[[], float], repeat: int) -> float:
-    return statistics.median(fn() for _ in range(max(1, repeat)))
-
-
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     t0 = time.perf_counter()
     result = fn()
@@ -180,7 +176,7 @@ def run_bench(sizes: dict[str, int], repeat: int, keep: bool, workdir: Path | No
     try:
         running = spark_service.status()
         if running is None:
-            print("== cold: a fresh process, no Spark service (today's path: in-process local session)", flush=True)
+            print("== cold: a fresh process, no Spark service (--spark local: an in-process session)", flush=True)
             for d in data:
                 if d.events > 100_000:
                     continue  # the cold start is a fixed cost: shown on the small and demo sizes

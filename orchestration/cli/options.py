@@ -67,9 +67,9 @@ def cluster_option(fn: F) -> F:
 
 
 SPARK_HELP = (
-    "where the checks run: auto (the warm Spark service, started if needed), local (in this process), "
-    "sc://HOST:PORT (a Spark Connect server) or a master URL; default: $CHAOSBED_SPARK, else the running service, "
-    "else local"
+    "where the checks run: auto (the warm Spark service of this machine, started if needed; it stops after 5 idle "
+    "minutes), local (in this process: no service, a JVM start per check), sc://HOST:PORT (a Spark Connect server) "
+    "or a master URL; default: $CHAOSBED_SPARK, else auto (in this process where the service cannot start)"
 )
 
 

@@ -163,7 +163,7 @@ def _check(checker: str, root: Path, analyses: dict) -> tuple[dict[str, list], d
     analysis = analyses[checker]
     return (
         {n: violation_keys(r.violations) for n, r in analysis.results.items()},
-        {n: s["not_required"]["to_crashed"]["messages"] for n, s in analysis.stats.items()},
+        {n: s.not_required.to_crashed.messages for n, s in analysis.stats.items()},
     )
 
 

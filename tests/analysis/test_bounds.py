@@ -18,14 +18,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from analysis.checks import collect, read_group
 from analysis.command import configured_bounds, print_verdict
 from analysis.config import InputError, read_checks
 from analysis.ingest import ingest
 from analysis.membership import fault_intervals, read_faults
 from analysis.pipeline import Analysis, analyze, run_infos
 from analysis.reference import RefResult, check_path
+from analysis.results import collect
 from analysis.schema import discover_runs
+from analysis.spark_job import read_group
+from analysis.stats import DeliveredWithin
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
@@ -423,8 +425,8 @@ def test_spark_agrees_with_the_reference(checked: tuple, spark_checked: Analysis
     assert got.control == ref[name].control
     stats = spark_checked.stats[name]
     for reason in ("to_crashed", "from_crashed", "left", "excluded"):
-        assert stats["not_required"][reason]["messages"] == ref[name].counters[f"not_required_{reason}"], reason
-    assert stats["violations"] == {
+        assert getattr(stats.not_required, reason).messages == ref[name].counters[f"not_required_{reason}"], reason
+    assert stats.violations == {
         c: n for c in {v.check for v in ref[name].violations} if (n := sum(v.check == c for v in ref[name].violations))
     }
 
@@ -432,15 +434,18 @@ def test_spark_agrees_with_the_reference(checked: tuple, spark_checked: Analysis
 @pytest_spark
 def test_spark_stats_of_the_bounds(spark_checked: Analysis) -> None:
     s = spark_checked.stats["partition_for"]
-    assert s["checks"]["delivered_within"] == 1.0 and s["checks"]["control_per_heal"] == {"sync": 3}
-    assert s["delivered_within"] == {"bound_s": 1.0, "checked": 5, "late": 3, "max_ms": 1500.0}
-    assert s["control_per_heal"]["heals_s"] == [3.0]
-    assert s["control_per_heal"]["counts"]["A"] == {"sync": [1, 4]}
-    assert s["members"]["B"]["sync"] == 4
+    assert s.checks["delivered_within"] == 1.0 and s.checks["control_per_heal"] == {"sync": 3}
+    assert s.delivered_within == DeliveredWithin(bound_s=1.0, checked=5, late=3, max_ms=1500.0)
+    assert s.control_per_heal is not None and s.control_per_heal.heals_s == [3.0]
+    assert s.control_per_heal.counts["A"] == {"sync": [1, 4]}
+    assert s.members["B"].count("sync") == 4
     off = spark_checked.stats["off"]
-    assert "delivered_within" not in off and "control_per_heal" not in off
-    assert "delivered_within" not in off["checks"] and "sync" not in off["members"]["A"]
-    assert spark_checked.stats["left"]["members"]["C"]["alive"] is False
+    assert off.delivered_within is None and off.control_per_heal is None
+    assert not off.configures("delivered_within") and "sync" not in off.members["A"].counts
+    assert spark_checked.stats["left"].members["C"].alive is False
+    # verdict.json's JSON of the same: the bounds' sections only where configured
+    assert s.to_json()["delivered_within"] == {"bound_s": 1.0, "checked": 5, "late": 3, "max_ms": 1500.0}
+    assert "delivered_within" not in off.to_json() and "control_per_heal" not in off.to_json()
 
 
 @pytest_spark
@@ -495,8 +500,8 @@ def test_report_renders_the_bounds(spark_checked: Analysis) -> None:
 def test_dataframe_entry_point_and_spark_reader_agree(checked: tuple, spark_checked: Analysis, spark: object) -> None:
     """stream_results_from_events (any DataFrame of events, one shuffle; control events keyed by their member) and
     the Spark JSON reader (cluster masters) give the same bounds as the cached groups."""
-    from analysis.checks import stream_results_from_events
-    from analysis.ingest import CACHE_DIR
+    from analysis.cache import CACHE_DIR
+    from analysis.spark_job import stream_results_from_events
 
     root = checked[0]
     events = spark.read.option("recursiveFileLookup", "true").parquet(str(root / CACHE_DIR / "groups"))

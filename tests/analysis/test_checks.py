@@ -12,6 +12,7 @@ import pytest
 
 from analysis.pipeline import Analysis, analyze
 from analysis.reference import check_path
+from analysis.stats import NOT_REQUIRED_REASONS
 from analysis.synth import Truth, write_run
 from tests.analysis.helpers import expected_keys, violation_keys
 
@@ -61,47 +62,47 @@ def test_faults_without_violations_are_clean(matrix: tuple, spec: str) -> None:
     _, _, analysis = matrix
     res = analysis.results[_name(spec)]
     assert res.violations == []
-    assert analysis.stats[_name(spec)]["violations"] == {}
+    assert analysis.stats[_name(spec)].violations == {}
 
 
 def test_messages_to_a_crashed_member_are_counted_not_failed(matrix: tuple) -> None:
     _, truths, analysis = matrix
     stats = analysis.stats["crash"]
     (victim,) = truths["crash"].killed
-    assert stats["members"][victim]["alive"] is False
-    assert stats["not_required"]["to_crashed"]["messages"] > 0
-    assert stats["not_required"]["from_crashed"]["messages"] > 0  # its own multicasts in flight when killed
-    assert stats["required"]["unicast"]["messages"] == stats["required"]["unicast"]["delivered"]
+    assert stats.members[victim].alive is False
+    assert stats.not_required.to_crashed.messages > 0
+    assert stats.not_required.from_crashed.messages > 0  # its own multicasts in flight when killed
+    assert stats.required.unicast.messages == stats.required.unicast.delivered
 
 
 def test_partition_excludes_messages_across_the_split(matrix: tuple) -> None:
     stats = matrix[2].stats["partition"]
-    assert stats["not_required"]["excluded"]["messages"] > 0
-    assert stats["required"]["multicast"]["messages"] == stats["required"]["multicast"]["delivered"]
+    assert stats.not_required.excluded.messages > 0
+    assert stats.required.multicast.messages == stats.required.multicast.delivered
 
 
 def test_restart_is_a_new_incarnation(matrix: tuple) -> None:
     _, truths, analysis = matrix
     (victim,) = truths["restart"].killed
-    member = analysis.stats["restart"]["members"][victim]
-    assert member["alive"] is True
-    assert member["incarnations"] == 2
+    member = analysis.stats["restart"].members[victim]
+    assert member.alive is True
+    assert member.incarnations == 2
 
 
 def test_truncated_last_line_is_skipped_and_counted(matrix: tuple) -> None:
     _, truths, analysis = matrix
     stats = analysis.stats["truncated"]
     assert truths["truncated"].skipped_lines == 1
-    assert stats["skipped_lines"] == 1
-    (line,) = stats["skipped"]
-    assert line["reason"] == "last line cut off"
-    assert line["file"] == f"history/{truths['truncated'].killed[0]}.jsonl"
+    assert stats.skipped_lines == 1
+    (line,) = stats.skipped
+    assert line.reason == "last line cut off"
+    assert line.file == f"history/{truths['truncated'].killed[0]}.jsonl"
 
 
 def test_counts_match_the_generated_history(matrix: tuple) -> None:
     _, truths, analysis = matrix
     for name, truth in truths.items():
-        assert analysis.stats[name]["events"] == truth.events, name
+        assert analysis.stats[name].events == truth.events, name
 
 
 def test_reference_checker_agrees_with_spark(matrix: tuple) -> None:
@@ -110,10 +111,12 @@ def test_reference_checker_agrees_with_spark(matrix: tuple) -> None:
     assert set(ref) == set(analysis.results)
     for name, r in ref.items():
         assert violation_keys(r.violations) == violation_keys(analysis.results[name].violations), name
-        nreq = analysis.stats[name]["not_required"]
-        assert {k: v for k, v in r.counters.items() if v} == {
-            f"not_required_{k}": v["messages"] for k, v in nreq.items() if v["messages"]
+        stats = analysis.stats[name]
+        assert {k: v for k, v in r.counters.items() if v and k.startswith("not_required_")} == {
+            f"not_required_{k}": n for k in NOT_REQUIRED_REASONS if (n := getattr(stats.not_required, k).messages)
         }, name
+        counted = (stats.duplicate_deliveries, stats.phantom_deliveries, stats.out_of_order_deliveries)
+        assert counted == (r.counters["duplicates"], r.counters["phantoms"], r.counters["reordered"]), name
 
 
 def test_cache_is_reused_and_invalidated(tmp_path: Path, spark: object) -> None:
@@ -152,14 +155,15 @@ def test_spark_json_reader_gives_the_same_results(tmp_path: Path, spark: object)
     on_spark = analyze(tmp_path, reader="spark")
     for name in arrow.results:
         assert violation_keys(on_spark.results[name].violations) == violation_keys(arrow.results[name].violations)
-        a, b = arrow.stats[name], on_spark.stats[name]
+        a, b = arrow.stats[name].to_json(), on_spark.stats[name].to_json()
         assert {k: v for k, v in a.items() if k != "skipped"} == {k: v for k, v in b.items() if k != "skipped"}
 
 
 def test_dataframe_entry_point_agrees(tmp_path: Path, spark: object) -> None:
     """stream_results_from_events (events in any DataFrame, one shuffle) gives the rows of the cached groups."""
-    from analysis.checks import collect, stream_results_from_events
-    from analysis.ingest import CACHE_DIR
+    from analysis.cache import CACHE_DIR
+    from analysis.results import collect
+    from analysis.spark_job import stream_results_from_events
 
     write_run(tmp_path / "r", members=3, rounds=20, inject=["reorder", "phantom:multicast", "missing"])
     analysis = analyze(tmp_path / "r")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,95 @@ def test_report_is_self_contained_with_readable_plots(tmp_path: Path, spark: obj
         assert img[..., :3].std() > 0.05  # not a blank image
     assert "never delivered seqno" in page  # the violation is listed
     assert "restart" in page and "kill" in page  # the faults are drawn and listed
+
+
+def test_run_stats_are_the_verdict_stats_and_read_like_them(tmp_path: Path, spark: object) -> None:
+    """Analysis.stats holds RunStats: typed attributes, to_json() exactly verdict.json's `stats`, and a read-only
+    Mapping of that JSON for code written against the dict (docs/examples: run_stats["required"]["unicast"])."""
+    from analysis.command import write_outputs
+    from analysis.pipeline import analyze
+
+    write_run(tmp_path / "run", members=3, rounds=20, inject=["crash", "duplicate"])
+    analysis = analyze(tmp_path / "run")
+    write_outputs(analysis)
+    stats = analysis.stats["run"]
+    on_disk = json.loads((tmp_path / "run" / "verdict.json").read_text())["stats"]
+    assert stats.to_json() == on_disk and list(stats.to_json()) == list(on_disk)  # same keys, same order
+    assert dict(stats) == on_disk and stats == on_disk
+    assert stats["required"]["unicast"] == {
+        "messages": stats.required.unicast.messages,
+        "delivered": stats.required.unicast.delivered,
+    }
+    assert stats["members"]["C"]["alive"] is stats.members["C"].alive is False
+    assert stats["violations"] == stats.violations == {"exactly_once": 1}
+    assert stats["duplicate_deliveries"] == stats.duplicate_deliveries == 1
+    assert "delivered_within" not in stats and stats.get("delivered_within") is None
+    with pytest.raises(TypeError):
+        stats["events"] = 0  # type: ignore[index]
+
+
+HEADERS = ("run", "verdict", "events", "fifo", "once", "complete", "phantoms", "views", "within", "control", "skipped")
+LONG_NAME = "a-run-folder-with-a-rather-long-name-seed-12345"
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of runs whose table has every column (both bounds configured somewhere) and a long run name."""
+    root = tmp_path_factory.mktemp("table")
+    write_run(root / "run-0", members=4, rounds=20, inject=["gap"])
+    write_run(root / "run-1", members=4, rounds=20, inject=["truncated"])
+    bounds = {"delivered_within": "1s", "control_per_heal": {"xmit": 5}}
+    write_run(root / LONG_NAME, members=4, rounds=20, inject=["partition"], checks=bounds)
+    return root
+
+
+def table_lines(text: str) -> list[str]:
+    """The lines of the verdict table: from its header line to the legend."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "verdict" in line and "skipped" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("violations per check"))
+    return lines[start:end]
+
+
+def test_check_piped_prints_whole_headers_and_names(three_runs: Path, spark: object) -> None:
+    """`chaosbed check DIR | cat` without COLUMNS: rich would lay the table out for 80 columns and cut the headers
+    ("compl…"); a pipe gets the table at its natural width instead."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "check", str(three_runs)],
+        capture_output=True,  # stdout is a pipe, not a terminal
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert "…" not in out
+    header = next(line for line in out.splitlines() if "verdict" in line)
+    assert all(re.search(rf"\b{h}\b", header) for h in HEADERS), header
+    rows = table_lines(out)
+    assert any(LONG_NAME in line for line in rows) and any("run-0" in line and "FAIL" in line for line in rows)
+    assert out.splitlines()[-1].startswith("FAIL: 1 violation(s) in 1 of 3 run(s)")
+    assert out.splitlines()[-1].endswith(str(three_runs / "verdict.json"))
+
+
+@pytest.mark.parametrize("width", [120, 80])
+def test_the_table_fits_a_terminal(three_runs: Path, spark: object, width: int) -> None:
+    """In a terminal the table keeps to its width: boxed at 120 columns, without the box at 80; no header or count is
+    cut, the long run name folds within its column."""
+    from rich.console import Console
+
+    from analysis.command import print_verdict
+    from analysis.pipeline import analyze
+
+    console = Console(width=width, force_terminal=True, color_system=None, highlight=False, record=True)
+    print_verdict(console, analyze(three_runs))
+    text = console.export_text()
+    rows = table_lines(text)
+    assert "…" not in text
+    assert all(len(line.rstrip()) <= width for line in rows), max(rows, key=len)
+    assert all(re.search(rf"\b{h}\b", rows[0]) for h in HEADERS), rows[0]
+    assert ("┃" in rows[0]) == (width == 120)  # the box where it fits
+    end = rows[0].index("verdict")  # the run column ends where the verdict column starts
+    names = "".join(line[:end].strip(" │┃") for line in rows[1:] if not set(line) <= set("━─┡┩└┘┴╇ "))
+    assert names == LONG_NAME + "run-0run-1"  # folded, in order, nothing lost

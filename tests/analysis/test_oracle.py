@@ -10,13 +10,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.checks import collect, read_group
 from analysis.config import read_checks
 from analysis.ingest import ingest
 from analysis.membership import read_faults
 from analysis.pipeline import run_infos
 from analysis.reference import check_path
+from analysis.results import collect
 from analysis.schema import discover_runs
+from analysis.spark_job import read_group
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
@@ -85,5 +86,7 @@ def test_spark_pass_and_reference_agree(
     ref = check_path(root)["r"]
     got = local_results(root)["r"]
     assert violation_keys(got.violations) == violation_keys(ref.violations)
+    for counter in ("duplicates", "phantoms", "reordered"):  # every extra, phantom and late delivery, counted alike
+        assert got.counters[counter] == ref.counters[counter], counter
     if drop == dup == swap == phantoms == 0:
         assert ref.violations == []

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -42,8 +43,12 @@ def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def processes(info: ServiceInfo) -> list[int]:
-    """The supervisor, the JVM and everything under it (Spark's Python daemons and workers)."""
-    return [info.pid, *spark_service._descendants(info.pid)]
+    """The supervisor, the JVM and everything under it (Spark's Python daemons and workers, which run in process
+    groups of their own)."""
+    try:
+        return [info.pid, *(c.pid for c in psutil.Process(info.pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [info.pid]
 
 
 def assert_gone(pids: list[int], folder: Path) -> None:
@@ -129,3 +134,34 @@ def test_auto_target_without_a_service_is_an_error_message_not_a_hang(state: Pat
     write_run(state.parent / "run", members=3, rounds=5, seed=1)
     res = CliRunner().invoke(main, ["check", str(state.parent / "run"), "--spark", "sc://127.0.0.1:1"])
     assert res.exit_code == 2
+
+
+def test_a_default_check_starts_the_service_and_local_does_not(state: Path) -> None:
+    """`chaosbed check RUN` without --spark (and without CHAOSBED_SPARK) checks on the Spark service, starting it
+    (it stays for the next check, until its on-demand idle timeout); `--spark local` checks in its own process."""
+    from analysis.synth import write_run
+
+    run = state.parent / "run"
+    write_run(run, members=3, rounds=10, inject=["gap"], seed=1)
+
+    def check(*args: str) -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-m", "orchestration", "check", str(run), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        return json.loads((run / "verdict.json").read_text())
+
+    local = check("--spark", "local")
+    assert spark_service.status() is None and not (state / "state.json").exists()
+    on_service = check()
+    info = spark_service.status()
+    assert info is not None, "the default check did not start the Spark service"
+    assert info.idle_timeout == spark_service.ON_DEMAND_IDLE_TIMEOUT
+    assert info.code == spark_service.code_fingerprint()
+    assert on_service["violations"] == local["violations"] and on_service["stats"] == local["stats"]
+    pids = processes(info)
+    assert spark_service.stop() is True
+    assert_gone(pids, state)

@@ -14,7 +14,8 @@ import pytest
 
 from analysis import spark_service
 from analysis.reference import check_path
-from analysis.spark import AUTO, CONNECT_ENV, LOCAL, is_local, requested, resolve
+from analysis.spark import resolve
+from analysis.spark_config import AUTO, CONNECT_ENV, LOCAL, is_local, requested
 from analysis.synth import write_run
 from tests.analysis.helpers import violation_keys
 
@@ -34,7 +35,7 @@ for folder in sys.argv[2:]:
         "ok": a.ok,
         "violations": {n: sorted(map(key, r.violations), key=repr) for n, r in a.results.items()},
         "counters": {n: dict(r.counters) for n, r in a.results.items()},
-        "stats": {n: {k: s[k] for k in ("events", "deliveries", "violations")} for n, s in a.stats.items()},
+        "stats": {n: {k: getattr(s, k) for k in ("events", "deliveries", "violations")} for n, s in a.stats.items()},
     }
 print(json.dumps(out))
 """
@@ -116,16 +117,31 @@ def test_local_connect_and_reference_agree(histories: list[Path], service: spark
 
 
 def test_targets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Which target a name means; None without a service is an in-process session (no service is started)."""
+    """Which target a name means; local and a master URL never touch the Spark service."""
     monkeypatch.setenv("CHAOSBED_STATE", str(tmp_path))
     monkeypatch.delenv("CHAOSBED_SPARK", raising=False)
-    assert requested(None) is None
-    assert resolve(None) == LOCAL
+    assert requested(None) is None  # the default: the service, started on demand (test_default_target below)
     assert resolve("local") == LOCAL
     assert resolve("spark://h:7077") == "spark://h:7077"
-    assert not (tmp_path / "spark" / "state.json").exists()
+    assert not (tmp_path / "spark").exists()
+    monkeypatch.setenv("CHAOSBED_SPARK", "local")  # the opt-out of the service
+    assert resolve(None) == LOCAL
     monkeypatch.setenv("CHAOSBED_SPARK", "local[2]")
     assert requested(None) == "local[2]"
     assert requested("auto") == "auto"
     assert all(is_local(t) for t in (None, "auto", "local", "local[2]", "sc://127.0.0.1:15002", "sc://localhost:1/"))
     assert not any(is_local(t) for t in ("sc://spark.example:15002", "spark://h:7077", "yarn"))
+
+
+def test_the_default_falls_back_to_local_where_the_service_cannot_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No state root to keep a service in (here a file where its folder would be): the default checks in this
+    process and says why on stderr; auto, asked for by name, is an error."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("CHAOSBED_STATE", str(tmp_path / "file"))
+    monkeypatch.delenv("CHAOSBED_SPARK", raising=False)
+    assert resolve(None) == LOCAL
+    assert "the Spark service could not start" in capsys.readouterr().err
+    with pytest.raises(OSError):
+        resolve(AUTO)

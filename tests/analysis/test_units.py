@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.checks import MIN_ROWS_PER_TASK, plan_tasks
+from analysis.cache import Group
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
-from analysis.ingest import Group, JsonReader, read_history_file, split_groups
+from analysis.ingest import JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults, read_schedule_start
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
+from analysis.spark_job import MIN_ROWS_PER_TASK, plan_tasks
 from analysis.verdict import Violation, sort_violations, verdict_doc
 from tests.analysis.helpers import write_lines
 
@@ -236,12 +237,29 @@ def test_run_discovery(tmp_path: Path) -> None:
 
 def test_a_check_that_could_not_run_is_not_reported_as_held() -> None:
     from analysis.report import _verdict_rows
+    from analysis.stats import Delivered, LatencyStats, NotRequired, Required, RunStats, Sends
 
-    stats = {
-        "checks": {"fifo": True, "views_converge": 10.0},
-        "violations": {},
-        "notes": ["views_converge not checked: no view events"],
-    }
-    rows = {r[0]: r[1][1] for r in _verdict_rows(stats)}
+    none = Delivered(0, 0)
+    stats = RunStats(
+        events=1,
+        members={},
+        checks={"fifo": True, "views_converge": 10.0},
+        violations={},
+        skipped=[],
+        empty_history_files=[],
+        faults=0,
+        sends=Sends(0, 0),
+        deliveries=0,
+        duplicate_deliveries=0,
+        phantom_deliveries=0,
+        out_of_order_deliveries=0,
+        required=Required(none, none),
+        not_required=NotRequired(none, none, none, none),
+        xmit=0,
+        ack=0,
+        latency_ms=LatencyStats({}, {}),
+        notes=["views_converge not checked: no view events"],
+    )
+    rows = {r[0]: r[1].text for r in _verdict_rows(stats)}
     assert "not checked" in rows["views_converge"]
     assert "held" in rows["fifo"]

@@ -1,30 +1,27 @@
-"""The checks on Spark: one task per batch of (run, sender) groups, one pass over each group.
+"""The Spark job of the checks: one task per batch of (run, sender) groups, one pass over each group.
 
 The cache already holds one Parquet file per (run, sender) group (`ingest.py` did the shuffle while parsing), so a
 check is a single Spark job with no shuffle: each task reads its groups' files and runs `streams.check_sender`, which
 computes fifo, exactly_once, complete, no_phantoms, delivered_within, latency, counters and delivery progress in one
 pass, and counts the control events control_per_heal bounds. `fifo`, `exactly_once`, ... are that result filtered to
-one check, so asking for all of them costs one job. `views_converge` works on the (small) view events in the driver,
-and `control_per_heal` on the control counts summed over the groups.
+one check, so asking for all of them costs one job. The driver folds the rows into RunResults (results.py), where
+`views_converge` works on the (small) view events and `control_per_heal` on the control counts summed over the groups.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
-from analysis.ingest import Group
-from analysis.membership import NEVER, RunInfo
+from analysis.cache import Group
+from analysis.membership import RunInfo
+from analysis.results import RunResult, collect
 from analysis.spark import default_parallelism
-from analysis.streams import INPUT_COLUMNS, OUT_SCHEMA, bin_value, check_sender
-from analysis.verdict import Violation
+from analysis.streams import INPUT_COLUMNS, OUT_SCHEMA, check_sender
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -146,147 +143,9 @@ no_phantoms = _only("no_phantoms")
 delivered_within = _only("delivered_within")
 
 
-def views_converge(info: RunInfo) -> tuple[list[Violation], str | None]:
-    """After the last fault ends, every live member's last view holds exactly the live members, is the same view
-    everywhere, and was installed within the bound. Returns the violations and a note when not checked."""
-    bound = info.checks.views_bound
-    if bound is None:
-        return [], None
-    if not info.has_views:
-        return [], "views_converge not checked: no view events"
-    live = [m for m in info.members if info.alive.get(m)]
-    if not live:
-        return [], "views_converge not checked: no member alive at the end"
-    heal = info.heal_time()
-    if heal == NEVER:
-        return [], "views_converge not checked: a partition is still in force at the end"
-    deadline = None if heal is None else heal + int(bound * 1e9)
-    expected = frozenset(live)
-    out: list[Violation] = []
-
-    def bad(member: str | None, detail: str, t: int | None) -> None:
-        out.append(Violation("views_converge", None, member, None, None, None, detail, info.run, None, t))
-
-    finals = {m: (info.views.get(m) or [None])[-1] for m in live}
-    for m, v in finals.items():
-        if v is None:
-            bad(m, f"{m} installed no view in its final incarnation", None)
-        elif v.members != expected:
-            bad(
-                m,
-                f"{m}'s last view {v.view_id} is [{', '.join(sorted(v.members))}] but the members alive at the "
-                f"end are [{', '.join(live)}]",
-                v.t,
-            )
-        elif deadline is not None and v.t > deadline:
-            bad(
-                m,
-                f"{m} installed its last view {v.view_id} {(v.t - heal) / 1e9:.3f} s after the last fault ended "
-                f"(bound {bound:g} s)",
-                v.t,
-            )
-    ids = {v.view_id for v in finals.values() if v is not None}
-    if not out and len(ids) > 1:
-        which = ", ".join(f"{m}: {v.view_id}" for m, v in finals.items() if v is not None)
-        bad(None, f"the live members ended in different views with the same members ({which})", None)
-    return out, None
-
-
-@dataclass
-class RunResult:
-    """Everything a verdict and a report need about one run."""
-
-    info: RunInfo
-    violations: list[Violation] = field(default_factory=list)
-    counters: Counter = field(default_factory=Counter)
-    latency: dict[tuple[str, str, str], dict] = field(default_factory=dict)  # (sender, receiver, kind) -> stats
-    hist: dict[str, Counter] = field(default_factory=dict)  # kind -> bin -> count
-    progress: dict[str, np.ndarray] = field(default_factory=dict)  # receiver -> deliveries per bucket
-    notes: list[str] = field(default_factory=list)
-    recovery_max: int = -1  # delivered_within: the longest time from the later of send and heal to delivery (ns)
-    control: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (member, kind) -> count per interval
-
-
-def control_per_heal(info: RunInfo, control: dict[tuple[str, str], list[int]]) -> list[Violation]:
-    """One violation per (member, event kind, recovery interval) whose count exceeds the kind's bound."""
-    heals = info.heals()
-    out = []
-    for kind, bound in info.checks.control_bounds:
-        for m in info.members:
-            for i, n in enumerate(control.get((m, kind), [])):
-                if n > bound:
-                    detail = f"{m} wrote {n} {kind} events {info.interval_label(heals, i)} (bound {bound} per heal)"
-                    t = info.t_min if i == 0 else heals[i - 1]
-                    out.append(Violation("control_per_heal", m, None, None, None, None, detail, info.run, kind, t))
-    return out
-
-
-def collect(rows: pa.Table, infos: dict[str, RunInfo]) -> dict[str, RunResult]:
-    """Folds the rows of stream_results (as Arrow) into one RunResult per run, and adds views_converge."""
-    from analysis.streams import PROGRESS_BUCKETS
-
-    results = {run: RunResult(info) for run, info in infos.items()}
-    hist: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
-    for r in rows.to_pylist():
-        res = results[r["run"]]
-        kind = r["rtype"]
-        if kind == "violation":
-            res.violations.append(
-                Violation(
-                    r["check"],
-                    r["sender"],
-                    r["receiver"],
-                    r["conn_id"],
-                    r["seqno"],
-                    r["msg_id"],
-                    r["detail"],
-                    r["run"],
-                    r["kind"],
-                    r["t"],
-                )
-            )
-        elif kind == "stats":
-            res.counters.update(json.loads(r["payload"]))
-        elif kind == "latency":
-            res.latency[(r["sender"], r["receiver"], r["kind"])] = json.loads(r["payload"])
-        elif kind == "hist":
-            hist[r["run"]][r["kind"]][r["a"]] += r["b"]
-        elif kind == "progress":
-            arr = res.progress.setdefault(r["receiver"], np.zeros(PROGRESS_BUCKETS, np.int64))
-            arr[r["a"]] += r["b"]
-        elif kind == "recovery":
-            res.recovery_max = max(res.recovery_max, r["a"])
-        elif kind == "control":
-            counts = res.control.setdefault((r["sender"], r["kind"]), [0] * (len(res.info.heals()) + 1))
-            counts[r["a"]] += r["b"]
-    for run, res in results.items():
-        res.hist = dict(hist.get(run, {}))
-        vs, note = views_converge(res.info)
-        res.violations.extend(vs)
-        if note:
-            res.notes.append(note)
-        res.violations.extend(control_per_heal(res.info, res.control))
-    return results
-
-
 def check_events(
     spark: SparkSession, cache: Path, groups: list[Group], infos: dict[str, RunInfo]
 ) -> dict[str, RunResult]:
     """Runs every check on the cached group files: one Spark job, then views_converge in the driver."""
     rows = stream_results(group_tasks(spark, cache, groups), infos).toArrow() if groups else OUT_SCHEMA.empty_table()
     return collect(rows, infos)
-
-
-def percentiles_from_hist(counts: Counter, qs: tuple[float, ...] = (50, 90, 99)) -> dict[str, float]:
-    """Approximate percentiles (about 1 % error) of merged latency histograms, in ns."""
-    if not counts:
-        return {}
-    bins = sorted(counts)
-    cum = np.cumsum([counts[b] for b in bins])
-    total = int(cum[-1])
-    out = {"count": total}
-    for q in qs:
-        i = int(np.searchsorted(cum, q / 100 * total, side="left"))
-        out[f"p{q:g}"] = bin_value(bins[min(i, len(bins) - 1)])
-    out["max"] = bin_value(bins[-1])
-    return out
