@@ -33,12 +33,12 @@ from typing import Any
 from chaos import kernel, netem
 from chaos.nfqueue import HandlerClient, HandlerProcess, HandlerStartError, default_max_len
 from chaos.rules import RuleError, parse_match
+from node import fault_kinds
+from node.fault_kinds import DISCARD_ACTIONS, SHAPING
 from node.jsonl import PeerClosed
 from node.units import parse_duration
 
-LINK_FAULTS = ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard")
-SHAPING = ("delay", "reorder", "duplicate")
-DISCARD_ACTIONS = ("drop", "delay", "duplicate", "reorder")
+LINK_FAULTS = fault_kinds.NETWORK  # the kinds a fault table takes (node/fault_kinds.py)
 PEAK_PACKETS_PER_S = 150_000  # raw UDP datagrams/s one receiver takes on this machine kind (bench_network)
 HANDLER_START_TIMEOUT = 15.0
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from node import fault_kinds
+
 # JSON types: "int" (integer), "number" (int or float), "str", "bool", "id" (a JSON number or string, read by the
 # checker as its text), "list[str]", "list[list[str]]", "object", "any".
 _CHECKS = {
@@ -140,23 +142,7 @@ FAULT_FIELDS: dict[str, Field] = {
     "property": Field("str", False, 'set: "protocol.property"'),
     "value": Field("any", False, "set: the new value"),
 }
-FAULT_KINDS = (
-    "partition",
-    "split",
-    "heal",
-    "loss",
-    "delay",
-    "reorder",
-    "duplicate",
-    "discard",
-    "kill",
-    "restart",
-    "pause",
-    "resume",
-    "close-connection",
-    "set",
-    "leave",
-)
+FAULT_KINDS = tuple(fault_kinds.KINDS)  # node/fault_kinds.py
 _NOT_COMMON = tuple(f for f in FAULT_FIELDS if f not in ("t", "event", "seed", "kind", "backend"))
 FAULT_EVENTS: dict[str, Kind] = {
     "start": Kind("orchestration/schedule.py (pytest_plugin.py)", ("t", "seed", "backend")),

@@ -8,31 +8,17 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node import fault_kinds
+from node.fault_kinds import DISCARD_ACTIONS, KINDS, ValueType
 from node.units import parse_duration
 
-FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
-    # kind: (required keys, optional keys) besides `at` and `kind`
-    "partition": ({"from", "to"}, {"one_way", "for"}),
-    "split": ({"groups"}, {"for"}),
-    "heal": (set(), set()),
-    "loss": ({"from", "to", "probability"}, {"for"}),
-    "delay": ({"from", "to", "delay"}, {"jitter", "for"}),
-    "reorder": ({"from", "to", "probability"}, {"for"}),
-    "duplicate": ({"from", "to", "probability"}, {"for"}),
-    "discard": ({"match"}, {"from", "to", "count", "probability", "action", "delay", "for"}),
-    "kill": ({"member"}, set()),
-    "restart": ({"member"}, set()),
-    "pause": ({"member"}, set()),
-    "resume": ({"member"}, set()),
-    "close-connection": ({"member", "peer"}, set()),
-    "set": ({"member", "property", "value"}, set()),
-    "leave": ({"member"}, set()),
-}
-NETWORK_FAULTS = {"partition", "split", "heal", "loss", "delay", "reorder", "duplicate", "discard"}
+# The fault kinds and their keys: node/fault_kinds.py. A `heal` ends network faults, so it needs a network too.
+NETWORK_FAULTS = {*fault_kinds.NETWORK, "heal"}
 CHECKS = {
     "fifo",
     "exactly_once",
@@ -358,61 +344,76 @@ def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> W
 
 def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
     kind = f.get("kind")
-    _need(kind in FAULT_KINDS, f"{path}.kind", f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}")
-    required, optional = FAULT_KINDS[kind]
+    _need(kind in KINDS, f"{path}.kind", f"unknown fault kind {kind!r}; kinds: {', '.join(KINDS)}")
+    spec = KINDS[kind]
     for key in f:
         _need(
-            key in required | optional | {"at", "kind"},
+            key in (*spec.key_names, "at", "kind"),
             f"{path}.{key}",
-            f"not a key of a {kind} fault; it takes: {', '.join(sorted(required | optional | {'at'}))}",
+            f"not a key of a {kind} fault; it takes: {', '.join(sorted({*spec.key_names, 'at'}))}",
         )
-    for key in required:
+    for key in spec.required:
         _need(key in f, f"{path}.{key}", f"a {kind} fault needs it")
     at = _duration(f.get("at", "0s"), f"{path}.at")
     duration = _duration(f["for"], f"{path}.for") if "for" in f else None
     args = {k: v for k, v in f.items() if k not in ("at", "kind", "for")}
-    for key in ("from", "to"):
-        if key in args:
-            args[key] = _member_list(args[key], f"{path}.{key}", members)
-    for key in ("member", "peer"):
-        if key in args:
-            args[key] = _member_list(args[key], f"{path}.{key}", members, allow_star=False)[0]
-    if "probability" in args:
-        args["probability"] = _probability(args["probability"], f"{path}.probability")
-    for key in ("delay", "jitter"):
-        if key in args:
-            args[key] = _duration(args[key], f"{path}.{key}")
-    if kind == "split":
-        groups = args["groups"]
-        _need(isinstance(groups, list) and len(groups) >= 2, f"{path}.groups", "at least two groups of members")
-        seen: set[str] = set()
-        for i, g in enumerate(groups):
-            names = _member_list(g, f"{path}.groups[{i}]", members, allow_star=False)
-            _need(not seen & set(names), f"{path}.groups[{i}]", "a member is in one group only")
-            seen |= set(names)
-    if kind == "discard":
-        from chaos.rules import RuleError, parse_match
-
-        try:
-            parse_match(args["match"])
-        except RuleError as e:
-            raise ScenarioError(f"{path}.match: {e}") from None
-        if "count" in args:
-            _int(args["count"], f"{path}.count", 1)
-        action = args.get("action", "drop")
-        _need(
-            action in ("drop", "delay", "duplicate", "reorder"), f"{path}.action", "drop | delay | duplicate | reorder"
-        )
-    if kind == "set":
-        prop = args["property"]
-        _need(
-            isinstance(prop, str) and prop.count(".") == 1,
-            f"{path}.property",
-            "PROTOCOL.PROPERTY, e.g. nakack2.xmit_interval",
-        )
-    if "one_way" in args:
-        _need(isinstance(args["one_way"], bool), f"{path}.one_way", "must be true or false")
+    keys = [k for k in spec.keys if k.name in args]
+    for key in sorted(keys, key=lambda k: _VALIDATION_ORDER.index(k.type)):  # stable: the kind's key order within
+        args[key.name] = _VALUES[key.type](args[key.name], f"{path}.{key.name}", members)
     return Fault(at, kind, args, duration)
+
+
+def _split_groups(groups: Any, path: str, members: list[str]) -> Any:
+    _need(isinstance(groups, list) and len(groups) >= 2, path, "at least two groups of members")
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        names = _member_list(g, f"{path}[{i}]", members, allow_star=False)
+        _need(not seen & set(names), f"{path}[{i}]", "a member is in one group only")
+        seen |= set(names)
+    return groups
+
+
+def _match(value: Any, path: str, members: list[str]) -> Any:
+    from chaos.rules import RuleError, parse_match
+
+    try:
+        parse_match(value)
+    except RuleError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    return value
+
+
+def _action(value: Any, path: str, members: list[str]) -> Any:
+    _need(value in DISCARD_ACTIONS, path, " | ".join(DISCARD_ACTIONS))
+    return value
+
+
+def _property(value: Any, path: str, members: list[str]) -> Any:
+    _need(isinstance(value, str) and value.count(".") == 1, path, "PROTOCOL.PROPERTY, e.g. nakack2.xmit_interval")
+    return value
+
+
+def _flag(value: Any, path: str, members: list[str]) -> Any:
+    _need(isinstance(value, bool), path, "must be true or false")
+    return value
+
+
+# A fault's values, validated (and member lists, one member, probabilities and durations normalised) type by type
+# in this order, so a fault with several bad keys is always reported by the same key.
+_VALUES: dict[ValueType, Callable[[Any, str, list[str]], Any]] = {
+    ValueType.MEMBERS: _member_list,
+    ValueType.MEMBER: lambda v, path, members: _member_list(v, path, members, allow_star=False)[0],
+    ValueType.PROBABILITY: lambda v, path, members: _probability(v, path),
+    ValueType.DURATION: lambda v, path, members: _duration(v, path),
+    ValueType.GROUPS: _split_groups,
+    ValueType.MATCH: _match,
+    ValueType.COUNT: lambda v, path, members: _int(v, path, 1),
+    ValueType.ACTION: _action,
+    ValueType.PROPERTY: _property,
+    ValueType.FLAG: _flag,
+    ValueType.VALUE: lambda v, path, members: v,
+}
+_VALIDATION_ORDER = list(_VALUES)
 
 
 NEMESIS_KEYS = {"kind", "start", "interval", "for", "rounds", "seed"}

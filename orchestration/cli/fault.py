@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
+from node.fault_kinds import DISCARD_ACTIONS
 from orchestration.cli.options import attach, cluster_option, console, duration_arg, fraction_arg
 from orchestration.cli.output import describe
 
@@ -159,7 +160,7 @@ def duplicate(probability: str, from_: str | None, to: str | None, for_: str | N
 @_from_to(required=False)
 @click.option("--count", type=click.IntRange(1), default=None, help="act on the first N matching messages per link")
 @click.option("--probability", default=None, help="act on this share of the matching messages, e.g. 50%")
-@click.option("--action", type=click.Choice(["drop", "delay", "duplicate", "reorder"]), default="drop")
+@click.option("--action", type=click.Choice(DISCARD_ACTIONS), default="drop")
 @click.option("--delay", "delay_", default=None, help="for --action delay, e.g. 50ms")
 @_FOR
 @cluster_option

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from node.fault_kinds import NETWORK
 from node.units import parse_duration
 from orchestration.cli.options import console
 
@@ -21,7 +22,7 @@ def describe(f: dict[str, Any]) -> str:
     kind = f["kind"]
     if kind == "heal":
         return f"heal {', '.join(f['faults'])}" if f.get("faults") else "heal every fault"
-    if kind not in ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard"):
+    if kind not in NETWORK:
         return f"{kind} " + ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("t", "event", "seed", "kind"))
     if kind == "split":
         return "split " + " | ".join(",".join(g) for g in f["groups"])
