@@ -1,7 +1,8 @@
 """The history format as one machine-readable table: every event kind, its fields and their JSON types, for the
-members' histories (written by node/history.py) and the orchestrator's faults.jsonl (written by orchestration/ and
-chaos/engine.py). docs/history.md is its prose; analysis/schema.py takes its columns (`CHECKER_COLUMNS`) from here;
-tests/unit/test_history_schema.py validates every event both writers emit against it. Standard library only (node/).
+members' histories (written by node/history.py) and the orchestrator's faults.jsonl (written by
+orchestration/fault_log.py). docs/history.md is its prose; analysis/schema.py takes its columns (`CHECKER_COLUMNS`)
+from here; tests/unit/test_history_schema.py validates every event both writers emit against it. Standard library
+only (node/).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ FAULT_KINDS = tuple(fault_kinds.KINDS)  # node/fault_kinds.py
 _NOT_COMMON = tuple(f for f in FAULT_FIELDS if f not in ("t", "event", "seed", "kind", "backend"))
 FAULT_EVENTS: dict[str, Kind] = {
     "start": Kind("orchestration/schedule.py (pytest_plugin.py)", ("t", "seed", "backend")),
-    "fault": Kind("orchestration/ and chaos/engine.py", ("t", "seed", "kind"), _NOT_COMMON),
+    "fault": Kind("orchestration/ (orchestration/fault_log.py)", ("t", "seed", "kind"), _NOT_COMMON),
 }
 
 

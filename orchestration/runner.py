@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.faults import FaultRecord
 from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
 
@@ -33,7 +34,7 @@ class RunOutcome:
     timed_out: bool
     extra_violations: list[dict[str, Any]] = field(default_factory=list)
     late: list[dict[str, Any]] = field(default_factory=list)  # member actions that started late (schedule.LATE_MS)
-    handled: list[dict[str, Any]] = field(default_factory=list)  # network faults with what their rules acted on
+    handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
 
 
@@ -98,7 +99,7 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
 def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOutcome:
     """Runs the scenario on any backend: start the cluster, wait for the group (membership stacks), run the
     schedule (orchestration/schedule.py), stop the members gracefully, take the cluster down."""
-    from chaos.engine import ChaosError
+    from chaos.faults import ChaosError
     from node.stack import has_membership
     from orchestration.backends import backend_class
     from orchestration.cluster import ClusterError, ClusterSpec
@@ -114,7 +115,7 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
         if has_membership(sc.stack):  # the schedule starts once the group has formed
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
-        handled = [f for f in cluster.chaos.faults() if f.get("handled")] if result.planned else []
+        handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
         warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
         cluster.stop_members()
         extra = [] if result.settled else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
@@ -140,7 +141,7 @@ def warning_lines(late: list[dict[str, Any]], warnings: list[str]) -> list[str]:
 
 def bypass_warnings(chaos: Any) -> list[str]:
     """A fault happens as planned or the run says it did not: packets that escaped the protocol-aware rules because
-    a member's NFQUEUE handler fell behind (Chaos.queue_bypass; the simulator judges every message)."""
+    a member's NFQUEUE handler fell behind (NetnsFaultEngine.queue_bypass; the simulator judges every message)."""
     return [w for b in chaos.queue_bypass().values() if (w := b.warning())]
 
 
@@ -152,7 +153,7 @@ def write_outcome(outcome: RunOutcome) -> None:
         "timed_out": outcome.timed_out,
         "late": outcome.late,
         "warnings": outcome.warnings,
-        "handled": outcome.handled,
+        "handled": [f.to_json() for f in outcome.handled],
     }
     (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 

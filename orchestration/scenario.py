@@ -357,9 +357,9 @@ def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
     at = _duration(f.get("at", "0s"), f"{path}.at")
     duration = _duration(f["for"], f"{path}.for") if "for" in f else None
     args = {k: v for k, v in f.items() if k not in ("at", "kind", "for")}
-    keys = [k for k in spec.keys if k.name in args]
-    for key in sorted(keys, key=lambda k: _VALIDATION_ORDER.index(k.type)):  # stable: the kind's key order within
-        args[key.name] = _VALUES[key.type](args[key.name], f"{path}.{key.name}", members)
+    given = [k for k in spec.keys if k.name in args]
+    for k in sorted(given, key=lambda k: _VALIDATION_ORDER.index(k.type)):  # stable: the kind's key order within
+        args[k.name] = _VALUES[k.type](args[k.name], f"{path}.{k.name}", members)
     return Fault(at, kind, args, duration)
 
 

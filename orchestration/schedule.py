@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from analysis.config import DEFAULT_VIEWS_BOUND
-from chaos.engine import ChaosError, fault_event, heal_event, normalize
+from chaos.faults import ChaosError, FaultRecord, TimedFault
+from chaos.faults import Fault as NetworkFault
+from chaos.normalize import normalize
 from node.wire import make_address
 from orchestration.cluster import Cluster, ClusterError
+from orchestration.fault_log import fault_event, heal_event
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
 
 LATE_MS = 20.0  # a member action later than this behind its planned time is reported
@@ -40,11 +43,11 @@ ACTION_AFTER_NS = 1_000  # member actions start at least 1 µs after their insta
 
 @dataclass
 class PlannedFault:
-    """A network fault of the scenario with its id, normalized record and window (seconds after t0)."""
+    """A network fault of the scenario with its id, normalized form and window (seconds after t0)."""
 
     id: str
     fault: Fault
-    record: dict[str, Any]
+    record: NetworkFault
     start: float
     end: float | None  # None: until the run ends
     ended_by_heal: bool = False
@@ -145,7 +148,7 @@ def run_schedule(
         for _ in inst.heals:
             log({**heal_event(None, seed), "t": planned_t, "at": _at(inst.at)})
         for p in inst.on:
-            record = {"id": p.id, **p.record, "seed": seed}
+            record = FaultRecord(p.id, p.record, seed)
             log({**fault_event(record, p.fault.duration), "t": planned_t, "at": _at(inst.at)})
         for w in inst.workloads:
             _start_workload(cluster, w)
@@ -207,9 +210,7 @@ def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
     if not schedule.planned:
         return cluster.clock.now_ns()
     chaos = cluster.chaos
-    records = [
-        {"id": p.id, **p.record, "seed": seed, "start": p.start, "end": p.end} for p in schedule.planned if _live(p)
-    ]
+    records = [TimedFault(p.id, p.record, seed, p.start, p.end) for p in schedule.planned if _live(p)]
     clock = cluster.clock
     if not chaos.PLAN_AHEAD:
         t0 = clock.now_ns()

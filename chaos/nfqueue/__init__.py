@@ -35,7 +35,7 @@ One module per job:
 - netlink.py: the kernel queue over raw nfnetlink (KernelQueue, kernel_queue_stats, default_max_len);
 - handler.py: the handler process (Handler, its control socket, signals, main), run by ``python -m chaos.nfqueue``;
 - client.py: the one client of a handler (HandlerClient by socket path, HandlerProcess that starts one), used by the
-  chaos engine (chaos/engine.py), the tests and the benchmark.
+  netns fault engine (chaos/netns_engine.py), the tests and the benchmark.
 """
 
 from chaos.nfqueue.client import HandlerClient, HandlerProcess, HandlerStartError

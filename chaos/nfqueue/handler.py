@@ -322,7 +322,7 @@ class Handler:
                 self.judge.set_rules(compile_rules(req.get("rules")))
             except RuleValidationError as e:
                 return {"ok": False, "error": str(e)}
-            # the kernel's packet numbering when these rules took over: Chaos.queue_bypass counts from here
+            # the kernel's packet numbering when these rules took over: NetnsFaultEngine.queue_bypass counts from here
             return {"ok": True, "numbered": self.numbered()}
         if cmd == "stats":
             return {"ok": True, "stats": self.stats()}

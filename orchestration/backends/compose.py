@@ -3,7 +3,7 @@
 
 `chaosbed compose attach` finds the project's running member containers, names them as the members name
 themselves (replica n is the n-th letter), reads their control token from the containers' environment and attaches
-each one's network namespace on the host as L-<member>, so the chaos engine installs the same rules as on netns.
+each one's network namespace on the host as L-<member>, so the netns fault engine installs the same rules as on netns.
 Faults and heals go to faults.jsonl next to the histories (the folder mounted at /history), so `chaosbed check` of
 that folder sees them. `chaosbed down` detaches (faults healed, namespaces unnamed, state removed); the containers
 stay until `docker compose down`. A container restarted by compose gets a new network namespace: attach again.

@@ -3,8 +3,9 @@
 Layout for cluster label L: a bridge network L (subnet 10.(250+i/250).(i%250).0/24 from the machine-wide claims,
 bridge device L-br, multicast snooping off) and per member M
 - a sandbox container L-M that only holds the member's network namespace (address .(10+j)), attached on the host
-  as the named namespace L-M (`ip netns attach`), so the chaos engine (chaos/engine.py) installs the same nft rules
-  and NFQUEUE handlers in it as in a netns member's namespace, and the control connection is made from inside it;
+  as the named namespace L-M (`ip netns attach`), so the netns fault engine (chaos/netns_engine.py) installs the same
+  nft rules and NFQUEUE handlers in it as in a netns member's namespace, and the control connection is made from
+  inside it;
 - the member container L-M.<incarnation> (`python3 -m node CONFIG`, init: true) in the sandbox's namespace
   (network_mode container:L-M). A restart is a new container in the same namespace: its address, and the faults in
   force on it, stay, as they do for a netns member.

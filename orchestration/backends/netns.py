@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.engine import Chaos, Endpoint
+from chaos.netns_engine import NetnsFaultEngine
+from chaos.render import Endpoint
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
 from orchestration.host import claims
@@ -125,7 +126,7 @@ def _is_label(s: str) -> bool:
 
 class NetnsCluster(RealCluster):
     backend_name = "netns"
-    _chaos: Chaos | None = None
+    _chaos: NetnsFaultEngine | None = None
 
     def _place(self, names: list[str]) -> None:
         check_netns_available()
@@ -173,11 +174,11 @@ class NetnsCluster(RealCluster):
         return _socket_in_namespace(m.netns or self.member_ns(m.name), (m.ip, m.control_port), timeout)
 
     @property
-    def chaos(self) -> Chaos:
+    def chaos(self) -> NetnsFaultEngine:
         """The network faults of this cluster (partition, split, loss, delay, reorder, duplicate, discard)."""
         if self._chaos is None:
             members = {n: Endpoint(n, m.ip, m.netns or self.member_ns(n)) for n, m in self.members.items()}
-            self._chaos = Chaos(self.state_dir, self.label, members, transport=self.spec.transport)
+            self._chaos = NetnsFaultEngine(self.state_dir, self.label, members, transport=self.spec.transport)
         return self._chaos
 
     def _teardown_network(self) -> None:

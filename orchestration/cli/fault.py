@@ -10,8 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -21,6 +22,10 @@ from chaos.nemesis import KINDS as NEMESES
 from node.fault_kinds import DISCARD_ACTIONS
 from orchestration.cli.options import attach, cluster_option, console, duration_arg, fraction_arg
 from orchestration.cli.output import describe
+
+if TYPE_CHECKING:
+    from chaos.netns_engine import NetnsFaultEngine
+    from orchestration.cluster import Cluster
 
 _FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
 
@@ -38,18 +43,24 @@ def _from_to(required: bool) -> Any:
     return wrap
 
 
-def _chaos(label: str | None) -> tuple[Any, Any]:
+def _chaos(label: str | None) -> tuple[Cluster, NetnsFaultEngine]:
+    """The running cluster and its netns fault engine (`chaosbed fault` works on clusters of namespaces)."""
+    from chaos.netns_engine import NetnsFaultEngine
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
     try:
-        return cluster, cluster.chaos
+        chaos = cluster.chaos
     except ClusterError as e:
         raise click.ClickException(str(e)) from None
+    if not isinstance(chaos, NetnsFaultEngine):
+        raise click.ClickException(f"the {cluster.backend_name} backend's faults are not in network namespaces")
+    return cluster, chaos
 
 
-def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None) -> None:
-    from chaos.engine import ChaosError, append_log, fault_event
+def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str | None) -> None:
+    from chaos.faults import ChaosError
+    from orchestration.fault_log import append_log, fault_event
 
     cluster, chaos = _chaos(label)
     duration = duration_arg(for_) if for_ else None
@@ -58,17 +69,17 @@ def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None)
     except ChaosError as e:
         raise click.ClickException(str(e)) from None
     append_log(_log_path(cluster), fault_event(record, duration))
-    console.print(f"{record['id']}: {describe(record)}")
+    console.print(f"{record.id}: {describe(record.fault)}")
     if duration is not None:
         timer = subprocess.Popen(
-            _timer_argv(record["id"], cluster.label, duration),
+            _timer_argv(record.id, cluster.label, duration),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        chaos.add_timer(record["id"], timer.pid)
-        console.print(f"{record['id']} heals in {for_} (timer pid {timer.pid})")
+        chaos.add_timer(record.id, timer.pid)
+        console.print(f"{record.id} heals in {for_} (timer pid {timer.pid})")
 
 
 def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
@@ -77,7 +88,7 @@ def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
     return [sys.executable, "-m", "orchestration", *heal]
 
 
-def _log_path(cluster: Any) -> Path:
+def _log_path(cluster: Cluster) -> Path:
     Path(cluster.workdir).mkdir(parents=True, exist_ok=True)
     return Path(cluster.workdir) / "faults.jsonl"
 
@@ -192,7 +203,8 @@ def discard(
 @cluster_option
 def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> None:
     """Remove the faults IDS (see `fault list`), or every network fault."""
-    from chaos.engine import ChaosError, append_log, heal_event
+    from chaos.faults import ChaosError
+    from orchestration.fault_log import append_log, heal_event
 
     if after > 0:
         time.sleep(after)  # the timer of a `--for`: this process exists to wait
@@ -203,7 +215,8 @@ def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> 
         raise click.ClickException(str(e)) from None
     append_log(_log_path(cluster), heal_event(list(ids) if ids else None))
     if not quiet:
-        console.print(f"healed: {', '.join(f['id'] + ' ' + describe(f) for f in gone) if gone else 'nothing to heal'}")
+        healed = ", ".join(f"{f.id} {describe(f.fault)}" for f in gone)
+        console.print(f"healed: {healed or 'nothing to heal'}")
 
 
 @fault.command(name="list")
@@ -217,8 +230,8 @@ def list_(label: str | None) -> None:
         return
     table = Table("id", "fault", "since", "handled")
     for f in faults:
-        handled = ", ".join(f"{k} {v}" for k, v in f.get("handled", {}).items() if v) or "-"
-        table.add_row(f["id"], describe(f), f"{time.time() - f['since']:.1f}s ago", handled)
+        handled = ", ".join(f"{k} {v}" for k, v in (f.handled or {}).items() if v) or "-"
+        table.add_row(f.id, describe(f.fault), f"{time.time() - f.since:.1f}s ago", handled)
     console.print(table)
     for member, counts in chaos.kernel_counters().items():
         acted = ", ".join(f"{k} {v}" for k, v in counts.items() if v)

@@ -16,14 +16,14 @@ FAULTS_FILE = "faults.jsonl"
 
 class RecordingChaos:
     """A cluster's fault table that appends each fault and heal to the cluster's faults.jsonl (the records of
-    `chaosbed fault`: chaos.engine.fault_event / heal_event, `t` on the cluster's clock)."""
+    `chaosbed fault`: orchestration.fault_log's fault_event / heal_event, `t` on the cluster's clock)."""
 
     def __init__(self, inner: Any, cluster: Any) -> None:
         self._inner = inner
         self._cluster = cluster
 
     def add(self, kind: str, args: dict[str, Any], *, seed: int | None = None) -> dict[str, Any]:
-        from chaos.engine import fault_event
+        from orchestration.fault_log import fault_event
 
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed
         record = self._inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
@@ -31,7 +31,7 @@ class RecordingChaos:
         return record
 
     def remove(self, ids: list[str]) -> list[dict[str, Any]]:
-        from chaos.engine import heal_event
+        from orchestration.fault_log import heal_event
 
         gone = self._inner.remove(ids)
         seed, t = self._cluster.spec.seed, self._cluster.clock.now_ns()
@@ -39,7 +39,7 @@ class RecordingChaos:
         return gone
 
     def heal(self) -> list[dict[str, Any]]:
-        from chaos.engine import heal_event
+        from orchestration.fault_log import heal_event
 
         gone = self._inner.heal()  # `t` from after: the faults ended by then
         self._cluster.record_fault({**heal_event(None, self._cluster.spec.seed), "t": self._cluster.clock.now_ns()})
@@ -58,7 +58,7 @@ class RecordingCluster(Cluster):
         return Path(self.workdir) / FAULTS_FILE
 
     def record_fault(self, event: dict[str, Any]) -> None:
-        from chaos.engine import append_log
+        from orchestration.fault_log import append_log
 
         append_log(self.faults_file, event)
 

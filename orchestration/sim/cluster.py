@@ -4,7 +4,7 @@ API as the process and netns backends, so one scheduler and one runner drive all
 Time is the simulation's virtual time: `clock.sleep_until(t)` runs the simulation up to t, so waiting for a view or
 for quiet costs no real time. Control commands are answered from the simulated members' stacks (the same replies as
 node/control.py), member faults act on the simulated members, and the fault table (`chaos`) takes the same fault
-kinds and arguments as the netns engine (chaos/engine.py's normalize and links): every change recomputes each
+kinds and arguments as the netns engine (chaos/normalize.py, Fault.links): every change recomputes each
 directed link and the message rules from the faults in force, as the engine re-renders each namespace's rules.
 Histories are written to `<workdir>/history/` when the members stop or the cluster goes down.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.engine import QueueBypass
+from chaos.fault_table import QueueBypass
 from orchestration.cli.output import warn_late
 from orchestration.matrix.report import render
 from orchestration.matrix.run import CellResult, MatrixResult, matrix_doc
