@@ -16,9 +16,11 @@ class FaultTable(Protocol):
     """Network faults in force on one cluster. Faults are given as a kind and its arguments (node/fault_kinds.py,
     as scenario files and `chaosbed fault` write them), or planned ahead as TimedFaults; records come back typed."""
 
-    PLAN_AHEAD: ClassVar[bool]
-    """plan() may be slow (the netns engine starts handler processes): the scheduler first installs the plan dormant,
-    far in the future, then moves it to the real t0. False: plan() takes effect at once (virtual time)."""
+    @property
+    def plan_ahead(self) -> bool:
+        """plan() may be slow (the netns engine starts handler processes): the scheduler first installs the plan
+        dormant, far in the future, then moves it to the real t0. False: plan() takes effect at once (virtual time)."""
+        ...
 
     def normalize(self, kind: str, args: Mapping[str, object]) -> Fault:
         """The fault these arguments describe on this cluster (ChaosError if they describe none)."""

@@ -26,7 +26,6 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
 
 from chaos import kernel, netem
 from chaos.engine_state import EngineState, HandlerState, HandlerStats, handler_stats
@@ -45,7 +44,7 @@ class NetnsFaultEngine:
     """The fault table of one cluster of network namespaces. Cheap to construct: all state is in
     `state_dir/chaos.json`."""
 
-    PLAN_AHEAD: ClassVar[bool] = True  # plan() may start handler processes: the scheduler installs a plan dormant first
+    plan_ahead = True  # plan() may start handler processes: the scheduler installs a plan dormant first
 
     def __init__(self, state_dir: Path, tag: str, members: dict[str, Endpoint], *, transport: str = "udp") -> None:
         self.state_dir = Path(state_dir)
@@ -330,8 +329,8 @@ class NetnsFaultEngine:
                 tmp.replace(self._state_path)
 
 
-def _conforms(engine: NetnsFaultEngine) -> FaultTable:
-    return engine  # mypy checks that the netns engine is a FaultTable
+def _is_a_fault_table(engine: NetnsFaultEngine) -> FaultTable:
+    return engine  # mypy checks that the netns engine implements the protocol
 
 
 def _alive(pid: int, tag: str, module: bytes = b"chaos.nfqueue") -> bool:

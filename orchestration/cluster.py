@@ -18,7 +18,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from chaos.fault_table import FaultTable
 
 STATE_ROOT = Path(os.environ.get("CHAOSBED_STATE", "/run/chaosbed" if os.geteuid() == 0 else "/tmp/chaosbed"))
 LABEL_PREFIX = "cb"
@@ -149,9 +152,9 @@ class Cluster(ABC):
         """Graceful end: every running member writes its `stop` event and stops."""
 
     @property
-    def chaos(self) -> Any:
-        """The cluster's network fault table (add, remove, heal, faults, plan). ClusterError on backends without a
-        network of their own."""
+    def chaos(self) -> FaultTable:
+        """The cluster's network fault table (chaos/fault_table.py: add, remove, heal, faults, plan, ...). ClusterError
+        on backends without a network of their own."""
         raise ClusterError(
             f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
             "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"

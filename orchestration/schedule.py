@@ -212,7 +212,7 @@ def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
     chaos = cluster.chaos
     records = [TimedFault(p.id, p.record, seed, p.start, p.end) for p in schedule.planned if _live(p)]
     clock = cluster.clock
-    if not chaos.PLAN_AHEAD:
+    if not chaos.plan_ahead:
         t0 = clock.now_ns()
         chaos.plan(records, t0)
         return t0

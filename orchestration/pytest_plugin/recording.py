@@ -5,48 +5,75 @@ to its histories, so the checker knows who was killed, restarted or left and whe
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos.fault_table import FaultTable, QueueBypass
+from chaos.faults import Fault, FaultRecord, TimedFault
 from orchestration.cluster import Cluster
 
 FAULTS_FILE = "faults.jsonl"
 
 
-class RecordingChaos:
+class RecordingFaultTable:
     """A cluster's fault table that appends each fault and heal to the cluster's faults.jsonl (the records of
-    `chaosbed fault`: orchestration.fault_log's fault_event / heal_event, `t` on the cluster's clock)."""
+    `chaosbed fault`, `t` on the cluster's clock); everything else is the inner table's. `inner`: the table it
+    records for (the netns engine's own operations, kernel_counters, handler_stats, ..., are there)."""
 
-    def __init__(self, inner: Any, cluster: Any) -> None:
-        self._inner = inner
+    def __init__(self, inner: FaultTable, cluster: RecordingCluster) -> None:
+        self.inner = inner
         self._cluster = cluster
 
-    def add(self, kind: str, args: dict[str, Any], *, seed: int | None = None) -> dict[str, Any]:
+    @property
+    def plan_ahead(self) -> bool:
+        return self.inner.plan_ahead
+
+    def normalize(self, kind: str, args: Mapping[str, object]) -> Fault:
+        return self.inner.normalize(kind, args)
+
+    def add(self, kind: str, args: Mapping[str, object], *, seed: int | None = None) -> FaultRecord:
+        """Applies the fault (with the cluster's seed unless given) and records it."""
         from orchestration.fault_log import fault_event
 
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed
-        record = self._inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
+        record = self.inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
         self._cluster.record_fault({**fault_event(record), "t": t})
         return record
 
-    def remove(self, ids: list[str]) -> list[dict[str, Any]]:
+    def remove(self, ids: Sequence[str]) -> list[FaultRecord]:
         from orchestration.fault_log import heal_event
 
-        gone = self._inner.remove(ids)
+        gone = self.inner.remove(ids)
         seed, t = self._cluster.spec.seed, self._cluster.clock.now_ns()
         self._cluster.record_fault({**heal_event(list(ids), seed), "t": t})
         return gone
 
-    def heal(self) -> list[dict[str, Any]]:
+    def heal(self) -> list[FaultRecord]:
         from orchestration.fault_log import heal_event
 
-        gone = self._inner.heal()  # `t` from after: the faults ended by then
+        gone = self.inner.heal()  # `t` from after: the faults ended by then
         self._cluster.record_fault({**heal_event(None, self._cluster.spec.seed), "t": self._cluster.clock.now_ns()})
         return gone
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def plan(self, faults: Sequence[TimedFault], t0_ns: int) -> None:
+        self.inner.plan(faults, t0_ns)  # the scheduler logs what it plans itself
+
+    def faults(self, *, stats: bool = True) -> list[FaultRecord]:
+        return self.inner.faults(stats=stats)
+
+    def clock_offset(self) -> int | None:
+        return self.inner.clock_offset()
+
+    def queue_bypass(self) -> Mapping[str, QueueBypass]:
+        return self.inner.queue_bypass()
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def _is_a_fault_table(table: RecordingFaultTable) -> FaultTable:
+    return table  # mypy checks that the recording table implements the protocol
 
 
 class RecordingCluster(Cluster):
@@ -104,8 +131,8 @@ class RecordingCluster(Cluster):
         return reply
 
     @property
-    def chaos(self) -> RecordingChaos:
-        return RecordingChaos(super().chaos, self)
+    def chaos(self) -> RecordingFaultTable:
+        return RecordingFaultTable(super().chaos, self)
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from typing import Any
 
 from node.workload import POLL
 from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
-from orchestration.sim.faults import SimChaos
+from orchestration.sim.faults import SimFaultTable
 from orchestration.sim.member import SimMember
 from orchestration.sim.simulation import Simulation
 
@@ -48,7 +48,7 @@ class SimCluster(Cluster):
             sender_poll=POLL,  # paced as a real member's sender loop: what fell due within 1 ms goes out together
         )
         self.clock = SimClock(self.sim)
-        self._chaos = SimChaos(self.sim, list(spec.members), spec.transport)
+        self._chaos = SimFaultTable(self.sim, list(spec.members), spec.transport)
         self._tasks: dict[str, dict[int, dict[str, object]]] = {}  # member -> task id -> progress
         self._written = False
         for name in spec.members:
@@ -110,7 +110,7 @@ class SimCluster(Cluster):
         self._write_histories()
 
     @property
-    def chaos(self) -> SimChaos:
+    def chaos(self) -> SimFaultTable:
         return self._chaos
 
     # --- control ------------------------------------------------------------------------------------------------

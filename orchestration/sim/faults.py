@@ -6,9 +6,8 @@ off by the simulation's event queue at their instants."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
 
-from chaos.fault_table import QueueBypass
+from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import ChaosError, Fault, FaultRecord, TimedFault
 from chaos.normalize import normalize
 from chaos.rules import parse_match
@@ -19,10 +18,10 @@ from orchestration.sim.simulation import Simulation
 ACTED = {"drop": "dropped", "delay": "delayed", "duplicate": "duplicated", "reorder": "reordered"}
 
 
-class SimChaos:
+class SimFaultTable:
     """The fault table of a simulated cluster: the netns engine's fault kinds, arguments and ids."""
 
-    PLAN_AHEAD: ClassVar[bool] = False  # plan() takes effect in virtual time at once: no dormant install needed
+    plan_ahead = False  # plan() takes effect in virtual time at once: no dormant install needed
 
     def __init__(self, sim: Simulation, members: list[str], transport: str) -> None:
         self.sim = sim
@@ -147,6 +146,10 @@ class SimChaos:
             )
             self._rules[key] = rule
         return rule
+
+
+def _is_a_fault_table(table: SimFaultTable) -> FaultTable:
+    return table  # mypy checks that the simulator's table implements the protocol
 
 
 def _add_link_fault(lf: LinkFaults, f: Fault) -> None:
