@@ -1,31 +1,93 @@
-"""faults.jsonl lines (SCENARIO.md "Fault timing", docs/history.md): a network fault applied, a heal."""
+"""faults.jsonl, the orchestrator's part of a run's history (SCENARIO.md "Fault timing", docs/history.md): the one
+writer of its lines, for the scheduler (orchestration/schedule.py), `chaosbed fault` (orchestration/cli/fault.py),
+the pytest plugin's recording cluster and the simulator's own log (Simulation.write_run).
+
+A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend`; every other line
+`t, event ("fault"), seed, kind`, then the kind's fields (a network fault: `id`, its keys as node/fault_kinds.py
+names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at` and a late member
+action's `late` and `lag_ms`.
+"""
 
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from chaos.faults import FaultRecord, JsonObject
 
+FILE = "faults.jsonl"
 
-def fault_event(record: FaultRecord, duration: float | None = None) -> JsonObject:
-    """The faults.jsonl line of an applied fault: its keys, id, seed and `for`."""
-    event: JsonObject = {"t": time.monotonic_ns(), "event": "fault", "seed": record.seed, "kind": record.kind}
-    event.update(id=record.id, **record.fault.event_fields())
-    if duration is not None:
-        event["for"] = f"{duration:g}s"
+
+class FaultLog:
+    """The lines of one faults.jsonl. With a path each line is appended to the file as it is logged (a run killed
+    midway keeps what happened so far); without one (the simulator) they are kept until `save`. `on_event` sees
+    every line as it is logged (`chaosbed run` prints them)."""
+
+    def __init__(self, path: Path | None, *, on_event: Callable[[JsonObject], None] | None = None) -> None:
+        self.path = path
+        self.on_event = on_event
+        self.events: list[JsonObject] = []  # every line this log wrote, in order
+
+    def start(self, *, t: int, seed: int, backend: str) -> JsonObject:
+        """The first line: `t` is the instant the schedule's clock reads 0, `backend` the backend that runs it."""
+        return self._log({"event": "start", "t": t, "seed": seed, "backend": backend})
+
+    def fault(
+        self, record: FaultRecord, *, t: int, duration: float | None = None, at: float | None = None
+    ) -> JsonObject:
+        """A network fault that took effect at `t`: its id, its keys, its `for` and its planned `at` (seconds)."""
+        event = _line(t, record.seed, record.kind, {"id": record.id, **record.fault.event_fields()})
+        if duration is not None:
+            event["for"] = f"{duration:g}s"
+        return self._log(_at(event, at))
+
+    def heal(self, ids: Sequence[str] | None, *, t: int, seed: int, at: float | None = None) -> JsonObject:
+        """A heal: of every network fault (ids None), or of just these (a partial heal, e.g. a `for` running out)."""
+        event = _line(t, seed, "heal", {} if ids is None else {"faults": list(ids)})
+        return self._log(_at(event, at))
+
+    def action(
+        self,
+        kind: str,
+        fields: Mapping[str, object],
+        *,
+        t: int,
+        seed: int,
+        at: float | None = None,
+        lag_ms: float | None = None,
+    ) -> JsonObject:
+        """A member action (kill, restart, ..., with its arguments) that started at `t`, or a fault the simulator's
+        own API made; `lag_ms`: how late it started (it is then marked `late`)."""
+        event = _at(_line(t, seed, kind, fields), at)
+        if lag_ms is not None:
+            event.update(late=True, lag_ms=round(lag_ms, 1))
+        return self._log(event)
+
+    def save(self, path: Path) -> None:
+        """Writes every line logged so far as a new file (the simulator's log, which has no path of its own)."""
+        path.write_text("".join(encode(e) + "\n" for e in self.events))
+
+    def _log(self, event: JsonObject) -> JsonObject:
+        self.events.append(event)
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(encode(event) + "\n")
+        if self.on_event is not None:
+            self.on_event(event)
+        return event
+
+
+def encode(event: JsonObject) -> str:
+    """One faults.jsonl line (without its newline)."""
+    return json.dumps(event, separators=(",", ":"))
+
+
+def _line(t: int, seed: int, kind: str, fields: Mapping[str, object]) -> JsonObject:
+    return {"t": t, "event": "fault", "seed": seed, "kind": kind, **fields}
+
+
+def _at(event: JsonObject, at: float | None) -> JsonObject:
+    if at is not None:
+        event["at"] = f"{at:g}s"
     return event
-
-
-def heal_event(ids: list[str] | None, seed: int = 0) -> JsonObject:
-    """A heal: of every fault (ids None), or of just the faults `ids` (a partial heal, e.g. a `for` running out)."""
-    event: JsonObject = {"t": time.monotonic_ns(), "event": "fault", "seed": seed, "kind": "heal"}
-    if ids is not None:
-        event["faults"] = ids
-    return event
-
-
-def append_log(path: Path, event: JsonObject) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(event, separators=(",", ":")) + "\n")

@@ -17,20 +17,18 @@ LATE_MS after its planned time is marked `late` and reported.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from analysis.config import DEFAULT_VIEWS_BOUND
-from chaos.faults import ChaosError, FaultRecord, TimedFault
+from chaos.faults import ChaosError, FaultRecord, JsonObject, TimedFault
 from chaos.faults import Fault as NetworkFault
 from chaos.normalize import normalize
 from node.wire import make_address
 from orchestration.cluster import Cluster, ClusterError
-from orchestration.fault_log import fault_event, heal_event
+from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
 
 LATE_MS = 20.0  # a member action later than this behind its planned time is reported
@@ -113,13 +111,13 @@ def compile_schedule(sc: Scenario) -> Schedule:
 class ScheduleResult:
     t0: int
     settled: bool
-    late: list[dict[str, Any]] = field(default_factory=list)  # member actions later than LATE_MS
+    late: list[JsonObject] = field(default_factory=list)  # member actions later than LATE_MS (their log lines)
     planned: int = 0  # network faults handed to the cluster's fault table
     warnings: list[str] = field(default_factory=list)  # what could not be done on time, said loudly
 
 
 def run_schedule(
-    cluster: Cluster, sc: Scenario, log_path: Path, *, on_event: Callable[[dict[str, Any]], None] | None = None
+    cluster: Cluster, sc: Scenario, log_path: Path, *, on_event: Callable[[JsonObject], None] | None = None
 ) -> ScheduleResult:
     """Runs the scenario's schedule on a started cluster, then waits until it is quiet (or the scenario's timeout,
     counted from t0). Writes faults.jsonl as it goes."""
@@ -127,16 +125,11 @@ def run_schedule(
     clock = cluster.clock
     seed = sc.seed
 
-    def log(event: dict[str, Any]) -> None:
-        with open(log_path, "a") as f:
-            f.write(json.dumps(event, separators=(",", ":")) + "\n")
-        if on_event is not None:
-            on_event(event)
-
+    log = FaultLog(log_path, on_event=on_event)
     t0 = _arm(cluster, schedule, seed)
-    log({"event": "start", "t": t0, "seed": seed, "backend": cluster.backend_name})
+    log.start(t=t0, seed=seed, backend=cluster.backend_name)
     deadline = t0 + round(sc.timeout * 1e9)
-    late: list[dict[str, Any]] = []
+    late: list[JsonObject] = []
     for inst in schedule.instants:
         planned_t = t0 + round(inst.at * 1e9)
         if planned_t > deadline:
@@ -144,12 +137,11 @@ def run_schedule(
         clock.sleep_until(planned_t)
         # Network changes took effect at planned_t by themselves (installed ahead, switched by the clock): log them.
         for p in inst.off:
-            log({**heal_event([p.id], seed), "t": planned_t, "at": _at(inst.at)})
+            log.heal([p.id], t=planned_t, seed=seed, at=inst.at)
         for _ in inst.heals:
-            log({**heal_event(None, seed), "t": planned_t, "at": _at(inst.at)})
+            log.heal(None, t=planned_t, seed=seed, at=inst.at)
         for p in inst.on:
-            record = FaultRecord(p.id, p.record, seed)
-            log({**fault_event(record, p.fault.duration), "t": planned_t, "at": _at(inst.at)})
+            log.fault(FaultRecord(p.id, p.record, seed), t=planned_t, duration=p.fault.duration, at=inst.at)
         for w in inst.workloads:
             _start_workload(cluster, w)
         if inst.actions:
@@ -159,12 +151,12 @@ def run_schedule(
         for f in inst.actions:
             started = clock.now_ns()
             _member_action(cluster, f)
-            event = {"t": started, "event": "fault", "seed": seed, "kind": f.kind, **f.args, "at": _at(inst.at)}
             lag_ms = (started - planned_t) / 1e6
-            if lag_ms > LATE_MS:
-                event.update(late=True, lag_ms=round(lag_ms, 1))
+            event = log.action(
+                f.kind, f.args, t=started, seed=seed, at=inst.at, lag_ms=lag_ms if lag_ms > LATE_MS else None
+            )
+            if "late" in event:
                 late.append(event)
-            log(event)
     warnings = _clock_check(cluster) if schedule.planned else []
     settled = wait_quiet(cluster, deadline, views_wait_until(sc, schedule, t0))
     return ScheduleResult(t0, settled, late, len(schedule.planned), warnings)
@@ -196,10 +188,6 @@ def _clock_check(cluster: Cluster) -> list[str]:
         f"the wall clock moved {drift_ms:.1f} ms against the monotonic clock during the schedule: network faults "
         "(switched by the kernel on the wall clock) took effect up to that much off their planned times"
     ]
-
-
-def _at(seconds: float) -> str:
-    return f"{seconds:g}s"
 
 
 def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:

@@ -26,6 +26,7 @@ from orchestration.cli.output import describe
 if TYPE_CHECKING:
     from chaos.netns_engine import NetnsFaultEngine
     from orchestration.cluster import Cluster
+    from orchestration.fault_log import FaultLog
 
 _FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
 
@@ -60,7 +61,6 @@ def _chaos(label: str | None) -> tuple[Cluster, NetnsFaultEngine]:
 
 def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str | None) -> None:
     from chaos.faults import ChaosError
-    from orchestration.fault_log import append_log, fault_event
 
     cluster, chaos = _chaos(label)
     duration = duration_arg(for_) if for_ else None
@@ -68,7 +68,7 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
         record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
     except ChaosError as e:
         raise click.ClickException(str(e)) from None
-    append_log(_log_path(cluster), fault_event(record, duration))
+    _log(cluster).fault(record, t=time.monotonic_ns(), duration=duration)
     console.print(f"{record.id}: {describe(record.fault)}")
     if duration is not None:
         timer = subprocess.Popen(
@@ -88,9 +88,12 @@ def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
     return [sys.executable, "-m", "orchestration", *heal]
 
 
-def _log_path(cluster: Cluster) -> Path:
+def _log(cluster: Cluster) -> FaultLog:
+    """The cluster's faults.jsonl, next to its histories."""
+    from orchestration.fault_log import FILE, FaultLog
+
     Path(cluster.workdir).mkdir(parents=True, exist_ok=True)
-    return Path(cluster.workdir) / "faults.jsonl"
+    return FaultLog(Path(cluster.workdir) / FILE)
 
 
 @click.group()
@@ -204,7 +207,6 @@ def discard(
 def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> None:
     """Remove the faults IDS (see `fault list`), or every network fault."""
     from chaos.faults import ChaosError
-    from orchestration.fault_log import append_log, heal_event
 
     if after > 0:
         time.sleep(after)  # the timer of a `--for`: this process exists to wait
@@ -213,7 +215,7 @@ def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> 
         gone = chaos.remove(list(ids)) if ids else chaos.heal()
     except ChaosError as e:
         raise click.ClickException(str(e)) from None
-    append_log(_log_path(cluster), heal_event(list(ids) if ids else None))
+    _log(cluster).heal(list(ids) if ids else None, t=time.monotonic_ns(), seed=0)
     if not quiet:
         healed = ", ".join(f"{f.id} {describe(f.fault)}" for f in gone)
         console.print(f"healed: {healed or 'nothing to heal'}")

@@ -12,8 +12,7 @@ from typing import Any
 from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import Fault, FaultRecord, TimedFault
 from orchestration.cluster import Cluster
-
-FAULTS_FILE = "faults.jsonl"
+from orchestration.fault_log import FILE, FaultLog
 
 
 class RecordingFaultTable:
@@ -34,26 +33,19 @@ class RecordingFaultTable:
 
     def add(self, kind: str, args: Mapping[str, object], *, seed: int | None = None) -> FaultRecord:
         """Applies the fault (with the cluster's seed unless given) and records it."""
-        from orchestration.fault_log import fault_event
-
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed
         record = self.inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
-        self._cluster.record_fault({**fault_event(record), "t": t})
+        self._cluster.fault_log.fault(record, t=t)
         return record
 
     def remove(self, ids: Sequence[str]) -> list[FaultRecord]:
-        from orchestration.fault_log import heal_event
-
         gone = self.inner.remove(ids)
-        seed, t = self._cluster.spec.seed, self._cluster.clock.now_ns()
-        self._cluster.record_fault({**heal_event(list(ids), seed), "t": t})
+        self._cluster.fault_log.heal(ids, t=self._cluster.clock.now_ns(), seed=self._cluster.spec.seed)
         return gone
 
     def heal(self) -> list[FaultRecord]:
-        from orchestration.fault_log import heal_event
-
         gone = self.inner.heal()  # `t` from after: the faults ended by then
-        self._cluster.record_fault({**heal_event(None, self._cluster.spec.seed), "t": self._cluster.clock.now_ns()})
+        self._cluster.fault_log.heal(None, t=self._cluster.clock.now_ns(), seed=self._cluster.spec.seed)
         return gone
 
     def plan(self, faults: Sequence[TimedFault], t0_ns: int) -> None:
@@ -82,24 +74,21 @@ class RecordingCluster(Cluster):
 
     @property
     def faults_file(self) -> Path:
-        return Path(self.workdir) / FAULTS_FILE
+        return Path(self.workdir) / FILE
 
-    def record_fault(self, event: dict[str, Any]) -> None:
-        from orchestration.fault_log import append_log
-
-        append_log(self.faults_file, event)
+    @property
+    def fault_log(self) -> FaultLog:
+        return FaultLog(self.faults_file)
 
     def record_start(self) -> None:
         """The `start` line (SCENARIO.md "Fault timing"): the clock, seed and backend of the test's run."""
         self.faults_file.unlink(missing_ok=True)
-        self.record_fault(
-            {"event": "start", "t": self.clock.now_ns(), "seed": self.spec.seed, "backend": self.backend_name}
-        )
+        self.fault_log.start(t=self.clock.now_ns(), seed=self.spec.seed, backend=self.backend_name)
 
     def _member_fault(self, kind: str, name: str, action: Callable[[], None]) -> None:
         t = self.clock.now_ns()  # when it started, as the scheduler logs member actions
         action()
-        self.record_fault({"t": t, "event": "fault", "seed": self.spec.seed, "kind": kind, "member": name})
+        self.fault_log.action(kind, {"member": name}, t=t, seed=self.spec.seed)
 
     def kill(self, name: str) -> None:
         self._member_fault("kill", name, lambda: super(RecordingCluster, self).kill(name))
@@ -120,14 +109,14 @@ class RecordingCluster(Cluster):
         """Closing a connection and setting a property are member faults of scenario files: recorded as such."""
         t = self.clock.now_ns()
         reply = super().control(name, cmd, timeout=timeout, **args)
-        fault: dict[str, Any] | None = None
         if cmd == "close":
-            fault = {"kind": "close-connection", "member": name, "peer": args.get("peer")}
+            self.fault_log.action(
+                "close-connection", {"member": name, "peer": args.get("peer")}, t=t, seed=self.spec.seed
+            )
         elif cmd == "set":
             prop = f"{args.get('protocol')}.{args.get('property')}"
-            fault = {"kind": "set", "member": name, "property": prop, "value": args.get("value")}
-        if fault is not None:
-            self.record_fault({"t": t, "event": "fault", "seed": self.spec.seed, **fault})
+            fields = {"member": name, "property": prop, "value": args.get("value")}
+            self.fault_log.action("set", fields, t=t, seed=self.spec.seed)
         return reply
 
     @property

@@ -106,10 +106,11 @@ def test_discard_is_refused_over_tcp(tmp_path: Path) -> None:
 
 def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: NetnsFaultEngine) -> None:
     from orchestration.cli.output import describe
-    from orchestration.fault_log import fault_event
+    from orchestration.fault_log import FaultLog
 
     record = fault(chaos, "delay", **{"from": ["C"], "to": ["A"], "delay": "30ms", "jitter": "5ms"})
-    assert describe(record.fault) == describe(fault_event(record)) == "delay 30ms ± 5ms C -> A"
+    line = FaultLog(None).fault(record, t=0)
+    assert describe(record.fault) == describe(line) == "delay 30ms ± 5ms C -> A"
     assert describe({"kind": "heal", "faults": ["f3"]}) == "heal f3"
 
 
