@@ -168,8 +168,8 @@ def views_wait_until(sc: Scenario, schedule: Schedule, t0: int) -> int | None:
     all arrived ended right after a heal, before the merge, and views_converge failed although its bound had not
     run out (tests/sim/test_runner.py). None: views_converge is off, or a network fault is never healed (the views
     are not expected to agree, and the checker does not check them then)."""
-    bound = sc.checks.get("views_converge", DEFAULT_VIEWS_BOUND)
-    if bound is False or any(p.end is None for p in schedule.planned):
+    bound = sc.checks.get("views_converge", DEFAULT_VIEWS_BOUND)  # seconds, or False (off)
+    if not isinstance(bound, int | float) or isinstance(bound, bool) or any(p.end is None for p in schedule.planned):
         return None
     ends = [p.end for p in schedule.planned if p.end is not None] + [f.at for f in sc.faults]
     return t0 + round((max(ends, default=0.0) + float(bound)) * 1e9)
@@ -235,22 +235,22 @@ def _start_workload(cluster: Cluster, w: Workload) -> None:
 
 
 def _member_action(cluster: Cluster, f: Fault) -> None:
-    a = f.args
+    a, member = f.args, f.member
     if f.kind == "kill":
-        cluster.kill(a["member"])
+        cluster.kill(member)
     elif f.kind == "restart":
-        cluster.restart(a["member"])
+        cluster.restart(member)
     elif f.kind == "pause":
-        cluster.pause(a["member"])
+        cluster.pause(member)
     elif f.kind == "resume":
-        cluster.resume(a["member"])
+        cluster.resume(member)
     elif f.kind == "leave":
-        cluster.leave(a["member"])
+        cluster.leave(member)
     elif f.kind == "close-connection":
-        cluster.control(a["member"], "close", peer=a["peer"])
+        cluster.control(member, "close", peer=a["peer"])
     elif f.kind == "set":
-        proto, prop = a["property"].split(".")
-        cluster.control(a["member"], "set", protocol=proto, property=prop, value=a["value"])
+        proto, prop = str(a["property"]).split(".")
+        cluster.control(member, "set", protocol=proto, property=prop, value=a["value"])
     else:
         raise ClusterError(f"faults: {f.kind} is not a member action")
 
@@ -279,14 +279,14 @@ def views_agree(cluster: Cluster) -> bool:
     if all(v is None for v in views.values()):
         return True
     current = {make_address(n, cluster.members[n].incarnation) for n in views}
-    ids = {(v or {}).get("view_id") for v in views.values()}
+    ids = {v["view_id"] if v else None for v in views.values()}
     return len(ids) == 1 and None not in ids and all(set(v["members"]) == current for v in views.values() if v)
 
 
 def _quiet(cluster: Cluster) -> bool:
     running = [n for n in cluster.running() if not cluster.members[n].paused]
     current = {make_address(n, cluster.members[n].incarnation) for n in running}
-    heard: dict[str, dict[str, int]] = {}
+    heard: dict[str, dict[str, float]] = {}
     for name in running:
         tasks = cluster.control(name, "tasks")["tasks"]
         if not all(t["done"] for t in tasks.values()):
@@ -298,13 +298,13 @@ def _quiet(cluster: Cluster) -> bool:
     return not _multicast_tail_unheard(cluster, running, heard)
 
 
-def _multicast_tail_unheard(cluster: Cluster, running: list[str], heard: dict[str, dict[str, int]]) -> bool:
+def _multicast_tail_unheard(cluster: Cluster, running: list[str], heard: dict[str, dict[str, float]]) -> bool:
     """True while a member has not received a sender's highest multicast although each is in the other's view: a
     lost tail that no later message reveals (the receiver does not know it misses it; NAKACK2's HIGHEST_SEQNO or
     the next STABLE round repairs it). Without waiting for that, a run would end before the protocol could."""
     if not any(heard.values()):
         return False
-    views = {n: set((v or {}).get("members") or ()) for n, v in cluster.views().items()}
+    views = {n: set(v["members"]) if v else set() for n, v in cluster.views().items()}
     address = {n: make_address(n, cluster.members[n].incarnation) for n in running}
     for s in running:
         sent = heard[s].get(address[s], 0)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -20,7 +20,7 @@ from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
 from node.fault_kinds import DISCARD_ACTIONS
-from orchestration.cli.options import attach, cluster_option, console, duration_arg, fraction_arg
+from orchestration.cli.options import F, attach, cluster_option, console, duration_arg, fraction_arg
 from orchestration.cli.output import describe
 
 if TYPE_CHECKING:
@@ -35,8 +35,8 @@ def _members(value: str | None) -> list[str] | None:
     return [m.strip() for m in value.split(",") if m.strip()] if value else None
 
 
-def _from_to(required: bool) -> Any:
-    def wrap(f: Any) -> Any:
+def _from_to(required: bool) -> Callable[[F], F]:
+    def wrap(f: F) -> F:
         what = "" if required else " (default: every member)"
         f = click.option("--to", "to", required=required, help=f"receiving members, e.g. B or B,C{what}")(f)
         return click.option("--from", "from_", required=required, help=f"sending members, e.g. A or A,C{what}")(f)
@@ -190,7 +190,7 @@ def discard(
     label: str | None,
 ) -> None:
     """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`."""
-    args: dict[str, Any] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
+    args: dict[str, object] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
     args["count"] = count
     if probability is not None:
         args["probability"] = fraction_arg(probability)

@@ -12,10 +12,10 @@ Histories are written to `<workdir>/history/` when the members stop or the clust
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from node.workload import POLL
-from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
+from orchestration.cluster import Cluster, ClusterError, ClusterSpec, ControlReply, MemberInfo
 from orchestration.sim.faults import SimFaultTable
 from orchestration.sim.member import SimMember
 from orchestration.sim.simulation import Simulation
@@ -115,7 +115,7 @@ class SimCluster(Cluster):
 
     # --- control ------------------------------------------------------------------------------------------------
 
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """The replies node/control.py gives, computed from the simulated member."""
         m = self._running(name)
         if self.members[name].paused:
@@ -124,7 +124,7 @@ class SimCluster(Cluster):
         if handler is None:
             raise ClusterError(f"member {name}: unknown command {cmd!r}")
         try:
-            return {"ok": True, **handler(name, m, **args)}
+            return cast(ControlReply, {"ok": True, **handler(name, m, **args)})  # the keys node/control.py replies
         except (KeyError, TypeError, ValueError) as e:
             raise ClusterError(f"member {name}: {cmd}: {e}") from None
 
