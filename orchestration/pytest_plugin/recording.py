@@ -7,11 +7,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import ClassVar, cast
 
 from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import Fault, FaultRecord, TimedFault
-from orchestration.cluster import Cluster
+from orchestration.cluster import Cluster, ControlReply
 from orchestration.fault_log import FILE, FaultLog
 
 
@@ -70,7 +70,10 @@ def _is_a_fault_table(table: RecordingFaultTable) -> FaultTable:
 
 class RecordingCluster(Cluster):
     """Mixed in before a backend's class (recording_class): member faults and the fault table's changes go to
-    faults.jsonl, so the checker knows who was killed, restarted or left and when the network healed."""
+    faults.jsonl, so the checker knows who was killed, restarted or left and when the network healed. `backend` is
+    the backend's class, which does the work (recording_class sets it)."""
+
+    backend: ClassVar[type[Cluster]]
 
     @property
     def faults_file(self) -> Path:
@@ -91,24 +94,24 @@ class RecordingCluster(Cluster):
         self.fault_log.action(kind, {"member": name}, t=t, seed=self.spec.seed)
 
     def kill(self, name: str) -> None:
-        self._member_fault("kill", name, lambda: super(RecordingCluster, self).kill(name))
+        self._member_fault("kill", name, lambda: self.backend.kill(self, name))
 
     def restart(self, name: str, timeout: float = 30.0) -> None:
-        self._member_fault("restart", name, lambda: super(RecordingCluster, self).restart(name, timeout))
+        self._member_fault("restart", name, lambda: self.backend.restart(self, name, timeout))
 
     def pause(self, name: str) -> None:
-        self._member_fault("pause", name, lambda: super(RecordingCluster, self).pause(name))
+        self._member_fault("pause", name, lambda: self.backend.pause(self, name))
 
     def resume(self, name: str) -> None:
-        self._member_fault("resume", name, lambda: super(RecordingCluster, self).resume(name))
+        self._member_fault("resume", name, lambda: self.backend.resume(self, name))
 
     def leave(self, name: str) -> None:
-        self._member_fault("leave", name, lambda: super(RecordingCluster, self).leave(name))
+        self._member_fault("leave", name, lambda: self.backend.leave(self, name))
 
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """Closing a connection and setting a property are member faults of scenario files: recorded as such."""
         t = self.clock.now_ns()
-        reply = super().control(name, cmd, timeout=timeout, **args)
+        reply = self.backend.control(self, name, cmd, timeout=timeout, **args)
         if cmd == "close":
             self.fault_log.action(
                 "close-connection", {"member": name, "peer": args.get("peer")}, t=t, seed=self.spec.seed
@@ -125,6 +128,7 @@ class RecordingCluster(Cluster):
 
 
 @functools.cache
-def recording_class(cls: type) -> type:
+def recording_class(cls: type[Cluster]) -> type[RecordingCluster]:
     """The backend's Cluster class with RecordingCluster mixed in (still an instance of the backend's class)."""
-    return type(f"Recording{cls.__name__}", (RecordingCluster, cls), {"__doc__": cls.__doc__})
+    mixed = type(f"Recording{cls.__name__}", (RecordingCluster, cls), {"__doc__": cls.__doc__, "backend": cls})
+    return cast(type[RecordingCluster], mixed)  # a subclass of both
