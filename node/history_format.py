@@ -127,6 +127,7 @@ FAULT_FIELDS: dict[str, Field] = {
     "for": Field("str", False, 'how long the fault lasts ("2s"); its heal is a later line'),
     "late": Field("bool", False, "a member action that started more than 20 ms after its instant"),
     "lag_ms": Field("number", False, "with late: how late, in ms"),
+    "observed_t": Field("int", False, "a probe run: when probes saw the network fault take effect (first one dropped)"),
     "from": Field("list[str]", False, "the sending members of the links"),
     "to": Field("list[str]", False, "the receiving members of the links"),
     "one_way": Field("bool", False, "partition: only from -> to"),

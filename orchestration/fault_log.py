@@ -4,8 +4,8 @@ the pytest plugin's recording cluster and the simulator's own log (Simulation.wr
 
 A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend`; every other line
 `t, event ("fault"), seed, kind`, then the kind's fields (a network fault: `id`, its keys as node/fault_kinds.py
-names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at` and a late member
-action's `late` and `lag_ms`.
+names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at`, a late member
+action's `late` and `lag_ms`, and where a probe run measured it a network fault's `observed_t`.
 """
 
 from __future__ import annotations
@@ -63,6 +63,20 @@ class FaultLog:
         if lag_ms is not None:
             event.update(late=True, lag_ms=round(lag_ms, 1))
         return self._log(event)
+
+    def observed(self, onsets: Mapping[str, int]) -> None:
+        """Adds `observed_t` (when a probe run saw it take effect, ns: orchestration/onset_probes.py) to the lines of
+        the network faults with these ids, in the file too (the other lines stay byte for byte)."""
+        changed: dict[str, str] = {}
+        for event in self.events:
+            fault_id = event.get("id")
+            if event.get("event") == "fault" and isinstance(fault_id, str) and fault_id in onsets:
+                before = encode(event)
+                event["observed_t"] = onsets[fault_id]
+                changed[before] = encode(event)
+        if self.path is not None and changed:
+            lines = self.path.read_text().splitlines()
+            self.path.write_text("".join(changed.get(line, line) + "\n" for line in lines))
 
     def save(self, path: Path) -> None:
         """Writes every line logged so far as a new file (the simulator's log, which has no path of its own)."""

@@ -21,15 +21,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.config import DEFAULT_VIEWS_BOUND
-from chaos.faults import ChaosError, FaultRecord, JsonObject, TimedFault
+from chaos.faults import ChaosError, FaultRecord, FaultWindow, JsonObject, TimedFault
 from chaos.faults import Fault as NetworkFault
 from chaos.normalize import normalize
 from node.wire import make_address
 from orchestration.cluster import Cluster, ClusterError
 from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
+
+if TYPE_CHECKING:
+    from orchestration.onset_probes import LinkProbes, Onset
 
 LATE_MS = 20.0  # a member action later than this behind its planned time is reported
 ARM_LEAD_S = 0.25  # how far ahead of t0 the real backends install the plan (doubled on each retry)
@@ -114,13 +118,20 @@ class ScheduleResult:
     late: list[JsonObject] = field(default_factory=list)  # member actions later than LATE_MS (their log lines)
     planned: int = 0  # network faults handed to the cluster's fault table
     warnings: list[str] = field(default_factory=list)  # what could not be done on time, said loudly
+    onsets: dict[str, Onset] = field(default_factory=dict)  # a probe run's observed onsets, by fault id
 
 
 def run_schedule(
-    cluster: Cluster, sc: Scenario, log_path: Path, *, on_event: Callable[[JsonObject], None] | None = None
+    cluster: Cluster,
+    sc: Scenario,
+    log_path: Path,
+    *,
+    on_event: Callable[[JsonObject], None] | None = None,
+    probes: LinkProbes | None = None,
 ) -> ScheduleResult:
     """Runs the scenario's schedule on a started cluster, then waits until it is quiet (or the scenario's timeout,
-    counted from t0). Writes faults.jsonl as it goes."""
+    counted from t0). Writes faults.jsonl as it goes. With `probes` (a probe run, orchestration/onset_probes.py),
+    each network fault that the probes saw take effect gets its observed onset in faults.jsonl (`observed_t`)."""
     schedule = compile_schedule(sc)
     clock = cluster.clock
     seed = sc.seed
@@ -159,7 +170,11 @@ def run_schedule(
                 late.append(event)
     warnings = _clock_check(cluster) if schedule.planned else []
     settled = wait_quiet(cluster, deadline, views_wait_until(sc, schedule, t0))
-    return ScheduleResult(t0, settled, late, len(schedule.planned), warnings)
+    onsets: dict[str, Onset] = {}
+    if probes is not None:  # judged against the schedule's own instants, not the windows the fault table was given
+        onsets = probes.observe([_planned_record(p, t0, seed) for p in schedule.planned if _live(p)], clock)
+        log.observed({fault_id: o.observed for fault_id, o in onsets.items()})
+    return ScheduleResult(t0, settled, late, len(schedule.planned), warnings, onsets)
 
 
 def views_wait_until(sc: Scenario, schedule: Schedule, t0: int) -> int | None:
@@ -216,6 +231,11 @@ def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
         f"could not install the schedule's {len(records)} network faults before its start within {ARM_TRIES} tries "
         f"(last lead {lead / 2:g}s): the machine is too busy to put faults on time"
     )
+
+
+def _planned_record(p: PlannedFault, t0: int, seed: int) -> FaultRecord:
+    until = None if p.end is None else t0 + round(p.end * 1e9)
+    return FaultRecord(p.id, p.record, seed, window=FaultWindow(t0 + round(p.start * 1e9), until))
 
 
 def _live(p: PlannedFault) -> bool:

@@ -44,3 +44,18 @@ def test_every_line_byte_for_byte(tmp_path: Path) -> None:
     memory.events.extend(log.events)
     memory.save(tmp_path / "saved.jsonl")
     assert (tmp_path / "saved.jsonl").read_text() == expected
+
+
+def test_observed_onsets_extend_the_fault_lines_and_nothing_else(tmp_path: Path) -> None:
+    log = FaultLog(tmp_path / "faults.jsonl")
+    log.start(t=5, seed=3, backend="netns")
+    loss = normalize("loss", {"from": "A", "to": "B", "probability": 1.0}, NAMES)
+    log.fault(FaultRecord("f1", loss, 3), t=10, duration=0.3, at=1.0)
+    log.fault(FaultRecord("f2", loss, 3), t=20, at=2.0)
+    log.heal(["f1"], t=30, seed=3, at=1.3)
+    before = (tmp_path / "faults.jsonl").read_text().splitlines()
+    log.observed({"f1": 11})
+    after = (tmp_path / "faults.jsonl").read_text().splitlines()
+    assert after[1] == before[1][:-1] + ',"observed_t":11}'
+    assert [after[0], *after[2:]] == [before[0], *before[2:]]  # f2 (not observed) and the heal are untouched
+    assert log.events[1]["observed_t"] == 11
