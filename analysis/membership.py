@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.config import CheckConfig, InputError, parse_duration
+from node.fault_kinds import CUTS, NETWORK
 from node.wire import incarnation_of, name_of
 
 NEVER = 1 << 62  # "no end": a fault still in force
-LASTING = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard", "link"}
-BLOCKS_VIEWS = {"partition", "split"}  # faults that keep views apart while in force
+LASTING = {*NETWORK, "link"}  # network faults (node/fault_kinds.py) and the simulator's own set_link records
+BLOCKS_VIEWS = set(CUTS)  # faults that keep views apart while in force
 ENDS_MEMBER = {"kill", "leave"}  # faults after which the member's incarnation is over (a restart starts another)
 
 

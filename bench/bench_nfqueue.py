@@ -7,7 +7,7 @@ measured side by side in one run, in two namespaces <label>-a -> <label>-b joine
   NetfilterQueue 1.1 with an accept-all callback. The handler's queue is fail-open, so when it cannot keep up the
   kernel lets the excess bypass it: "judged/s" is what went through the handler, "received/s" what arrived.
 - latency: --rate datagrams/s with a send timestamp in the payload (one host clock), direct vs through the handler.
-- judge(): the pure per-packet cost of Engine.judge, in-process.
+- judge(): the pure per-packet cost of Judge.judge, in-process.
 Run: python -m bench.bench_nfqueue [--seconds 3] [--repeats 3] [--rate 2000]
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.common import median_time, report
-from chaos.nfqueue import Engine, HandlerProcess, compile_rules
+from chaos.nfqueue import HandlerProcess, Judge, compile_rules
 from node import wire
 from orchestration.backends.netns import veth_pair
 from orchestration.cluster import new_label
@@ -191,13 +191,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def judge_cost() -> None:
-    engine = Engine(compile_rules([NEVER]))
+    never = Judge(compile_rules([NEVER]))
     one = _ip_udp(wire.encode_datagram("bench", "A:1", "B:1", [DATA(1, 1, False, b"x" * 100)]))
     five = _ip_udp(wire.encode_datagram("bench", "A:1", "B:1", [DATA(i, 1, False, b"x" * 100) for i in range(5)]))
-    strip = Engine(compile_rules([{"id": "s", "match": "UNICAST3.DATA(seqno=2)", "action": "drop"}]))
+    strip = Judge(compile_rules([{"id": "s", "match": "UNICAST3.DATA(seqno=2)", "action": "drop"}]))
     for name, eng, pkt in (
-        ("judge(): never-matching rule, 1-message datagram", engine, one),
-        ("judge(): never-matching rule, 5-message datagram", engine, five),
+        ("judge(): never-matching rule, 1-message datagram", never, one),
+        ("judge(): never-matching rule, 5-message datagram", never, five),
         ("judge(): strip 1 of 5 messages (rewrite)", strip, five),
     ):
         t = median_time(lambda e=eng, p=pkt: [e.judge(p) for _ in range(10_000)], repeats=5)

@@ -4,11 +4,12 @@ A 4-member cluster in network namespaces runs a schedule of 20 network faults at
 instant, each on its own directed link): a one-way partition, 100% loss, 20 ms delay (each lasting 0.4 s) and a
 count-1 discard of a protocol message; plus, at each instant, a member action (`set` of a property). Probes measure
 what the network did, not what the log says: every directed link carries a datagram every millisecond (a valid
-UNICAST3.DATA message stamped with its CLOCK_MONOTONIC send time, on a port of its own), and each fault's observed
-onset is the send time of the first probe it acted on (lost, or 10+ ms late); its observed end, the first probe it
-let through again. Printed: the lag of onset and end behind the plan (median / p99 / max over the faults), the
-spread of the onsets of faults planned for the same instant, the lag of the `t` that faults.jsonl records, and how
-long after its instant each member action started. Probes resolve about 1 ms (more when the probe thread stalls).
+UNICAST3.DATA message stamped with its CLOCK_MONOTONIC send time, on a port of its own: orchestration/onset_probes.py's
+LinkProbes, as in tests/netns/test_onset.py), and each fault's observed onset is the send time of the first probe
+it acted on (lost, or 10+ ms late); its observed end, the first probe it let through again. Printed: the lag of
+onset and end behind the plan (median / p99 / max over the faults), the spread of the onsets of faults planned for
+the same instant, the lag of the `t` that faults.jsonl records, and how long after its instant each member action
+started. Probes resolve about 1 ms (more when the probe thread stalls).
 
 Before this scheduler (faults installed one by one at their time, measured on main with the same schedule): the
 logged `t` lagged its planned instant by a median 581 ms, p99 965 ms, max 1,160 ms, growing through the run.
@@ -21,28 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
-import socket
 import statistics
-import struct
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from node import wire
-from orchestration.backends.netns import NetnsCluster, in_namespace
+from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
+from orchestration.onset_probes import LinkProbes
 from orchestration.scenario import parse
 from orchestration.schedule import run_schedule
 
-PROBE_PORT = 7900
-PROBE_EVERY = 0.001
 FAULT_FOR = 0.4
 MEMBERS = "ABCD"
 KINDS = ("partition", "loss", "delay", "discard")
-_STAMP = struct.Struct("!q")
-DATA = wire.header_class("UNICAST3", "DATA")
 
 
 def bench_scenario() -> dict:
@@ -75,68 +68,9 @@ def bench_scenario() -> dict:
     }
 
 
-class Probes:
-    """A datagram per millisecond on every directed link; records (send ns, receive ns) per link and sequence."""
-
-    def __init__(self, cluster: NetnsCluster) -> None:
-        self.socks: dict[str, socket.socket] = {}
-        self.addr = {n: (m.ip, PROBE_PORT) for n, m in cluster.members.items()}
-        for name, m in cluster.members.items():
-            with in_namespace(m.netns or cluster.member_ns(name)):
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind((m.ip, PROBE_PORT))
-            s.setblocking(False)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-            self.socks[name] = s
-        self.sent: dict[tuple[str, str], list[int]] = {(a, b): [] for a in MEMBERS for b in MEMBERS if a != b}
-        self.got: dict[tuple[str, str], dict[int, int]] = {link: {} for link in self.sent}
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._send), threading.Thread(target=self._receive)]
-
-    def __enter__(self) -> Probes:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(10)
-        for s in self.socks.values():
-            s.close()
-
-    def _send(self) -> None:
-        nxt = time.monotonic()
-        while not self.stop.is_set():
-            for (a, b), times in self.sent.items():
-                seq = len(times)
-                now = time.monotonic_ns()
-                msg = DATA(seq, 1, False, _STAMP.pack(now))
-                self.socks[a].sendto(wire.encode_datagram("probe", a, b, [msg]), self.addr[b])
-                times.append(now)
-            nxt += PROBE_EVERY
-            time.sleep(max(0.0, nxt - time.monotonic()))
-
-    def _receive(self) -> None:
-        by_fd = {s.fileno(): (n, s) for n, s in self.socks.items()}
-        poller = select.epoll()
-        for fd in by_fd:
-            poller.register(fd, select.EPOLLIN)
-        while not self.stop.is_set():
-            for fd, _ in poller.poll(0.05):
-                name, s = by_fd[fd]
-                while True:
-                    try:
-                        data = s.recv(2048)
-                    except BlockingIOError:
-                        break
-                    now = time.monotonic_ns()
-                    d = wire.decode_datagram(data)
-                    self.got[(d.src, name)][d.messages[0].seqno] = now
-        poller.close()
-
-
-def observe(probes: Probes, kind: str, link: tuple[str, str], start: int, end: int | None) -> tuple[int, int | None]:
+def observe(
+    probes: LinkProbes, kind: str, link: tuple[str, str], start: int, end: int | None
+) -> tuple[int, int | None]:
     """(observed onset, observed end) in ns: the send time of the first probe the fault acted on, and of the first
     one it let through after that (None for a discard, which acts once)."""
     sent, got = probes.sent[link], probes.got[link]
@@ -159,7 +93,7 @@ def one_round(workdir: Path) -> tuple[list[float], ...]:
     onsets, ends, logged, spreads, actions = [], [], [], [], []
     try:
         cluster.start()
-        with Probes(cluster) as probes:
+        with LinkProbes(cluster) as probes:
             time.sleep(0.3)  # probes flowing before the plan is installed (a benchmark, not a test)
             log = workdir / "faults.jsonl"
             result = run_schedule(cluster, sc, log)

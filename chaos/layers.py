@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
+from scapy.base_classes import Packet_metaclass
 from scapy.config import conf
 from scapy.fields import (
     ByteEnumField,
@@ -349,7 +350,7 @@ class WireMessage(Packet):
     of the layer its (proto, type) bytes name."""
 
     name = "wire message"
-    fields_desc: ClassVar[list[Field[Any, Any]]] = [
+    fields_desc = [
         ByteEnumField("proto", 0, _PROTOCOL_NAMES),
         ByteField("type", 0),
     ]
@@ -383,7 +384,7 @@ class UnknownMessage(WireMessage):
     the datagram."""
 
     name = "unknown message"
-    fields_desc: ClassVar[list[Field[Any, Any]]] = [
+    fields_desc = [
         ByteEnumField("proto", 0, _PROTOCOL_NAMES),
         ByteField("type", 0),
         StrField("load", b""),
@@ -425,7 +426,8 @@ def _make_layer(spec: wire.HeaderSpec) -> type[WireMessage]:
             _PayloadField("load", b"", length_from=lambda pkt: pkt.payload_len),
         ],
     }
-    return type(WireMessage)(cls_name, (WireMessage,), namespace)  # scapy's Packet metaclass
+    layer = Packet_metaclass(cls_name, (WireMessage,), namespace)  # scapy's Packet metaclass makes the class
+    return cast(type[WireMessage], layer)  # a subclass of its only base
 
 
 LAYERS: dict[str, type[WireMessage]] = {key: _make_layer(spec) for key, spec in wire.SPECS.items()}
@@ -446,7 +448,7 @@ class Chaosbed(Packet):
     a dissected datagram, `del pkt.count` to have it recomputed (or keep it wrong on purpose)."""
 
     name = "Chaosbed"
-    fields_desc: ClassVar[list[Field[Any, Any]]] = [
+    fields_desc = [
         XByteField("magic", wire.MAGIC),
         ByteField("version", wire.WIRE_VERSION),
         FlagsField("flags", None, 8, ["multicast"]),  # None: set from dest when building
@@ -527,7 +529,7 @@ def from_wire_message(msg: Any) -> WireMessage:
     except KeyError:
         raise TypeError(f"not a wire message: {type(msg).__name__}") from None
     layer = LAYERS[spec.key]
-    values = {
+    values: dict[str, Any] = {
         layer.FIELD_NAMES[f.name]: int(v) if f.kind == "bool" else v for f, v in zip(spec.fields, msg[:-1], strict=True)
     }
     return layer(**values, load=msg.payload)

@@ -1,13 +1,16 @@
 """The history format as one machine-readable table: every event kind, its fields and their JSON types, for the
-members' histories (written by node/history.py) and the orchestrator's faults.jsonl (written by orchestration/ and
-chaos/engine.py). docs/history.md is its prose; analysis/schema.py takes its columns (`CHECKER_COLUMNS`) from here;
-tests/unit/test_history_schema.py validates every event both writers emit against it. Standard library only (node/).
+members' histories (written by node/history.py) and the orchestrator's faults.jsonl (written by
+orchestration/fault_log.py). docs/history.md is its prose; analysis/schema.py takes its columns (`CHECKER_COLUMNS`)
+from here; tests/unit/test_history_schema.py validates every event both writers emit against it. Standard library
+only (node/).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from node import fault_kinds
 
 # JSON types: "int" (integer), "number" (int or float), "str", "bool", "id" (a JSON number or string, read by the
 # checker as its text), "list[str]", "list[list[str]]", "object", "any".
@@ -124,6 +127,7 @@ FAULT_FIELDS: dict[str, Field] = {
     "for": Field("str", False, 'how long the fault lasts ("2s"); its heal is a later line'),
     "late": Field("bool", False, "a member action that started more than 20 ms after its instant"),
     "lag_ms": Field("number", False, "with late: how late, in ms"),
+    "observed_t": Field("int", False, "a probe run: when probes saw the network fault take effect (first one dropped)"),
     "from": Field("list[str]", False, "the sending members of the links"),
     "to": Field("list[str]", False, "the receiving members of the links"),
     "one_way": Field("bool", False, "partition: only from -> to"),
@@ -140,27 +144,11 @@ FAULT_FIELDS: dict[str, Field] = {
     "property": Field("str", False, 'set: "protocol.property"'),
     "value": Field("any", False, "set: the new value"),
 }
-FAULT_KINDS = (
-    "partition",
-    "split",
-    "heal",
-    "loss",
-    "delay",
-    "reorder",
-    "duplicate",
-    "discard",
-    "kill",
-    "restart",
-    "pause",
-    "resume",
-    "close-connection",
-    "set",
-    "leave",
-)
+FAULT_KINDS = tuple(fault_kinds.KINDS)  # node/fault_kinds.py
 _NOT_COMMON = tuple(f for f in FAULT_FIELDS if f not in ("t", "event", "seed", "kind", "backend"))
 FAULT_EVENTS: dict[str, Kind] = {
     "start": Kind("orchestration/schedule.py (pytest_plugin.py)", ("t", "seed", "backend")),
-    "fault": Kind("orchestration/ and chaos/engine.py", ("t", "seed", "kind"), _NOT_COMMON),
+    "fault": Kind("orchestration/ (orchestration/fault_log.py)", ("t", "seed", "kind"), _NOT_COMMON),
 }
 
 

@@ -18,14 +18,59 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from chaos.fault_table import FaultTable
 
 STATE_ROOT = Path(os.environ.get("CHAOSBED_STATE", "/run/chaosbed" if os.geteuid() == 0 else "/tmp/chaosbed"))
 LABEL_PREFIX = "cb"
 
 
+Properties = dict[str, dict[str, object]]  # protocol name -> property -> value (a scenario's [cluster.properties])
+Counters = dict[str, dict[str, float]]  # a member's `stats` counters: section (a protocol, "stack", ...) -> counters
+
+
 class ClusterError(RuntimeError):
     """A cluster operation failed; the message says what and what to do."""
+
+
+class ViewInfo(TypedDict):
+    """A member's current view, as its `view` command reports it."""
+
+    view_id: str
+    members: list[str]  # addresses ("B", "B/2"), coordinator first
+    merge: bool
+
+
+class TaskProgress(TypedDict):
+    """One workload task of a member (node/workload.py's progress), as its `tasks` command reports it."""
+
+    kind: str  # unicast | multicast
+    dest: str | None
+    count: int
+    sent: int
+    done: bool
+
+
+class ControlReply(TypedDict, total=False):
+    """A member's reply to a control command (node/control.py; SCENARIO.md's control contract): `ok`, and the keys
+    of the command that was asked."""
+
+    ok: bool
+    error: str
+    member: str  # ping
+    address: str  # ping
+    pid: int | None  # ping
+    incarnation: int  # ping
+    counters: Counters  # stats
+    max_rss_kib: int  # stats (a real member)
+    cpu_s: float  # stats (a real member)
+    view: ViewInfo | None  # view
+    task: int  # send, multicast
+    tasks: dict[str, TaskProgress]  # tasks, by task id
+    events_written: int  # flush
+    bye: bool  # shutdown
 
 
 @dataclass
@@ -50,7 +95,7 @@ class ClusterSpec:
     members: list[str]
     stack: str = "unicast3"
     transport: str = "udp"
-    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    properties: Properties = field(default_factory=dict)
     backend: str = "process"
     seed: int = 0  # the simulator's seed (network and member randomness); real backends ignore it
 
@@ -137,7 +182,7 @@ class Cluster(ABC):
         self.control(name, "leave")
 
     @abstractmethod
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """One control command (node/control.py) to a member; returns the reply (ClusterError if not ok)."""
 
     @abstractmethod
@@ -149,9 +194,9 @@ class Cluster(ABC):
         """Graceful end: every running member writes its `stop` event and stops."""
 
     @property
-    def chaos(self) -> Any:
-        """The cluster's network fault table (add, remove, heal, faults, plan). ClusterError on backends without a
-        network of their own."""
+    def chaos(self) -> FaultTable:
+        """The cluster's network fault table (chaos/fault_table.py: add, remove, heal, faults, plan, ...). ClusterError
+        on backends without a network of their own."""
         raise ClusterError(
             f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
             "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"
@@ -180,20 +225,20 @@ class Cluster(ABC):
             return
         raise ClusterError(f"timed out after {timeout:g}s waiting for {what}")
 
-    def views(self) -> dict[str, dict[str, Any] | None]:
+    def views(self) -> dict[str, ViewInfo | None]:
         """Each running (not paused) member's current view: {"view_id", "members", "merge"}, or None."""
         return {n: self.control(n, "view")["view"] for n in self.running() if not self.members[n].paused}
 
-    def wait_for_view(self, members: list[str] | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for_view(self, members: list[str] | None = None, timeout: float = 30.0) -> ViewInfo:
         """Waits until every running member has installed the same view, with exactly `members` (names; default:
         the running members); returns it. Raises ClusterError at the deadline, naming what each member has."""
         want = set(members) if members is not None else set(self.running())
-        seen: dict[str, Any] = {}
+        seen: dict[str, ViewInfo | None] = {}
 
         def agreed() -> bool:
             seen.clear()
             seen.update(self.views())
-            ids = {(v or {}).get("view_id") for v in seen.values()}
+            ids = {v["view_id"] if v else None for v in seen.values()}
             return len(ids) == 1 and all(
                 v is not None and {m.split("/")[0] for m in v["members"]} == want for v in seen.values()
             )
@@ -203,7 +248,9 @@ class Cluster(ABC):
         except ClusterError:
             have = ", ".join(f"{n}: {v['view_id'] if v else None} {v['members'] if v else ''}" for n, v in seen.items())
             raise ClusterError(f"no common view of {sorted(want)} within {timeout:g}s; views: {have}") from None
-        return next(iter(seen.values()))
+        view = next(iter(seen.values()))
+        assert view is not None  # agreed: every member has it
+        return view
 
 
 # --- the clusters of this state root ----------------------------------------------------------------------------------

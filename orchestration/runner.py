@@ -18,22 +18,49 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
-from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
+from chaos.faults import FaultRecord, JsonObject
+from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError, TomlTable
 from orchestration.schedule import run_schedule
+
+if TYPE_CHECKING:
+    from chaos.fault_table import FaultTable
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
 OUTCOME_FILE = "outcome.json"  # the runner's own result in a run folder (analysis.schema reads it)
+
+
+class Violation(TypedDict):
+    """A violation as verdict.json and outcome.json list it (SCENARIO.md): here, the runner's own `timeout`."""
+
+    check: str
+    sender: str | None
+    receiver: str | None
+    conn_id: int | None
+    seqno: int | None
+    msg_id: str | None
+    detail: str
+
+
+class OutcomeDoc(TypedDict, total=False):
+    """outcome.json in a run folder (write_outcome); a matrix cell that could not run writes only `error`."""
+
+    violations: list[Violation]
+    timed_out: bool
+    late: list[JsonObject]
+    warnings: list[str]
+    handled: list[JsonObject]
+    error: str
 
 
 @dataclass
 class RunOutcome:
     out: Path
     timed_out: bool
-    extra_violations: list[dict[str, Any]] = field(default_factory=list)
-    late: list[dict[str, Any]] = field(default_factory=list)  # member actions that started late (schedule.LATE_MS)
-    handled: list[dict[str, Any]] = field(default_factory=list)  # network faults with what their rules acted on
+    extra_violations: list[Violation] = field(default_factory=list)
+    late: list[JsonObject] = field(default_factory=list)  # member actions that started late (schedule.LATE_MS)
+    handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
 
 
@@ -48,7 +75,7 @@ def _key(k: str) -> str:
     return k if k and all(c.isalnum() or c in "_-" for c in k) else json.dumps(k)
 
 
-def toml_value(v: Any) -> str:
+def toml_value(v: object) -> str:
     """A value as TOML writes it (and as --set parses it back: strings quoted, so "true" stays a string)."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -63,7 +90,7 @@ def toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
-def _toml(raw: dict[str, Any]) -> str:
+def _toml(raw: TomlTable) -> str:
     lines = []
     for k, v in raw.items():
         if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
@@ -95,10 +122,10 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
     return None
 
 
-def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOutcome:
+def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject], None] | None = None) -> RunOutcome:
     """Runs the scenario on any backend: start the cluster, wait for the group (membership stacks), run the
     schedule (orchestration/schedule.py), stop the members gracefully, take the cluster down."""
-    from chaos.engine import ChaosError
+    from chaos.faults import ChaosError
     from node.stack import has_membership
     from orchestration.backends import backend_class
     from orchestration.cluster import ClusterError, ClusterSpec
@@ -114,7 +141,7 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
         if has_membership(sc.stack):  # the schedule starts once the group has formed
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
-        handled = [f for f in cluster.chaos.faults() if f.get("handled")] if result.planned else []
+        handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
         warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
         cluster.stop_members()
         extra = [] if result.settled else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
@@ -128,7 +155,7 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Any = None) -> RunOu
             cluster.down()
 
 
-def warning_lines(late: list[dict[str, Any]], warnings: list[str]) -> list[str]:
+def warning_lines(late: list[JsonObject], warnings: list[str]) -> list[str]:
     """What a run did not do as planned, one sentence each: `chaosbed run` prints them loudly, `matrix` per cell."""
     actions = [
         f"{e['kind']} {e.get('member', '')} planned at {e['at']} started {e['lag_ms']:g} ms late (the machine was too "
@@ -138,21 +165,21 @@ def warning_lines(late: list[dict[str, Any]], warnings: list[str]) -> list[str]:
     return actions + list(warnings)
 
 
-def bypass_warnings(chaos: Any) -> list[str]:
+def bypass_warnings(chaos: FaultTable) -> list[str]:
     """A fault happens as planned or the run says it did not: packets that escaped the protocol-aware rules because
-    a member's NFQUEUE handler fell behind (Chaos.queue_bypass; the simulator judges every message)."""
+    a member's NFQUEUE handler fell behind (NetnsFaultEngine.queue_bypass; the simulator judges every message)."""
     return [w for b in chaos.queue_bypass().values() if (w := b.warning())]
 
 
 def write_outcome(outcome: RunOutcome) -> None:
     """outcome.json in the run folder: the runner's own violations (read by the checker with the histories, so
     `chaosbed check` of the folder reports them too), late member actions, warnings, what discard rules acted on."""
-    doc = {
+    doc: OutcomeDoc = {
         "violations": outcome.extra_violations,
         "timed_out": outcome.timed_out,
         "late": outcome.late,
         "warnings": outcome.warnings,
-        "handled": outcome.handled,
+        "handled": [f.to_json() for f in outcome.handled],
     }
     (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
@@ -202,7 +229,7 @@ def first_interrupt_only(signals: tuple[int, ...] = (signal.SIGINT,)) -> Callabl
 _TIMEOUT_DETAIL = "the run did not finish (all sent and quiet) within the scenario's timeout of {timeout:g}s"
 
 
-def timeout_violation(detail: str) -> dict[str, Any]:
+def timeout_violation(detail: str) -> Violation:
     """The runner's own `timeout` violation (outcome.json): the cluster never became quiet; `detail` says within
     what."""
     return {

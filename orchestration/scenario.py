@@ -8,31 +8,19 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from node import fault_kinds
+from node.fault_kinds import DISCARD_ACTIONS, KINDS, ValueType
 from node.units import parse_duration
+from orchestration.cluster import Properties
 
-FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
-    # kind: (required keys, optional keys) besides `at` and `kind`
-    "partition": ({"from", "to"}, {"one_way", "for"}),
-    "split": ({"groups"}, {"for"}),
-    "heal": (set(), set()),
-    "loss": ({"from", "to", "probability"}, {"for"}),
-    "delay": ({"from", "to", "delay"}, {"jitter", "for"}),
-    "reorder": ({"from", "to", "probability"}, {"for"}),
-    "duplicate": ({"from", "to", "probability"}, {"for"}),
-    "discard": ({"match"}, {"from", "to", "count", "probability", "action", "delay", "for"}),
-    "kill": ({"member"}, set()),
-    "restart": ({"member"}, set()),
-    "pause": ({"member"}, set()),
-    "resume": ({"member"}, set()),
-    "close-connection": ({"member", "peer"}, set()),
-    "set": ({"member", "property", "value"}, set()),
-    "leave": ({"member"}, set()),
-}
-NETWORK_FAULTS = {"partition", "split", "heal", "loss", "delay", "reorder", "duplicate", "discard"}
+TomlTable = dict[str, object]  # a table of a TOML file, as tomllib reads it
+
+# The fault kinds and their keys: node/fault_kinds.py. A `heal` ends network faults, so it needs a network too.
+NETWORK_FAULTS = {*fault_kinds.NETWORK, "heal"}
 CHECKS = {
     "fifo",
     "exactly_once",
@@ -64,14 +52,22 @@ class Workload:
 
 @dataclass
 class Fault:
+    """A fault of the file, validated: its arguments normalised as node/fault_kinds.py's value types say (member
+    lists written out, one member a name, probabilities in 0..1, durations in seconds); the others as written."""
+
     at: float
     kind: str
-    args: dict[str, Any]
+    args: dict[str, object]
     duration: float | None = None  # `for`: removed automatically after this long
 
     def members(self, key: str) -> list[str]:
         value = self.args.get(key)
-        return [value] if isinstance(value, str) else list(value or [])
+        return [value] if isinstance(value, str) else [str(v) for v in value] if isinstance(value, list) else []
+
+    @property
+    def member(self) -> str:
+        """A member action's member."""
+        return str(self.args["member"])
 
 
 @dataclass
@@ -82,11 +78,11 @@ class Scenario:
     members: list[str]
     stack: str
     transport: str
-    properties: dict[str, dict[str, Any]]
+    properties: Properties
     workloads: list[Workload]
     faults: list[Fault]
-    checks: dict[str, Any]
-    raw: dict[str, Any] = field(repr=False)
+    checks: dict[str, object]  # check -> true/false, or its bound (seconds; control_per_heal: event -> count)
+    raw: TomlTable = field(repr=False)
     bug: Bug | None = None
 
 
@@ -100,11 +96,11 @@ class Bug:
     layer: str
     breaks: str
     source: str
-    flawed: dict[str, Any]
-    fixed: dict[str, Any]
+    flawed: dict[str, object]
+    fixed: dict[str, object]
     violates: list[str]
 
-    def settings(self, variant: str) -> dict[str, Any]:
+    def settings(self, variant: str) -> dict[str, object]:
         if variant not in ("flawed", "fixed"):
             raise ValueError(f"variant must be flawed or fixed, not {variant!r}")
         return dict(self.flawed if variant == "flawed" else self.fixed)
@@ -115,44 +111,49 @@ def _need(cond: bool, path: str, reason: str) -> None:
         raise ScenarioError(f"{path}: {reason}")
 
 
-def _duration(value: Any, path: str) -> float:
+def _duration(value: object, path: str) -> float:
     return parse_duration(value, path, non_negative=True, error=ScenarioError)
 
 
-def _int(value: Any, path: str, minimum: int = 0) -> int:
-    _need(isinstance(value, int) and not isinstance(value, bool), path, f"must be an integer, not {value!r}")
+def _int(value: object, path: str, minimum: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ScenarioError(f"{path}: must be an integer, not {value!r}")
     _need(value >= minimum, path, f"must be >= {minimum}")
     return value
 
 
-def _probability(value: Any, path: str) -> float:
+def _probability(value: object, path: str) -> float:
     if isinstance(value, str) and value.strip().endswith("%"):
         try:
             value = float(value.strip()[:-1]) / 100
         except ValueError:
             raise ScenarioError(f"{path}: not a probability: {value!r}") from None
-    _need(isinstance(value, int | float) and not isinstance(value, bool), path, f"not a probability: {value!r}")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ScenarioError(f"{path}: not a probability: {value!r}")
     _need(0 <= value <= 1, path, f"must be in [0, 1] (or a percentage), not {value}")
     return float(value)
 
 
-def _member_list(value: Any, path: str, members: list[str], *, allow_star: bool = True) -> list[str]:
+def _member_list(value: object, path: str, members: list[str], *, allow_star: bool = True) -> list[str]:
     if value == "*" and allow_star:
         return list(members)
     names = [value] if isinstance(value, str) else value
-    _need(
-        isinstance(names, list) and names and all(isinstance(n, str) for n in names),
-        path,
-        "must be a member name, a list of names" + (', or "*"' if allow_star else ""),
-    )
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise ScenarioError(f"{path}: must be a member name, a list of names" + (', or "*"' if allow_star else ""))
     for n in names:
         _need(n in members, path, f"unknown member {n!r}; members: {', '.join(members)}")
     return list(names)
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def _table(value: object, path: str, reason: str) -> TomlTable:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{path}: {reason}")
+    return value
+
+
+def apply_overrides(raw: TomlTable, overrides: list[str]) -> TomlTable:
     """--set a.b.c=VALUE: VALUE is parsed as TOML (numbers, booleans, strings, lists), else taken as a string."""
-    settings: dict[str, Any] = {}
+    settings: dict[str, object] = {}
     for item in overrides:
         key, eq, text = item.partition("=")
         _need(bool(eq and key), f"--set {item}", "write KEY=VALUE with a dotted key, e.g. cluster.stack=unicast2")
@@ -163,7 +164,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return apply_settings(raw, settings, origin="--set")
 
 
-def apply_settings(raw: dict[str, Any], settings: dict[str, Any], *, origin: str = "--set") -> dict[str, Any]:
+def apply_settings(raw: TomlTable, settings: Mapping[str, object], *, origin: str = "--set") -> TomlTable:
     """A copy of `raw` with each dotted key set to its value. A numeric part indexes an array of tables:
     `faults.1.match` is the `match` of the second `[[faults]]` (counting from 0)."""
     data = copy.deepcopy(raw)
@@ -171,7 +172,7 @@ def apply_settings(raw: dict[str, Any], settings: dict[str, Any], *, origin: str
         where = f"{origin} {key}"
         parts = key.split(".")
         _need(all(parts), where, "a dotted key with no empty part, e.g. cluster.stack")
-        node: Any = data
+        node: object = data
         for i, p in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, list):
@@ -195,7 +196,7 @@ def load(
     path: str | Path,
     overrides: list[str] | None = None,
     seed: int | None = None,
-    settings: dict[str, Any] | None = None,
+    settings: Mapping[str, object] | None = None,
 ) -> Scenario:
     """A scenario file with `settings` (dotted key -> value: matrix axes, bug variants) then `--set` overrides
     applied, and the seed if given."""
@@ -213,24 +214,25 @@ def load(
     return parse(raw)
 
 
-def parse(raw: dict[str, Any]) -> Scenario:
+def parse(raw: TomlTable) -> Scenario:
     from node.stack import STACKS
 
     known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
     name = raw.get("name", "scenario")
-    _need(isinstance(name, str) and bool(name), "name", "must be a non-empty string")
+    if not isinstance(name, str) or not name:
+        raise ScenarioError("name: must be a non-empty string")
     seed = _int(raw.get("seed", 0), "seed")
     timeout = _duration(raw.get("timeout", "60s"), "timeout")
-    cluster = raw.get("cluster")
-    _need(isinstance(cluster, dict), "cluster", "a [cluster] table is required")
+    cluster = _table(raw.get("cluster"), "cluster", "a [cluster] table is required")
     members_raw = cluster.get("members")
     if isinstance(members_raw, int) and not isinstance(members_raw, bool):
         _need(1 <= members_raw <= 26, "cluster.members", "must be 1..26 (or a list of names)")
         members = [chr(ord("A") + i) for i in range(members_raw)]
     else:
-        _need(isinstance(members_raw, list) and bool(members_raw), "cluster.members", "a number or a list of names")
+        if not isinstance(members_raw, list) or not members_raw:
+            raise ScenarioError("cluster.members: a number or a list of names")
         members = members_raw
         _need(
             all(isinstance(m, str) and m and "/" not in m and len(m) <= 32 for m in members),
@@ -239,15 +241,16 @@ def parse(raw: dict[str, Any]) -> Scenario:
         )
         _need(len(set(members)) == len(members), "cluster.members", "names must be distinct")
     stack = cluster.get("stack", "unicast3")
-    _need(stack in STACKS, "cluster.stack", f"unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
+    if not isinstance(stack, str) or stack not in STACKS:
+        raise ScenarioError(f"cluster.stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
     transport = cluster.get("transport", "udp")
-    _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
+    if transport not in ("udp", "tcp"):
+        raise ScenarioError("cluster.transport: must be udp or tcp")
     properties = cluster.get("properties", {})
-    _need(
-        isinstance(properties, dict) and all(isinstance(v, dict) for v in properties.values()),
-        "cluster.properties",
-        'a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }',
-    )
+    if not isinstance(properties, dict) or not all(isinstance(v, dict) for v in properties.values()):
+        raise ScenarioError(
+            'cluster.properties: a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }'
+        )
     _validate_properties(stack, properties)
 
     workloads = [_workload(w, f"workload[{i}]", members, stack) for i, w in enumerate(_list(raw, "workload"))]
@@ -257,19 +260,17 @@ def parse(raw: dict[str, Any]) -> Scenario:
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
-    checks = raw.get("checks", {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True})
-    _need(isinstance(checks, dict), "checks", "must be a table")
+    default_checks = {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True}
+    checks = _table(raw.get("checks", default_checks), "checks", "must be a table")
     for key, value in checks.items():
         _need(key in CHECKS, f"checks.{key}", f"unknown check; checks: {', '.join(sorted(CHECKS))}")
         if key in ("views_converge", "delivered_within") and value is not False:
             checks[key] = 10.0 if value is True else _duration(value, f"checks.{key}")
         elif key == "control_per_heal" and value is not False:
-            _need(
-                isinstance(value, dict) and bool(value),
-                f"checks.{key}",
-                "a table of history event kinds and their bound per heal, e.g. { sync = 20 }",
-            )
-            for event, bound in value.items():
+            reason = "a table of history event kinds and their bound per heal, e.g. { sync = 20 }"
+            bounds = _table(value, f"checks.{key}", reason)
+            _need(bool(bounds), f"checks.{key}", reason)
+            for event, bound in bounds.items():
                 _int(bound, f"checks.{key}.{event}")
         else:
             _need(isinstance(value, bool), f"checks.{key}", "must be true or false")
@@ -277,42 +278,38 @@ def parse(raw: dict[str, Any]) -> Scenario:
     return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug)
 
 
-def _bug(b: Any) -> Bug:
-    _need(isinstance(b, dict), "bug", "must be a table")
+def _bug(raw: object) -> Bug:
+    b = _table(raw, "bug", "must be a table")
     for key in b:
         _need(key in BUG_KEYS, f"bug.{key}", f"unknown key; a [bug] table has: {', '.join(sorted(BUG_KEYS))}")
     for key in ("id", "title"):
         _need(isinstance(b.get(key), str) and bool(b.get(key)), f"bug.{key}", "a non-empty string is required")
     for key in ("layer", "breaks", "source"):
         _need(isinstance(b.get(key, ""), str), f"bug.{key}", "must be a string")
-    for key in ("flawed", "fixed"):
-        _need(isinstance(b.get(key), dict), f"bug.{key}", "a table of --set keys and values is required ({} for none)")
-    _need(bool(b["flawed"]) or bool(b["fixed"]), "bug", "flawed and fixed must differ in at least one setting")
-    violates = b.get("violates")
-    _need(
-        isinstance(violates, list) and bool(violates) and all(isinstance(v, str) for v in violates),
-        "bug.violates",
-        "a non-empty list of check names",
+    flawed, fixed = (
+        _table(b.get(key), f"bug.{key}", "a table of --set keys and values is required ({} for none)")
+        for key in ("flawed", "fixed")
     )
+    _need(bool(flawed) or bool(fixed), "bug", "flawed and fixed must differ in at least one setting")
+    violates = b.get("violates")
+    if not (isinstance(violates, list) and violates and all(isinstance(v, str) for v in violates)):
+        raise ScenarioError("bug.violates: a non-empty list of check names")
     for v in violates:
         _need(v in VIOLATIONS, "bug.violates", f"unknown check {v!r}; checks: {', '.join(sorted(VIOLATIONS))}")
     return Bug(
-        b["id"], b["title"], b.get("layer", ""), b.get("breaks", ""), b.get("source", ""),
-        dict(b["flawed"]), dict(b["fixed"]), list(violates),
+        str(b["id"]), str(b["title"]), str(b.get("layer", "")), str(b.get("breaks", "")), str(b.get("source", "")),
+        dict(flawed), dict(fixed), list(violates),
     )  # fmt: skip
 
 
-def _list(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _list(raw: TomlTable, key: str) -> list[TomlTable]:
     value = raw.get(key, [])
-    _need(
-        isinstance(value, list) and all(isinstance(v, dict) for v in value),
-        key,
-        f"must be an array of tables ([[{key}]])",
-    )
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ScenarioError(f"{key}: must be an array of tables ([[{key}]])")
     return value
 
 
-def _validate_properties(stack: str, properties: dict[str, dict[str, Any]]) -> None:
+def _validate_properties(stack: str, properties: Properties) -> None:
     from node.stack import build_stack
 
     try:
@@ -321,7 +318,7 @@ def _validate_properties(stack: str, properties: dict[str, dict[str, Any]]) -> N
         raise ScenarioError(f"cluster.properties: {e}") from None
 
 
-def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> Workload:
+def _workload(w: TomlTable, path: str, members: list[str], stack: str) -> Workload:
     allowed = {"kind", "from", "to", "count", "size", "rate", "start"}
     for key in w:
         _need(key in allowed, f"{path}.{key}", f"unknown key; a workload has: {', '.join(sorted(allowed))}")
@@ -339,14 +336,10 @@ def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> W
             "no destination other than the sender itself (a member does not send unicasts to itself)",
         )
     rate = w.get("rate")
-    if rate is not None:
-        _need(
-            isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0,
-            f"{path}.rate",
-            "messages/s, > 0 (leave out for as fast as flow control allows)",
-        )
+    if rate is not None and (not isinstance(rate, int | float) or isinstance(rate, bool) or rate <= 0):
+        raise ScenarioError(f"{path}.rate: messages/s, > 0 (leave out for as fast as flow control allows)")
     return Workload(
-        kind,
+        str(kind),
         senders,
         dests,
         _int(w.get("count", 1), f"{path}.count"),
@@ -356,69 +349,88 @@ def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> W
     )
 
 
-def _fault(f: dict[str, Any], path: str, members: list[str]) -> Fault:
+def _fault(f: TomlTable, path: str, members: list[str]) -> Fault:
     kind = f.get("kind")
-    _need(kind in FAULT_KINDS, f"{path}.kind", f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}")
-    required, optional = FAULT_KINDS[kind]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ScenarioError(f"{path}.kind: unknown fault kind {kind!r}; kinds: {', '.join(KINDS)}")
+    spec = KINDS[kind]
     for key in f:
         _need(
-            key in required | optional | {"at", "kind"},
+            key in (*spec.key_names, "at", "kind"),
             f"{path}.{key}",
-            f"not a key of a {kind} fault; it takes: {', '.join(sorted(required | optional | {'at'}))}",
+            f"not a key of a {kind} fault; it takes: {', '.join(sorted({*spec.key_names, 'at'}))}",
         )
-    for key in required:
+    for key in spec.required:
         _need(key in f, f"{path}.{key}", f"a {kind} fault needs it")
     at = _duration(f.get("at", "0s"), f"{path}.at")
     duration = _duration(f["for"], f"{path}.for") if "for" in f else None
     args = {k: v for k, v in f.items() if k not in ("at", "kind", "for")}
-    for key in ("from", "to"):
-        if key in args:
-            args[key] = _member_list(args[key], f"{path}.{key}", members)
-    for key in ("member", "peer"):
-        if key in args:
-            args[key] = _member_list(args[key], f"{path}.{key}", members, allow_star=False)[0]
-    if "probability" in args:
-        args["probability"] = _probability(args["probability"], f"{path}.probability")
-    for key in ("delay", "jitter"):
-        if key in args:
-            args[key] = _duration(args[key], f"{path}.{key}")
-    if kind == "split":
-        groups = args["groups"]
-        _need(isinstance(groups, list) and len(groups) >= 2, f"{path}.groups", "at least two groups of members")
-        seen: set[str] = set()
-        for i, g in enumerate(groups):
-            names = _member_list(g, f"{path}.groups[{i}]", members, allow_star=False)
-            _need(not seen & set(names), f"{path}.groups[{i}]", "a member is in one group only")
-            seen |= set(names)
-    if kind == "discard":
-        from chaos.rules import RuleError, parse_match
-
-        try:
-            parse_match(args["match"])
-        except RuleError as e:
-            raise ScenarioError(f"{path}.match: {e}") from None
-        if "count" in args:
-            _int(args["count"], f"{path}.count", 1)
-        action = args.get("action", "drop")
-        _need(
-            action in ("drop", "delay", "duplicate", "reorder"), f"{path}.action", "drop | delay | duplicate | reorder"
-        )
-    if kind == "set":
-        prop = args["property"]
-        _need(
-            isinstance(prop, str) and prop.count(".") == 1,
-            f"{path}.property",
-            "PROTOCOL.PROPERTY, e.g. nakack2.xmit_interval",
-        )
-    if "one_way" in args:
-        _need(isinstance(args["one_way"], bool), f"{path}.one_way", "must be true or false")
+    given = [k for k in spec.keys if k.name in args]
+    for k in sorted(given, key=lambda k: _VALIDATION_ORDER.index(k.type)):  # stable: the kind's key order within
+        args[k.name] = _VALUES[k.type](args[k.name], f"{path}.{k.name}", members)
     return Fault(at, kind, args, duration)
+
+
+def _split_groups(groups: object, path: str, members: list[str]) -> object:
+    if not isinstance(groups, list) or len(groups) < 2:
+        raise ScenarioError(f"{path}: at least two groups of members")
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        names = _member_list(g, f"{path}[{i}]", members, allow_star=False)
+        _need(not seen & set(names), f"{path}[{i}]", "a member is in one group only")
+        seen |= set(names)
+    return groups
+
+
+def _match(value: object, path: str, members: list[str]) -> object:
+    from chaos.rules import RuleError, parse_match
+
+    if not isinstance(value, str):
+        raise ScenarioError(f"{path}: a message expression (a string), e.g. UNICAST3.ACK(seqno=50), not {value!r}")
+    try:
+        parse_match(value)
+    except RuleError as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    return value
+
+
+def _action(value: object, path: str, members: list[str]) -> object:
+    _need(value in DISCARD_ACTIONS, path, " | ".join(DISCARD_ACTIONS))
+    return value
+
+
+def _property(value: object, path: str, members: list[str]) -> object:
+    _need(isinstance(value, str) and value.count(".") == 1, path, "PROTOCOL.PROPERTY, e.g. nakack2.xmit_interval")
+    return value
+
+
+def _flag(value: object, path: str, members: list[str]) -> object:
+    _need(isinstance(value, bool), path, "must be true or false")
+    return value
+
+
+# A fault's values, validated (and member lists, one member, probabilities and durations normalised) type by type
+# in this order, so a fault with several bad keys is always reported by the same key.
+_VALUES: dict[ValueType, Callable[[object, str, list[str]], object]] = {
+    ValueType.MEMBERS: _member_list,
+    ValueType.MEMBER: lambda v, path, members: _member_list(v, path, members, allow_star=False)[0],
+    ValueType.PROBABILITY: lambda v, path, members: _probability(v, path),
+    ValueType.DURATION: lambda v, path, members: _duration(v, path),
+    ValueType.GROUPS: _split_groups,
+    ValueType.MATCH: _match,
+    ValueType.COUNT: lambda v, path, members: _int(v, path, 1),
+    ValueType.ACTION: _action,
+    ValueType.PROPERTY: _property,
+    ValueType.FLAG: _flag,
+    ValueType.VALUE: lambda v, path, members: v,
+}
+_VALIDATION_ORDER = list(_VALUES)
 
 
 NEMESIS_KEYS = {"kind", "start", "interval", "for", "rounds", "seed"}
 
 
-def _nemesis(n: dict[str, Any], path: str, index: int, scenario_seed: int, members: list[str]) -> list[Fault]:
+def _nemesis(n: TomlTable, path: str, index: int, scenario_seed: int, members: list[str]) -> list[Fault]:
     """A `[[nemesis]]` entry expanded by chaos.nemesis into faults, each validated like a hand-written one. Without a
     `seed` the entry's seed is derived from the scenario seed and the index (so `--seed N` changes every nemesis);
     `raw` keeps the entry as written, so the scenario as run replays the same schedule."""
@@ -429,11 +441,8 @@ def _nemesis(n: dict[str, Any], path: str, index: int, scenario_seed: int, membe
     kinds = ", ".join(nemesis.KINDS)
     _need("kind" in n, f"{path}.kind", f"a nemesis needs it; kinds: {kinds}")
     kind = n["kind"]
-    _need(
-        isinstance(kind, str) and kind in nemesis.KINDS,
-        f"{path}.kind",
-        f"unknown nemesis kind {kind!r}; kinds: {kinds}",
-    )
+    if not isinstance(kind, str) or kind not in nemesis.KINDS:
+        raise ScenarioError(f"{path}.kind: unknown nemesis kind {kind!r}; kinds: {kinds}")
     for key in ("interval", "for"):
         _need(key in n, f"{path}.{key}", "a nemesis needs it (rounds start every `interval`; each lasts `for`)")
     start = _duration(n.get("start", "0s"), f"{path}.start")

@@ -17,18 +17,23 @@ LATE_MS after its planned time is marked `late` and reported.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from analysis.config import DEFAULT_VIEWS_BOUND
-from chaos.engine import ChaosError, fault_event, heal_event, normalize
+from chaos.faults import ChaosError, FaultRecord, FaultWindow, JsonObject, TimedFault
+from chaos.faults import Fault as NetworkFault
+from chaos.normalize import normalize
 from node.wire import make_address
 from orchestration.cluster import Cluster, ClusterError
+from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
+
+if TYPE_CHECKING:
+    from orchestration.onset_probes import LinkProbes, Onset
 
 LATE_MS = 20.0  # a member action later than this behind its planned time is reported
 ARM_LEAD_S = 0.25  # how far ahead of t0 the real backends install the plan (doubled on each retry)
@@ -40,11 +45,11 @@ ACTION_AFTER_NS = 1_000  # member actions start at least 1 µs after their insta
 
 @dataclass
 class PlannedFault:
-    """A network fault of the scenario with its id, normalized record and window (seconds after t0)."""
+    """A network fault of the scenario with its id, normalized form and window (seconds after t0)."""
 
     id: str
     fault: Fault
-    record: dict[str, Any]
+    record: NetworkFault
     start: float
     end: float | None  # None: until the run ends
     ended_by_heal: bool = False
@@ -110,30 +115,32 @@ def compile_schedule(sc: Scenario) -> Schedule:
 class ScheduleResult:
     t0: int
     settled: bool
-    late: list[dict[str, Any]] = field(default_factory=list)  # member actions later than LATE_MS
+    late: list[JsonObject] = field(default_factory=list)  # member actions later than LATE_MS (their log lines)
     planned: int = 0  # network faults handed to the cluster's fault table
     warnings: list[str] = field(default_factory=list)  # what could not be done on time, said loudly
+    onsets: dict[str, Onset] = field(default_factory=dict)  # a probe run's observed onsets, by fault id
 
 
 def run_schedule(
-    cluster: Cluster, sc: Scenario, log_path: Path, *, on_event: Callable[[dict[str, Any]], None] | None = None
+    cluster: Cluster,
+    sc: Scenario,
+    log_path: Path,
+    *,
+    on_event: Callable[[JsonObject], None] | None = None,
+    probes: LinkProbes | None = None,
 ) -> ScheduleResult:
     """Runs the scenario's schedule on a started cluster, then waits until it is quiet (or the scenario's timeout,
-    counted from t0). Writes faults.jsonl as it goes."""
+    counted from t0). Writes faults.jsonl as it goes. With `probes` (a probe run, orchestration/onset_probes.py),
+    each network fault that the probes saw take effect gets its observed onset in faults.jsonl (`observed_t`)."""
     schedule = compile_schedule(sc)
     clock = cluster.clock
     seed = sc.seed
 
-    def log(event: dict[str, Any]) -> None:
-        with open(log_path, "a") as f:
-            f.write(json.dumps(event, separators=(",", ":")) + "\n")
-        if on_event is not None:
-            on_event(event)
-
+    log = FaultLog(log_path, on_event=on_event)
     t0 = _arm(cluster, schedule, seed)
-    log({"event": "start", "t": t0, "seed": seed, "backend": cluster.backend_name})
+    log.start(t=t0, seed=seed, backend=cluster.backend_name)
     deadline = t0 + round(sc.timeout * 1e9)
-    late: list[dict[str, Any]] = []
+    late: list[JsonObject] = []
     for inst in schedule.instants:
         planned_t = t0 + round(inst.at * 1e9)
         if planned_t > deadline:
@@ -141,12 +148,11 @@ def run_schedule(
         clock.sleep_until(planned_t)
         # Network changes took effect at planned_t by themselves (installed ahead, switched by the clock): log them.
         for p in inst.off:
-            log({**heal_event([p.id], seed), "t": planned_t, "at": _at(inst.at)})
+            log.heal([p.id], t=planned_t, seed=seed, at=inst.at)
         for _ in inst.heals:
-            log({**heal_event(None, seed), "t": planned_t, "at": _at(inst.at)})
+            log.heal(None, t=planned_t, seed=seed, at=inst.at)
         for p in inst.on:
-            record = {"id": p.id, **p.record, "seed": seed}
-            log({**fault_event(record, p.fault.duration), "t": planned_t, "at": _at(inst.at)})
+            log.fault(FaultRecord(p.id, p.record, seed), t=planned_t, duration=p.fault.duration, at=inst.at)
         for w in inst.workloads:
             _start_workload(cluster, w)
         if inst.actions:
@@ -156,15 +162,19 @@ def run_schedule(
         for f in inst.actions:
             started = clock.now_ns()
             _member_action(cluster, f)
-            event = {"t": started, "event": "fault", "seed": seed, "kind": f.kind, **f.args, "at": _at(inst.at)}
             lag_ms = (started - planned_t) / 1e6
-            if lag_ms > LATE_MS:
-                event.update(late=True, lag_ms=round(lag_ms, 1))
+            event = log.action(
+                f.kind, f.args, t=started, seed=seed, at=inst.at, lag_ms=lag_ms if lag_ms > LATE_MS else None
+            )
+            if "late" in event:
                 late.append(event)
-            log(event)
     warnings = _clock_check(cluster) if schedule.planned else []
     settled = wait_quiet(cluster, deadline, views_wait_until(sc, schedule, t0))
-    return ScheduleResult(t0, settled, late, len(schedule.planned), warnings)
+    onsets: dict[str, Onset] = {}
+    if probes is not None:  # judged against the schedule's own instants, not the windows the fault table was given
+        onsets = probes.observe([_planned_record(p, t0, seed) for p in schedule.planned if _live(p)], clock)
+        log.observed({fault_id: o.observed for fault_id, o in onsets.items()})
+    return ScheduleResult(t0, settled, late, len(schedule.planned), warnings, onsets)
 
 
 def views_wait_until(sc: Scenario, schedule: Schedule, t0: int) -> int | None:
@@ -173,8 +183,8 @@ def views_wait_until(sc: Scenario, schedule: Schedule, t0: int) -> int | None:
     all arrived ended right after a heal, before the merge, and views_converge failed although its bound had not
     run out (tests/sim/test_runner.py). None: views_converge is off, or a network fault is never healed (the views
     are not expected to agree, and the checker does not check them then)."""
-    bound = sc.checks.get("views_converge", DEFAULT_VIEWS_BOUND)
-    if bound is False or any(p.end is None for p in schedule.planned):
+    bound = sc.checks.get("views_converge", DEFAULT_VIEWS_BOUND)  # seconds, or False (off)
+    if not isinstance(bound, int | float) or isinstance(bound, bool) or any(p.end is None for p in schedule.planned):
         return None
     ends = [p.end for p in schedule.planned if p.end is not None] + [f.at for f in sc.faults]
     return t0 + round((max(ends, default=0.0) + float(bound)) * 1e9)
@@ -195,10 +205,6 @@ def _clock_check(cluster: Cluster) -> list[str]:
     ]
 
 
-def _at(seconds: float) -> str:
-    return f"{seconds:g}s"
-
-
 def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
     """Installs the network faults ahead of time and returns t0. A fault table that is slow to set up (netns:
     handler processes) gets the plan twice: first with every window far in the future, then with the real t0 (only
@@ -207,11 +213,9 @@ def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
     if not schedule.planned:
         return cluster.clock.now_ns()
     chaos = cluster.chaos
-    records = [
-        {"id": p.id, **p.record, "seed": seed, "start": p.start, "end": p.end} for p in schedule.planned if _live(p)
-    ]
+    records = [TimedFault(p.id, p.record, seed, p.start, p.end) for p in schedule.planned if _live(p)]
     clock = cluster.clock
-    if not chaos.PLAN_AHEAD:
+    if not chaos.plan_ahead:
         t0 = clock.now_ns()
         chaos.plan(records, t0)
         return t0
@@ -227,6 +231,11 @@ def _arm(cluster: Cluster, schedule: Schedule, seed: int) -> int:
         f"could not install the schedule's {len(records)} network faults before its start within {ARM_TRIES} tries "
         f"(last lead {lead / 2:g}s): the machine is too busy to put faults on time"
     )
+
+
+def _planned_record(p: PlannedFault, t0: int, seed: int) -> FaultRecord:
+    until = None if p.end is None else t0 + round(p.end * 1e9)
+    return FaultRecord(p.id, p.record, seed, window=FaultWindow(t0 + round(p.start * 1e9), until))
 
 
 def _live(p: PlannedFault) -> bool:
@@ -246,22 +255,22 @@ def _start_workload(cluster: Cluster, w: Workload) -> None:
 
 
 def _member_action(cluster: Cluster, f: Fault) -> None:
-    a = f.args
+    a, member = f.args, f.member
     if f.kind == "kill":
-        cluster.kill(a["member"])
+        cluster.kill(member)
     elif f.kind == "restart":
-        cluster.restart(a["member"])
+        cluster.restart(member)
     elif f.kind == "pause":
-        cluster.pause(a["member"])
+        cluster.pause(member)
     elif f.kind == "resume":
-        cluster.resume(a["member"])
+        cluster.resume(member)
     elif f.kind == "leave":
-        cluster.leave(a["member"])
+        cluster.leave(member)
     elif f.kind == "close-connection":
-        cluster.control(a["member"], "close", peer=a["peer"])
+        cluster.control(member, "close", peer=a["peer"])
     elif f.kind == "set":
-        proto, prop = a["property"].split(".")
-        cluster.control(a["member"], "set", protocol=proto, property=prop, value=a["value"])
+        proto, prop = str(a["property"]).split(".")
+        cluster.control(member, "set", protocol=proto, property=prop, value=a["value"])
     else:
         raise ClusterError(f"faults: {f.kind} is not a member action")
 
@@ -290,14 +299,14 @@ def views_agree(cluster: Cluster) -> bool:
     if all(v is None for v in views.values()):
         return True
     current = {make_address(n, cluster.members[n].incarnation) for n in views}
-    ids = {(v or {}).get("view_id") for v in views.values()}
+    ids = {v["view_id"] if v else None for v in views.values()}
     return len(ids) == 1 and None not in ids and all(set(v["members"]) == current for v in views.values() if v)
 
 
 def _quiet(cluster: Cluster) -> bool:
     running = [n for n in cluster.running() if not cluster.members[n].paused]
     current = {make_address(n, cluster.members[n].incarnation) for n in running}
-    heard: dict[str, dict[str, int]] = {}
+    heard: dict[str, dict[str, float]] = {}
     for name in running:
         tasks = cluster.control(name, "tasks")["tasks"]
         if not all(t["done"] for t in tasks.values()):
@@ -309,13 +318,13 @@ def _quiet(cluster: Cluster) -> bool:
     return not _multicast_tail_unheard(cluster, running, heard)
 
 
-def _multicast_tail_unheard(cluster: Cluster, running: list[str], heard: dict[str, dict[str, int]]) -> bool:
+def _multicast_tail_unheard(cluster: Cluster, running: list[str], heard: dict[str, dict[str, float]]) -> bool:
     """True while a member has not received a sender's highest multicast although each is in the other's view: a
     lost tail that no later message reveals (the receiver does not know it misses it; NAKACK2's HIGHEST_SEQNO or
     the next STABLE round repairs it). Without waiting for that, a run would end before the protocol could."""
     if not any(heard.values()):
         return False
-    views = {n: set((v or {}).get("members") or ()) for n, v in cluster.views().items()}
+    views = {n: set(v["members"]) if v else set() for n, v in cluster.views().items()}
     address = {n: make_address(n, cluster.members[n].incarnation) for n in running}
     for s in running:
         sent = heard[s].get(address[s], 0)

@@ -31,17 +31,17 @@ One module per job:
 - spans.py: message spans of a datagram, by skipping fields with node/wire.py's table;
 - ipudp.py: our datagram inside an IPv4/UDP packet, and the packet rebuilt without some messages;
 - rule.py: rule validation and compiling (Rule, compile_rules) and the verdict kinds;
-- judge.py: the pure judge (Engine), no I/O;
+- judge.py: the pure judge (Judge), no I/O;
 - netlink.py: the kernel queue over raw nfnetlink (KernelQueue, kernel_queue_stats, default_max_len);
 - handler.py: the handler process (Handler, its control socket, signals, main), run by ``python -m chaos.nfqueue``;
 - client.py: the one client of a handler (HandlerClient by socket path, HandlerProcess that starts one), used by the
-  chaos engine (chaos/engine.py), the tests and the benchmark.
+  netns fault engine (chaos/netns_engine.py), the tests and the benchmark.
 """
 
 from chaos.nfqueue.client import HandlerClient, HandlerProcess, HandlerStartError
 from chaos.nfqueue.handler import DUP_MARK, REORDER_MAX_HOLD, Handler, install_signal_handlers, main
 from chaos.nfqueue.ipudp import ip_checksum, strip_messages
-from chaos.nfqueue.judge import Engine, Judgement
+from chaos.nfqueue.judge import Judge, Judgement
 from chaos.nfqueue.netlink import (
     DEFAULT_MAX_LEN,
     MAX_MAX_LEN,
@@ -75,11 +75,11 @@ __all__ = [
     "MAX_MAX_LEN",
     "REORDER",
     "REORDER_MAX_HOLD",
-    "Engine",
     "Handler",
     "HandlerClient",
     "HandlerProcess",
     "HandlerStartError",
+    "Judge",
     "Judgement",
     "KernelQueue",
     "QueueError",

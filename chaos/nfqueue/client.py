@@ -1,7 +1,7 @@
 """The one client of a handler: `HandlerClient` drives a running handler over its control socket (any process can,
 knowing only the socket path: a later `chaosbed fault` drives the handler an earlier one started), and
-`HandlerProcess` starts one and owns its process. The chaos engine (chaos/engine.py), the tests and the benchmark
-all use these."""
+`HandlerProcess` starts one and owns its process. The netns fault engine (chaos/netns_engine.py), the tests and the
+benchmark all use these."""
 
 from __future__ import annotations
 

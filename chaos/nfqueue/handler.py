@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from chaos.nfqueue.judge import Engine
+from chaos.nfqueue.judge import Judge
 from chaos.nfqueue.netlink import (
     BE32,
     DEFAULT_MAX_LEN,
@@ -47,6 +47,11 @@ from node import jsonl
 REORDER_MAX_HOLD = 0.100  # seconds a reordered packet waits for the next packet of its source
 DUP_MARK = 0xCB0D  # SO_MARK of injected duplicates: the handler accepts them untouched
 MAX_CONTROL_LINE = 1 << 20
+DESCRIPTION = (  # `python -m chaos.nfqueue --help` (the package docstring's first paragraph)
+    'Stateful chaos on NFQUEUE: count rules ("drop the 50th ACK once"), message stripping inside a batch, and '
+    "userspace delay / duplicate / reorder where the kernel has no netem. One handler process runs in ONE member's "
+    "network namespace (the receiver, DESIGN principle 4) and judges the packets that iptables rules queue to it::"
+)
 
 
 _U16 = struct.Struct("!H")
@@ -73,7 +78,7 @@ class Handler:
     Verdicts: packets accepted unchanged in one read burst go out as one batch verdict when nothing is held (a
     batch verdict would also accept held packets), else one verdict each; a rewritten packet first flushes the
     accepts before it, so stripping never reorders. Rules with windows are judged against the monotonic clock read
-    once per packet as it is judged (Engine.judge reads it only when some rule has a window; ~0.1-0.2 us here), so a
+    once per packet as it is judged (Judge.judge reads it only when some rule has a window; ~0.1-0.2 us here), so a
     window switches within a packet of its instant, not a read burst later."""
 
     BURST = 512  # packets read per pass before timers and control get a turn
@@ -82,7 +87,7 @@ class Handler:
         self.queue_num = queue
         self.control_path = control_path
         self.local_ip = local_ip
-        self.engine = Engine()
+        self.judge = Judge()
         self.conns: dict[int, _Conn] = {}
         self.held: dict[int, tuple[bytes | None, bytes, int]] = {}  # id -> (new packet or None, src, kind)
         self.timers: list[tuple[float, int, int]] = []  # (deadline, seq, packet id)
@@ -237,7 +242,7 @@ class Handler:
             pending.append(pid)
             self.accepted += 1
             return
-        kind, out, delay = self.engine.judge(pkt)
+        kind, out, delay = self.judge.judge(pkt)
         if kind in (ACCEPT, DUPLICATE):
             if out is None:
                 pending.append(pid)
@@ -290,10 +295,10 @@ class Handler:
             "packets": self.packets,
             "accepted": self.accepted,
             "dropped": self.dropped,
-            "rewritten": self.engine.rewritten,
+            "rewritten": self.judge.rewritten,
             "held": len(self.held),
             "max_held": self.max_held,
-            "unparsed": self.engine.unparsed,
+            "unparsed": self.judge.unparsed,
             "duplicates_sent": self.duplicates_sent,
             "duplicate_errors": self.dup_errors,
             "marked_copies": self.marked,
@@ -301,7 +306,7 @@ class Handler:
             "missed_ids": max(0, kq.get("id_sequence", self.last_id) - self.packets),
             "fail_open": self.q.fail_open,
             "queue": kq,
-            "rules": self.engine.rule_stats(),
+            "rules": self.judge.rule_stats(),
         }
 
     def handle_request(self, line: bytes) -> dict[str, Any]:
@@ -314,10 +319,10 @@ class Handler:
         cmd = req.get("cmd")
         if cmd == "rules":
             try:
-                self.engine.set_rules(compile_rules(req.get("rules")))
+                self.judge.set_rules(compile_rules(req.get("rules")))
             except RuleValidationError as e:
                 return {"ok": False, "error": str(e)}
-            # the kernel's packet numbering when these rules took over: Chaos.queue_bypass counts from here
+            # the kernel's packet numbering when these rules took over: NetnsFaultEngine.queue_bypass counts from here
             return {"ok": True, "numbered": self.numbered()}
         if cmd == "stats":
             return {"ok": True, "stats": self.stats()}
@@ -477,9 +482,7 @@ def install_signal_handlers() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     install_signal_handlers()  # before binding: a signal during start-up still ends in a clean stop
-    import chaos.nfqueue as package  # its docstring's first paragraph says what the handler does
-
-    ap = argparse.ArgumentParser(prog="python -m chaos.nfqueue", description=(package.__doc__ or "").split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m chaos.nfqueue", description=DESCRIPTION)
     ap.add_argument("--queue", type=int, required=True, help="NFQUEUE number (iptables --queue-num)")
     ap.add_argument("--control", required=True, help="path of the unix control socket to create")
     ap.add_argument("--max-len", type=int, default=DEFAULT_MAX_LEN, help="kernel queue length (see default_max_len)")

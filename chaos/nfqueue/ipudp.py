@@ -16,7 +16,7 @@ _IP_UDP = 28  # IPv4 header without options + UDP header
 _U16 = struct.Struct("!H")
 
 
-def ip_checksum(header: bytes) -> int:
+def ip_checksum(header: bytes | bytearray) -> int:
     """The IPv4 header checksum of a 20-byte header whose checksum field is zero."""
     s = sum(_IP_WORDS.unpack(header))
     s = (s & 0xFFFF) + (s >> 16)

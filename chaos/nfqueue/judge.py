@@ -14,7 +14,7 @@ _ACCEPTED: Judgement = (ACCEPT, None, 0.0)
 _DROPPED: Judgement = (DROP, None, 0.0)
 
 
-class Engine:
+class Judge:
     """The rules and their state; judges one IP packet at a time, without any I/O (the handler does the verdicts).
 
     Semantics: drop rules first (in list order): a link drop drops the packet; a message drop removes its matching
@@ -151,22 +151,26 @@ class Engine:
                         r.matched += 1
                         if not hit and r.fires():
                             hit = True
-            if not hit:
-                continue
-            r.spend()
-            kind = r.kind
-            if kind == DELAY:
-                r.delayed += 1
-                d = r.delay_ms
-                if r.jitter_ms:
-                    d += r.rng.uniform(-r.jitter_ms, r.jitter_ms)
-                return (DELAY, out, max(d, 0.0) / 1000.0)
-            if kind == DUPLICATE:
-                r.duplicated += 1
-            else:
-                r.reordered += 1
-            return (kind, out, 0.0)
+            if hit:
+                return _released(r, out)
         return (ACCEPT, out, 0.0)
 
     def rule_stats(self) -> dict[str, dict[str, int]]:
         return {r.id: r.stats() for r in self.rules}
+
+
+def _released(r: Rule, out: bytes | None) -> Judgement:
+    """The verdict of a delay, duplicate or reorder rule that triggered: one unit of its count spent, counted."""
+    r.spend()
+    kind = r.kind
+    if kind == DELAY:
+        r.delayed += 1
+        d = r.delay_ms
+        if r.jitter_ms:
+            d += r.rng.uniform(-r.jitter_ms, r.jitter_ms)
+        return (DELAY, out, max(d, 0.0) / 1000.0)
+    if kind == DUPLICATE:
+        r.duplicated += 1
+    else:
+        r.reordered += 1
+    return (kind, out, 0.0)

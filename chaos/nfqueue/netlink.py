@@ -78,7 +78,7 @@ def _attr(kind: int, data: bytes) -> bytes:
     return NLA.pack(4 + len(data), kind) + data + b"\0" * (-len(data) % 4)
 
 
-def _bind_hint(err: int, queue: int) -> str:
+def _bind_hint(err: int | None, queue: int) -> str:
     if err in (errno.EPERM, errno.EACCES) and os.geteuid() != 0:
         return "binding an NFQUEUE needs root (CAP_NET_ADMIN in the namespace): run the handler as root"
     if err in (errno.EPERM, errno.EBUSY):  # the kernel says EPERM when another socket owns the queue

@@ -14,7 +14,7 @@ from chaos.nfqueue.spans import Span
 from chaos.rules import Match, RuleError, parse_match
 from node import wire
 
-# Verdict kinds returned by Engine.judge.
+# Verdict kinds returned by Judge.judge.
 ACCEPT, DROP, DELAY, DUPLICATE, REORDER = range(5)
 ACTIONS = {"drop": DROP, "delay": DELAY, "duplicate": DUPLICATE, "reorder": REORDER}
 

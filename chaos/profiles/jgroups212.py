@@ -22,6 +22,7 @@ untouched and count it). `cut(data, dgram, i)` removes message i from a LIST dat
 
 from __future__ import annotations
 
+import builtins
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -404,7 +405,7 @@ class _Reader:
     def view_id(self) -> dict[str, Any]:
         return {"coord": self.address(), "id": self.i64()}
 
-    def view(self, merge: bool) -> dict[str, Any]:
+    def view(self, merge: builtins.bool) -> dict[str, Any]:  # builtins: this class has a method bool
         """View.writeTo (and MergeView's: the view, then i16 count + (isMerge bool + View) per subgroup)."""
         v: dict[str, Any] = {"view_id": self.view_id() if self.bool() else None, "members": self.addresses()}
         n = self.u16()

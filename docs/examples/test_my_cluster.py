@@ -20,7 +20,7 @@ def test_unicast_stream_survives_loss(chaos_cluster, history_check):
     loss = cluster.chaos.add("loss", {"from": "A", "to": "B", "probability": 0.3})
     cluster.control("A", "send", to="B", count=300, size=100, rate=300)
     cluster.sleep(1.0)
-    cluster.chaos.remove([loss["id"]])
+    cluster.chaos.remove([loss.id])
     result = history_check(cluster, delivered_within="5s")
     assert result.run_stats["required"]["unicast"] == {"messages": 300, "delivered": 300}
 

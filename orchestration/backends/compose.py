@@ -3,7 +3,7 @@
 
 `chaosbed compose attach` finds the project's running member containers, names them as the members name
 themselves (replica n is the n-th letter), reads their control token from the containers' environment and attaches
-each one's network namespace on the host as L-<member>, so the chaos engine installs the same rules as on netns.
+each one's network namespace on the host as L-<member>, so the netns fault engine installs the same rules as on netns.
 Faults and heals go to faults.jsonl next to the histories (the folder mounted at /history), so `chaosbed check` of
 that folder sees them. `chaosbed down` detaches (faults healed, namespaces unnamed, state removed); the containers
 stay until `docker compose down`. A container restarted by compose gets a new network namespace: attach again.
@@ -13,24 +13,29 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestration.backends.docker import DockerCluster, member_pid
 from orchestration.backends.netns import check_netns_available, reap_namespaces
+from orchestration.backends.real import state_str
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo, new_label
 from orchestration.host import docker_engine
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 DATA_PORT = 7800
 HISTORY_MOUNT = "/history"
 
 
-def _replica(container: Any) -> str | None:
+def _replica(container: Container) -> str | None:
     number = container.labels.get("com.docker.compose.container-number", "")
     return chr(ord("A") + int(number) - 1) if number.isdigit() and 1 <= int(number) <= 26 else None
 
 
-def _env(container: Any) -> dict[str, str]:
+def _env(container: Container) -> dict[str, str]:
     return dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
 
 
@@ -89,7 +94,7 @@ class ComposeCluster(DockerCluster):
         self._service = "member"
         self._containers: dict[str, str] = {}
 
-    def _member_container(self, m: MemberInfo) -> Any:
+    def _member_container(self, m: MemberInfo) -> Container | None:
         import docker
 
         try:
@@ -128,7 +133,7 @@ class ComposeCluster(DockerCluster):
         reap_namespaces(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
-    def _network_state(self) -> dict[str, Any]:
+    def _network_state(self) -> dict[str, object]:
         return {
             **super()._network_state(),
             "project": self._project,
@@ -136,8 +141,9 @@ class ComposeCluster(DockerCluster):
             "containers": self._containers,
         }
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
+    def _restore_network(self, network: Mapping[str, object]) -> None:
         super()._restore_network(network)
-        self._project = network.get("project", "chaosbed")
-        self._service = network.get("service", "member")
-        self._containers = dict(network.get("containers", {}))
+        self._project = state_str(network, "project") or "chaosbed"
+        self._service = state_str(network, "service") or "member"
+        containers = network.get("containers")
+        self._containers = {str(k): str(v) for k, v in containers.items()} if isinstance(containers, dict) else {}

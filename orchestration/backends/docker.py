@@ -3,8 +3,9 @@
 Layout for cluster label L: a bridge network L (subnet 10.(250+i/250).(i%250).0/24 from the machine-wide claims,
 bridge device L-br, multicast snooping off) and per member M
 - a sandbox container L-M that only holds the member's network namespace (address .(10+j)), attached on the host
-  as the named namespace L-M (`ip netns attach`), so the chaos engine (chaos/engine.py) installs the same nft rules
-  and NFQUEUE handlers in it as in a netns member's namespace, and the control connection is made from inside it;
+  as the named namespace L-M (`ip netns attach`), so the netns fault engine (chaos/netns_engine.py) installs the same
+  nft rules and NFQUEUE handlers in it as in a netns member's namespace, and the control connection is made from
+  inside it;
 - the member container L-M.<incarnation> (`python3 -m node CONFIG`, init: true) in the sandbox's namespace
   (network_mode container:L-M). A restart is a new container in the same namespace: its address, and the faults in
   force on it, stay, as they do for a netns member.
@@ -19,13 +20,19 @@ import contextlib
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
+from orchestration.backends.real import state_str
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo
 from orchestration.host import claims, docker_engine, docker_images
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 DATA_PORT = 7800
 LABEL = "chaosbed.cluster"  # docker label of everything a cluster creates; value: the cluster's label
@@ -35,11 +42,11 @@ PARALLEL = 8  # containers created at once
 
 class DockerCluster(NetnsCluster):
     backend_name = "docker"
-    _client: Any = None
+    _client: DockerClient | None = None
     _image: str = ""
 
     @property
-    def docker(self) -> Any:
+    def docker(self) -> DockerClient:
         if self._client is None:
             self._client = docker_engine.client()
         return self._client
@@ -162,13 +169,20 @@ class DockerCluster(NetnsCluster):
             time.sleep(0.05)  # polling a condition with a deadline
         raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
 
-    def _member_container(self, m: MemberInfo) -> Any:
+    def _member_container(self, m: MemberInfo) -> Container | None:
         import docker
 
         try:
             return self.docker.containers.get(self._container_name(m))
         except docker.errors.NotFound:
             return None
+
+    def _container_of(self, name: str) -> Container:
+        """The container of a member that must have one (ClusterError if it is gone)."""
+        container = self._member_container(self.members[name])
+        if container is None:
+            raise ClusterError(f"member {name} is not running (its container is gone)")
+        return container
 
     def kill(self, name: str) -> None:
         """SIGKILL (docker kill): the member's history may end in a partial line."""
@@ -185,7 +199,7 @@ class DockerCluster(NetnsCluster):
         m = self.members[name]
         if m.pid is None or name not in self.running():
             raise ClusterError(f"member {name} is not running")
-        self._member_container(m).pause()
+        self._container_of(name).pause()
         m.paused = True
 
     def resume(self, name: str) -> None:
@@ -217,9 +231,9 @@ class DockerCluster(NetnsCluster):
         for name in running:
             if self.members[name].paused:
                 self.resume(name)
-            self._member_container(self.members[name]).kill("SIGTERM")
+            self._container_of(name).kill("SIGTERM")
         for name in running:
-            container = self._member_container(self.members[name])
+            container = self._container_of(name)
             try:
                 container.wait(timeout=STOP_TIMEOUT)
             except Exception as e:  # requests' ReadTimeout: the engine's wait did not return in time
@@ -243,12 +257,12 @@ class DockerCluster(NetnsCluster):
         claims.release(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
-    def _network_state(self) -> dict[str, Any]:
+    def _network_state(self) -> dict[str, object]:
         return {**super()._network_state(), "image": self._image}
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
+    def _restore_network(self, network: Mapping[str, object]) -> None:
         super()._restore_network(network)
-        self._image = network.get("image") or ""
+        self._image = state_str(network, "image") or ""
 
 
 def member_pid(init_pid: int) -> int:
@@ -263,7 +277,7 @@ def member_pid(init_pid: int) -> int:
     return children[0].pid if children else init_pid
 
 
-def remove_containers(client: Any, label: str | None = None) -> list[str]:
+def remove_containers(client: DockerClient, label: str | None = None) -> list[str]:
     """Removes the containers of one cluster (label) or of every chaosbed cluster (None): members first, with
     SIGTERM and a deadline (they write their `stop` event), then the sandboxes."""
     selector = f"{LABEL}={label}" if label else LABEL
@@ -280,7 +294,7 @@ def remove_containers(client: Any, label: str | None = None) -> list[str]:
         with contextlib.suppress(Exception):
             c.wait(timeout=max(0.1, deadline - time.monotonic()))
 
-    def remove(c: Any) -> str | None:
+    def remove(c: Container) -> str | None:
         with contextlib.suppress(Exception):
             c.remove(force=True)
             return c.name
@@ -292,7 +306,7 @@ def remove_containers(client: Any, label: str | None = None) -> list[str]:
     return removed
 
 
-def remove_networks(client: Any, label: str | None = None) -> list[str]:
+def remove_networks(client: DockerClient, label: str | None = None) -> list[str]:
     selector = f"{LABEL}={label}" if label else LABEL
     removed = []
     for net in client.networks.list(filters={"label": selector}):

@@ -18,13 +18,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from chaos.engine import Chaos, Endpoint
-from orchestration.backends.real import RealCluster
+from chaos.netns_engine import NetnsFaultEngine
+from chaos.render import Endpoint
+from orchestration.backends.real import RealCluster, state_str
 from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
 from orchestration.host import claims
 
@@ -125,7 +125,7 @@ def _is_label(s: str) -> bool:
 
 class NetnsCluster(RealCluster):
     backend_name = "netns"
-    _chaos: Chaos | None = None
+    _chaos: NetnsFaultEngine | None = None
 
     def _place(self, names: list[str]) -> None:
         check_netns_available()
@@ -165,7 +165,7 @@ class NetnsCluster(RealCluster):
     def _command(self, m: MemberInfo) -> list[str]:
         return ["ip", "netns", "exec", m.netns or self.member_ns(m.name), *super()._command(m)]
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {"mcast_group": self._group, "mcast_loop": False}
 
     def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:
@@ -173,11 +173,11 @@ class NetnsCluster(RealCluster):
         return _socket_in_namespace(m.netns or self.member_ns(m.name), (m.ip, m.control_port), timeout)
 
     @property
-    def chaos(self) -> Chaos:
+    def chaos(self) -> NetnsFaultEngine:
         """The network faults of this cluster (partition, split, loss, delay, reorder, duplicate, discard)."""
         if self._chaos is None:
             members = {n: Endpoint(n, m.ip, m.netns or self.member_ns(n)) for n, m in self.members.items()}
-            self._chaos = Chaos(self.state_dir, self.label, members, transport=self.spec.transport)
+            self._chaos = NetnsFaultEngine(self.state_dir, self.label, members, transport=self.spec.transport)
         return self._chaos
 
     def _teardown_network(self) -> None:
@@ -185,12 +185,12 @@ class NetnsCluster(RealCluster):
             self.chaos.shutdown()  # handlers hold the namespaces open: stop them first
         reap_namespaces(self.label)
 
-    def _network_state(self) -> dict[str, Any]:
+    def _network_state(self) -> dict[str, object]:
         return {"group": getattr(self, "_group", None), "prefix": getattr(self, "_prefix", None)}
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
-        self._group = network.get("group")
-        self._prefix = network.get("prefix")
+    def _restore_network(self, network: Mapping[str, object]) -> None:
+        self._group = state_str(network, "group") or ""
+        self._prefix = state_str(network, "prefix") or ""
 
 
 @contextlib.contextmanager

@@ -3,9 +3,9 @@ shares the host's loopback, so there is no per-link place to apply them; use the
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
-from orchestration.backends.real import RealCluster
+from orchestration.backends.real import RealCluster, state_str
 from orchestration.cluster import MemberInfo
 from orchestration.host import claims
 
@@ -21,11 +21,11 @@ class ProcessCluster(RealCluster):
         for i, name in enumerate(names):
             self.members[name] = MemberInfo(name, f"127.77.{subnet}.{10 + i}", DATA_PORT)
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {"mcast_group": self._group, "mcast_loop": True}
 
-    def _network_state(self) -> dict[str, Any]:
+    def _network_state(self) -> dict[str, object]:
         return {"group": getattr(self, "_group", None)}
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
-        self._group = network.get("group")
+    def _restore_network(self, network: Mapping[str, object]) -> None:
+        self._group = state_str(network, "group") or ""

@@ -14,15 +14,17 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from node import jsonl
 from orchestration.cluster import (
     Cluster,
     ClusterError,
     ClusterSpec,
+    ControlReply,
     MemberInfo,
     RealClock,
 )
@@ -57,7 +59,7 @@ class RealCluster(Cluster):
     def _teardown_network(self) -> None:
         """Removes what _place created. Idempotent."""
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {}
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ class RealCluster(Cluster):
     def _connect(self, m: MemberInfo, timeout: float) -> socket.socket:
         return socket.create_connection((m.ip, m.control_port), timeout=timeout)
 
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
         m = self.members[name]
         req = {"token": self.token, "cmd": cmd, **args}
@@ -229,7 +231,7 @@ class RealCluster(Cluster):
             raise ClusterError(str(e)) from None
         if not reply.get("ok"):
             raise ClusterError(f"member {name}: {reply.get('error')}")
-        return reply
+        return cast(ControlReply, reply)  # the member's JSON reply (node/control.py)
 
     def running(self) -> list[str]:
         return [
@@ -267,8 +269,14 @@ class RealCluster(Cluster):
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self.state_dir / "state.json")
 
-    def _network_state(self) -> dict[str, Any]:
+    def _network_state(self) -> dict[str, object]:
         return {}
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
+    def _restore_network(self, network: Mapping[str, object]) -> None:
         pass
+
+
+def state_str(network: Mapping[str, object], key: str) -> str | None:
+    """A string of a state file's network section (None if it is missing)."""
+    value = network.get(key)
+    return value if isinstance(value, str) else None

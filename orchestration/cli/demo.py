@@ -49,7 +49,7 @@ def _real_demo_unavailable() -> str | None:
 
 
 def _demo_real(seed: int, out: Path | None) -> None:
-    from chaos.engine import ChaosError
+    from chaos.faults import ChaosError
     from orchestration.cluster import ClusterError
     from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load

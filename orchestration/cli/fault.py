@@ -10,16 +10,23 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
-from orchestration.cli.options import attach, cluster_option, console, duration_arg, fraction_arg
+from node.fault_kinds import DISCARD_ACTIONS
+from orchestration.cli.options import F, attach, cluster_option, console, duration_arg, fraction_arg
 from orchestration.cli.output import describe
+
+if TYPE_CHECKING:
+    from chaos.netns_engine import NetnsFaultEngine
+    from orchestration.cluster import Cluster
+    from orchestration.fault_log import FaultLog
 
 _FOR = click.option("--for", "for_", default=None, help="remove the fault again after this long, e.g. 5s")
 
@@ -28,8 +35,8 @@ def _members(value: str | None) -> list[str] | None:
     return [m.strip() for m in value.split(",") if m.strip()] if value else None
 
 
-def _from_to(required: bool) -> Any:
-    def wrap(f: Any) -> Any:
+def _from_to(required: bool) -> Callable[[F], F]:
+    def wrap(f: F) -> F:
         what = "" if required else " (default: every member)"
         f = click.option("--to", "to", required=required, help=f"receiving members, e.g. B or B,C{what}")(f)
         return click.option("--from", "from_", required=required, help=f"sending members, e.g. A or A,C{what}")(f)
@@ -37,18 +44,23 @@ def _from_to(required: bool) -> Any:
     return wrap
 
 
-def _chaos(label: str | None) -> tuple[Any, Any]:
+def _chaos(label: str | None) -> tuple[Cluster, NetnsFaultEngine]:
+    """The running cluster and its netns fault engine (`chaosbed fault` works on clusters of namespaces)."""
+    from chaos.netns_engine import NetnsFaultEngine
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
     try:
-        return cluster, cluster.chaos
+        chaos = cluster.chaos
     except ClusterError as e:
         raise click.ClickException(str(e)) from None
+    if not isinstance(chaos, NetnsFaultEngine):
+        raise click.ClickException(f"the {cluster.backend_name} backend's faults are not in network namespaces")
+    return cluster, chaos
 
 
-def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None) -> None:
-    from chaos.engine import ChaosError, append_log, fault_event
+def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str | None) -> None:
+    from chaos.faults import ChaosError
 
     cluster, chaos = _chaos(label)
     duration = duration_arg(for_) if for_ else None
@@ -56,18 +68,18 @@ def _apply(label: str | None, kind: str, args: dict[str, Any], for_: str | None)
         record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
     except ChaosError as e:
         raise click.ClickException(str(e)) from None
-    append_log(_log_path(cluster), fault_event(record, duration))
-    console.print(f"{record['id']}: {describe(record)}")
+    _log(cluster).fault(record, t=time.monotonic_ns(), duration=duration)
+    console.print(f"{record.id}: {describe(record.fault)}")
     if duration is not None:
         timer = subprocess.Popen(
-            _timer_argv(record["id"], cluster.label, duration),
+            _timer_argv(record.id, cluster.label, duration),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        chaos.add_timer(record["id"], timer.pid)
-        console.print(f"{record['id']} heals in {for_} (timer pid {timer.pid})")
+        chaos.add_timer(record.id, timer.pid)
+        console.print(f"{record.id} heals in {for_} (timer pid {timer.pid})")
 
 
 def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
@@ -76,9 +88,12 @@ def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
     return [sys.executable, "-m", "orchestration", *heal]
 
 
-def _log_path(cluster: Any) -> Path:
+def _log(cluster: Cluster) -> FaultLog:
+    """The cluster's faults.jsonl, next to its histories."""
+    from orchestration.fault_log import FILE, FaultLog
+
     Path(cluster.workdir).mkdir(parents=True, exist_ok=True)
-    return Path(cluster.workdir) / "faults.jsonl"
+    return FaultLog(Path(cluster.workdir) / FILE)
 
 
 @click.group()
@@ -159,7 +174,7 @@ def duplicate(probability: str, from_: str | None, to: str | None, for_: str | N
 @_from_to(required=False)
 @click.option("--count", type=click.IntRange(1), default=None, help="act on the first N matching messages per link")
 @click.option("--probability", default=None, help="act on this share of the matching messages, e.g. 50%")
-@click.option("--action", type=click.Choice(["drop", "delay", "duplicate", "reorder"]), default="drop")
+@click.option("--action", type=click.Choice(DISCARD_ACTIONS), default="drop")
 @click.option("--delay", "delay_", default=None, help="for --action delay, e.g. 50ms")
 @_FOR
 @cluster_option
@@ -175,7 +190,7 @@ def discard(
     label: str | None,
 ) -> None:
     """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`."""
-    args: dict[str, Any] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
+    args: dict[str, object] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
     args["count"] = count
     if probability is not None:
         args["probability"] = fraction_arg(probability)
@@ -191,7 +206,7 @@ def discard(
 @cluster_option
 def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> None:
     """Remove the faults IDS (see `fault list`), or every network fault."""
-    from chaos.engine import ChaosError, append_log, heal_event
+    from chaos.faults import ChaosError
 
     if after > 0:
         time.sleep(after)  # the timer of a `--for`: this process exists to wait
@@ -200,9 +215,10 @@ def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> 
         gone = chaos.remove(list(ids)) if ids else chaos.heal()
     except ChaosError as e:
         raise click.ClickException(str(e)) from None
-    append_log(_log_path(cluster), heal_event(list(ids) if ids else None))
+    _log(cluster).heal(list(ids) if ids else None, t=time.monotonic_ns(), seed=0)
     if not quiet:
-        console.print(f"healed: {', '.join(f['id'] + ' ' + describe(f) for f in gone) if gone else 'nothing to heal'}")
+        healed = ", ".join(f"{f.id} {describe(f.fault)}" for f in gone)
+        console.print(f"healed: {healed or 'nothing to heal'}")
 
 
 @fault.command(name="list")
@@ -216,8 +232,8 @@ def list_(label: str | None) -> None:
         return
     table = Table("id", "fault", "since", "handled")
     for f in faults:
-        handled = ", ".join(f"{k} {v}" for k, v in f.get("handled", {}).items() if v) or "-"
-        table.add_row(f["id"], describe(f), f"{time.time() - f['since']:.1f}s ago", handled)
+        handled = ", ".join(f"{k} {v}" for k, v in (f.handled or {}).items() if v) or "-"
+        table.add_row(f.id, describe(f.fault), f"{time.time() - f.since:.1f}s ago", handled)
     console.print(table)
     for member, counts in chaos.kernel_counters().items():
         acted = ", ".join(f"{k} {v}" for k, v in counts.items() if v)

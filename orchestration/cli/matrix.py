@@ -214,10 +214,11 @@ def bugs(ctx: click.Context) -> None:
     table.add_column("layer", no_wrap=True)
     table.add_column("title / what breaks / flawed variant", overflow="fold")
     table.add_column("violates", overflow="fold")
-    for e in entries:
-        flawed = " ".join(f"{k}={toml_value(v)}" for k, v in e.bug.flawed.items()) or "(the file as written)"
-        about = f"[bold]{e.bug.title}[/]\n{e.bug.breaks}\n[dim]flawed: {flawed}[/]"
-        table.add_row(e.path.stem, e.bug.id, e.bug.layer, about, ", ".join(e.bug.violates))
+    for entry in entries:
+        bug = entry.bug
+        flawed = " ".join(f"{k}={toml_value(v)}" for k, v in bug.flawed.items()) or "(the file as written)"
+        about = f"[bold]{bug.title}[/]\n{bug.breaks}\n[dim]flawed: {flawed}[/]"
+        table.add_row(entry.path.stem, bug.id, bug.layer, about, ", ".join(bug.violates))
     console.print(table)
     console.print("run one: chaosbed bugs run NAME; all: chaosbed bugs run --all [-j 2]")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from rich.console import Console
@@ -15,9 +15,9 @@ from node.units import parse_duration
 from orchestration.backends import BACKENDS
 
 if TYPE_CHECKING:
-    from orchestration.cluster import Cluster
+    from orchestration.cluster import Cluster, Properties
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])  # a command function that a click decorator wraps
 
 # Not on a terminal (logs, CI, pipes): wide enough that tables are not truncated.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -43,9 +43,9 @@ def duration_arg(value: str) -> float:
     return parse_duration(value, non_negative=True, error=click.BadParameter)
 
 
-def parse_set(values: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:
+def parse_set(values: list[str] | tuple[str, ...]) -> Properties:
     """--set unicast3.xmit_interval=200ms -> {"unicast3": {"xmit_interval": "200ms"}}"""
-    props: dict[str, dict[str, Any]] = {}
+    props: Properties = {}
     for item in values:
         key, eq, value = item.partition("=")
         proto, dot, name = key.partition(".")

@@ -3,59 +3,70 @@ what started late, and the checks' verdict (the analysis pipeline over a run fol
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 
-from node.units import parse_duration
+from chaos.faults import Fault, FaultRecord
+from node.fault_kinds import NETWORK
 from orchestration.cli.options import console
 
 if TYPE_CHECKING:
     from orchestration.runner import RunOutcome
 
 
-def describe(f: dict[str, Any]) -> str:
-    """One line saying what a fault does, e.g. `partition A -> B (one way)`."""
-    kind = f["kind"]
+def describe(f: Fault | Mapping[str, object]) -> str:
+    """One line saying what a fault does, e.g. `partition A -> B (one way)`: a fault table's fault, or any faults.jsonl
+    line (a heal, a member action)."""
+    if isinstance(f, Fault):
+        return _describe(f)
+    kind = f.get("kind")
     if kind == "heal":
-        return f"heal {', '.join(f['faults'])}" if f.get("faults") else "heal every fault"
-    if kind not in ("partition", "split", "loss", "delay", "reorder", "duplicate", "discard"):
+        healed = f.get("faults")
+        return f"heal {', '.join(map(str, healed))}" if isinstance(healed, list) and healed else "heal every fault"
+    if kind not in NETWORK:
         return f"{kind} " + ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("t", "event", "seed", "kind"))
+    return _describe(Fault.from_event(f))
+
+
+def _describe(f: Fault) -> str:
+    kind = f.kind
     if kind == "split":
-        return "split " + " | ".join(",".join(g) for g in f["groups"])
-    arrow = "<->" if kind == "partition" and not f.get("one_way") else "->"
-    links = f"{','.join(f['from'])} {arrow} {','.join(f['to'])}"
+        return "split " + " | ".join(",".join(g) for g in f.groups)
+    arrow = "<->" if kind == "partition" and not f.one_way else "->"
+    links = f"{','.join(f.sources)} {arrow} {','.join(f.receivers)}"
     if kind == "partition":
-        return f"partition {links}" + (" (one way)" if f.get("one_way") else "")
+        return f"partition {links}" + (" (one way)" if f.one_way else "")
+    p = 1.0 if f.probability is None else f.probability
     if kind == "loss":
-        return f"loss {f['probability']:.0%} {links}"
+        return f"loss {p:.0%} {links}"
     if kind == "delay":
-        jitter = f" ± {_ms(f['jitter'])}" if f.get("jitter") else ""
-        return f"delay {_ms(f['delay'])}{jitter} {links}"
+        jitter = f" ± {_ms(f.jitter)}" if f.jitter else ""
+        return f"delay {_ms(f.delay or 0.0)}{jitter} {links}"
     if kind in ("reorder", "duplicate"):
-        return f"{kind} {f['probability']:.0%} {links}"
-    extra = [f"action {f['action']}"] if f["action"] != "drop" else []
-    if f.get("count"):
-        extra.append(f"first {f['count']}")
-    if f.get("probability", 1.0) < 1.0:
-        extra.append(f"p={f['probability']:g}")
-    if f["action"] == "delay":
-        extra.append(_ms(f["delay"]))
-    return f"discard {f['match']} {links}" + (f" ({', '.join(extra)})" if extra else "")
+        return f"{kind} {p:.0%} {links}"
+    extra = [f"action {f.action}"] if f.action != "drop" else []
+    if f.count:
+        extra.append(f"first {f.count}")
+    if p < 1.0:
+        extra.append(f"p={p:g}")
+    if f.action == "delay":
+        extra.append(_ms(f.delay or 0.0))
+    return f"discard {f.match} {links}" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _ms(value: float | str) -> str:
-    """A duration as milliseconds: seconds from the fault table, or the string faults.jsonl keeps ("30ms")."""
-    return f"{(parse_duration(value) if isinstance(value, str) else value) * 1000:g}ms"
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:g}ms"
 
 
-def print_handled(faults: list[dict[str, Any]]) -> None:
+def print_handled(faults: list[FaultRecord]) -> None:
     """What the protocol-aware rules of a run acted on, e.g. `f2 discard UNICAST3.ACK() B -> A (first 3): dropped 3`."""
     for f in faults:
-        acted = ", ".join(f"{k} {v}" for k, v in f["handled"].items() if k != "matched" and v)
-        console.print(f"{f['id']} {describe(f)}: {acted or 'nothing matched'}", markup=False)
+        acted = ", ".join(f"{k} {v}" for k, v in (f.handled or {}).items() if k != "matched" and v)
+        console.print(f"{f.id} {describe(f.fault)}: {acted or 'nothing matched'}", markup=False)
 
 
 def warn_late(outcome: RunOutcome) -> None:

@@ -33,7 +33,7 @@ def exit_now(code: object) -> None:
     stderr and 1), atexit handlers run, standard streams flushed."""
     main = threading.main_thread()
     if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
-        sys.exit(code)
+        raise SystemExit(code)  # sys.exit(code): SystemExit takes any object
     if code is None:
         status = 0
     elif isinstance(code, int):

@@ -10,8 +10,9 @@ import shlex
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -19,6 +20,12 @@ from rich.table import Table
 from node.stack import STACKS
 from orchestration.cli.options import console, duration_arg, fraction_arg, parse_set, protocol_set_option
 from orchestration.cli.output import print_handled
+
+if TYPE_CHECKING:
+    from analysis.reference import RefResult
+    from orchestration.cluster import Properties
+    from orchestration.runner import RunOutcome
+    from orchestration.scenario import TomlTable
 
 SIM_TIMEOUT_AFTER = 120.0  # virtual seconds a case may take to settle after its workload and faults
 
@@ -37,13 +44,13 @@ def sim_scenario(
     delay: float = 0.0,
     jitter: float = 0.0,
     fault_for: float = 0.0,
-    discards: list[dict[str, Any]] | None = None,
-    properties: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    discards: list[dict[str, object]] | None = None,
+    properties: Properties | None = None,
+) -> TomlTable:
     """The scenario (as a parsed TOML table) of a simulator case: link faults on every link from t=0 (healed,
     with every discard rule, at `fault_for` if > 0), discard rules, a unicast stream between every pair."""
     link = "*"
-    faults: list[dict[str, Any]] = []
+    faults: list[TomlTable] = []
     for kind, p in (("loss", loss), ("duplicate", duplicate), ("reorder", reorder)):
         if p:
             faults.append({"at": "0s", "kind": kind, "from": link, "to": link, "probability": p})
@@ -55,21 +62,22 @@ def sim_scenario(
         faults.append({"at": "0s", "kind": "discard", **{k: v for k, v in d.items() if v is not None}})
     if fault_for:
         faults.append({"at": f"{fault_for:g}s", "kind": "heal"})
-    raw: dict[str, Any] = {
+    cluster: TomlTable = {"members": members, "stack": stack}
+    raw: TomlTable = {
         "name": f"sim-{stack}-seed{seed}",
         "seed": seed,
         "timeout": f"{count / rate + fault_for + SIM_TIMEOUT_AFTER:g}s",
-        "cluster": {"members": members, "stack": stack},
+        "cluster": cluster,
         "workload": [{"kind": "unicast", "from": "*", "to": "*", "count": count, "size": size, "rate": rate}],
         "faults": faults,
         "checks": {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True},
     }
     if properties:
-        raw["cluster"]["properties"] = properties
+        cluster["properties"] = properties
     return raw
 
 
-def run_sim_case(raw: dict[str, Any], out: Path) -> tuple[int, float, Any]:
+def run_sim_case(raw: TomlTable, out: Path) -> tuple[int, float, tuple[RefResult, RunOutcome]]:
     """Runs the case on the sim backend and checks it: (exit code 0|1, seconds taken, the reference result)."""
     from analysis.reference import check_path
     from orchestration.runner import run
@@ -83,7 +91,7 @@ def run_sim_case(raw: dict[str, Any], out: Path) -> tuple[int, float, Any]:
     return (0 if ok else 1), elapsed, (result, outcome)
 
 
-def print_pairs(out: Path, result: Any, title: str) -> None:
+def print_pairs(out: Path, result: RefResult, title: str) -> None:
     """Per sender and receiver: sent and delivered (from the histories) and the violations of each check."""
     import json
 
@@ -98,7 +106,9 @@ def print_pairs(out: Path, result: Any, title: str) -> None:
                 sent[(e["sender"], e["dest"])] += 1
             elif e["event"] == "deliver":
                 delivered[(e["sender"], e["dest"])] += 1
-    bad: Counter[tuple[str, str, str]] = Counter((v.sender, v.receiver, v.check) for v in result.violations)
+    bad: Counter[tuple[str | None, str | None, str]] = Counter(
+        (v.sender, v.receiver, v.check) for v in result.violations
+    )
     checks = ("fifo", "exactly_once", "complete", "no_phantoms")
     table = Table(title=title)
     for col in ("from", "to", "sent", "delivered", "fifo", "once", "complete", "phantoms"):
@@ -110,20 +120,22 @@ def print_pairs(out: Path, result: Any, title: str) -> None:
     console.print(table)
 
 
-def replay_command(args: dict[str, Any], out: Path | None) -> str:
+def replay_command(args: Mapping[str, object], out: Path | None) -> str:
     """The `chaosbed sim` command line that reruns the case (same options, same seed)."""
     argv = ["chaosbed", "sim"]
     for key, value in args.items():
         if key in ("discards", "sets", "out"):
             continue
         argv += [f"--{key.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
-    for d in args.get("discards", []):
-        argv += ["--discard", d["match"]]
+    discards = args.get("discards")
+    for d in discards if isinstance(discards, list) else []:
+        argv += ["--discard", str(d["match"])]
         for k in ("from", "to", "count"):
             if d.get(k) is not None:
                 argv += [f"--discard-{k}", str(d[k])]
-    for s in args.get("sets", []):
-        argv += ["--set", s]
+    sets = args.get("sets")
+    for s in sets if isinstance(sets, list) else []:
+        argv += ["--set", str(s)]
     if out is not None:
         argv += ["--out", str(out)]
     return shlex.join(argv)
@@ -148,52 +160,72 @@ def replay_command(args: dict[str, Any], out: Path | None) -> str:
 @click.option("--discard-count", "discard_count", multiple=True, type=int, help="act on the first N matches only")
 @protocol_set_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="the run folder (default under runs/)")
-def sim(**opts: Any) -> None:
+def sim(
+    stack: str,
+    members: int,
+    seed: int,
+    count: int,
+    rate: float,
+    size: int,
+    loss: str,
+    duplicate: str,
+    reorder: str,
+    delay: str,
+    jitter: str,
+    fault_for: str,
+    discards: tuple[str, ...],
+    discard_from: tuple[str, ...],
+    discard_to: tuple[str, ...],
+    discard_count: tuple[int, ...],
+    sets: tuple[str, ...],
+    out: Path | None,
+) -> None:
     """Run a seeded case in the deterministic simulator and check delivery (exit 0 clean, 1 violations, 2 bad
     input). Shorthand for a scenario file run with --backend sim; the run folder holds it as scenario.toml."""
+    opts: dict[str, object] = dict(locals())  # the options as given, for the replay command
     from orchestration.cluster import ClusterError
     from orchestration.scenario import ScenarioError
 
-    def nth(values: tuple, i: int) -> Any:
-        return values[i] if i < len(values) else None
-
-    discards = [
-        {"match": e, "from": nth(opts["discard_from"], i), "to": nth(opts["discard_to"], i)}
-        | {"count": nth(opts["discard_count"], i)}
-        for i, e in enumerate(opts["discards"])
+    rules: list[dict[str, object]] = [
+        {"match": e, "from": _nth(discard_from, i), "to": _nth(discard_to, i), "count": _nth(discard_count, i)}
+        for i, e in enumerate(discards)
     ]
-    out = opts["out"] or Path("runs") / f"sim-seed{opts['seed']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = out or Path("runs") / f"sim-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         raw = sim_scenario(
-            stack=opts["stack"],
-            members=opts["members"],
-            seed=opts["seed"],
-            count=opts["count"],
-            rate=opts["rate"],
-            size=opts["size"],
-            loss=fraction_arg(opts["loss"]),
-            duplicate=fraction_arg(opts["duplicate"]),
-            reorder=fraction_arg(opts["reorder"]),
-            delay=duration_arg(opts["delay"]),
-            jitter=duration_arg(opts["jitter"]),
-            fault_for=duration_arg(opts["fault_for"]),
-            discards=discards,
-            properties=parse_set(opts["sets"]),
+            stack=stack,
+            members=members,
+            seed=seed,
+            count=count,
+            rate=rate,
+            size=size,
+            loss=fraction_arg(loss),
+            duplicate=fraction_arg(duplicate),
+            reorder=fraction_arg(reorder),
+            delay=duration_arg(delay),
+            jitter=duration_arg(jitter),
+            fault_for=duration_arg(fault_for),
+            discards=rules,
+            properties=parse_set(sets),
         )
-        code, elapsed, (result, outcome) = run_sim_case(raw, out)
+        code, elapsed, (result, outcome) = run_sim_case(raw, folder)
     except (ValueError, ScenarioError, ClusterError, click.BadParameter) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    print_pairs(out, result, f"{opts['stack']}, {opts['members']} members, seed {opts['seed']}")
+    print_pairs(folder, result, f"{stack}, {members} members, seed {seed}")
     print_handled(outcome.handled)
-    console.print(f"{result.events:,} events; the run took {elapsed:.2f} s real; run folder: {out}")
+    console.print(f"{result.events:,} events; the run took {elapsed:.2f} s real; run folder: {folder}")
     for v in result.violations[:5]:
         console.print(f"  {v.check} {v.sender}->{v.receiver} seqno {v.seqno}: {v.detail}", markup=False)
     args = {k: opts[k] for k in ("stack", "members", "seed", "count", "rate", "size")}
     for k in ("loss", "duplicate", "reorder", "delay", "jitter", "fault_for"):
         if opts[k] not in ("0", "0ms", "0s"):
             args[k] = opts[k]
-    args["discards"], args["sets"] = discards, list(opts["sets"])
+    args["discards"], args["sets"] = rules, list(sets)
     verdict = "PASS" if code == 0 else "FAIL" + (" (did not settle)" if outcome.timed_out else "")
-    click.echo(f"verdict: {verdict}; replay: {replay_command(args, opts['out'])}")
+    click.echo(f"verdict: {verdict}; replay: {replay_command(args, out)}")
     sys.exit(code)
+
+
+def _nth(values: tuple[str, ...] | tuple[int, ...], i: int) -> str | int | None:
+    return values[i] if i < len(values) else None

@@ -19,9 +19,9 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import psutil
 
@@ -29,6 +29,23 @@ from orchestration.cluster import ClusterError
 from orchestration.host import leases
 from orchestration.host.claims import CLAIMS_DIR
 from orchestration.host.filelock import locked
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+HostSnapshot = dict[str, object]  # what the engine changes in the host (host_snapshot), compared key by key
+
+
+class EngineState(TypedDict, total=False):
+    """engine.json: the engine we started, the host before it, and what the engine had when it came up."""
+
+    before: HostSnapshot
+    pid: int
+    started: float | None  # the process's start time (leases.process_started)
+    images: list[str]
+    containers: list[str]
+    networks: list[str]
+
 
 ENGINE_DIR = CLAIMS_DIR.parent / ".docker-engine"  # machine-wide, like the network claims: there is one engine
 START_TIMEOUT = 60.0
@@ -44,7 +61,7 @@ class DockerUnavailable(ClusterError):
     """No Docker engine can be reached or started here; the message says what is missing and what to do."""
 
 
-def client(timeout: float = 60.0) -> Any:
+def client(timeout: float = 60.0) -> DockerClient:
     """A docker SDK client of the running engine (DockerUnavailable if none answers)."""
     try:
         import docker
@@ -101,7 +118,7 @@ def _locked() -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def engine(start_if_needed: bool = True) -> Iterator[Any]:
+def engine(start_if_needed: bool = True) -> Iterator[DockerClient]:
     """A client of the running engine, starting one first if none runs and `start_if_needed` (root only). Stops the
     engine on exit if this module started it and no other lease is held."""
     with _locked():
@@ -137,11 +154,17 @@ def _state_path() -> Path:
     return ENGINE_DIR / "engine.json"
 
 
-def _owned() -> dict[str, Any] | None:
-    """The state of the engine we started, if its dockerd still runs (else the state is dropped)."""
+def _read_state() -> EngineState | None:
     try:
-        state = json.loads(_state_path().read_text())
+        return cast(EngineState, json.loads(_state_path().read_text()))  # written by _start
     except (OSError, ValueError):
+        return None
+
+
+def _owned() -> EngineState | None:
+    """The state of the engine we started, if its dockerd still runs (else the state is dropped)."""
+    state = _read_state()
+    if state is None:
         return None
     proc = _dockerd(state)
     if proc is None:
@@ -151,11 +174,11 @@ def _owned() -> dict[str, Any] | None:
     return state
 
 
-def _dockerd(state: dict[str, Any]) -> psutil.Process | None:
+def _dockerd(state: EngineState) -> psutil.Process | None:
     """Our dockerd, identified by pid AND start time (pids are reused within minutes here)."""
     try:
         proc = psutil.Process(int(state["pid"]))
-        if leases.process_started(proc.pid) != float(state["started"]) or "dockerd" not in proc.name():
+        if leases.process_started(proc.pid) != state["started"] or "dockerd" not in proc.name():
             return None
         return proc
     except (psutil.NoSuchProcess, KeyError, ValueError):
@@ -166,7 +189,7 @@ class EngineCleanupError(ClusterError):
     """The engine we started left the host changed; the message says what."""
 
 
-def host_snapshot() -> dict[str, Any]:
+def host_snapshot() -> HostSnapshot:
     """What a Docker engine changes in the host and we must restore: forwarding, the FORWARD policy, the rules and
     chains of the filter and nat tables, Docker's bridges (docker0, br-<id>), its folders."""
     return {
@@ -214,7 +237,7 @@ def _bridges() -> set[str]:
 
 def _start() -> None:
     """Starts dockerd (the caller holds the lock and has checked no engine runs)."""
-    state: dict[str, Any] = {"before": host_snapshot()}
+    state: EngineState = {"before": host_snapshot()}
     IP_FORWARD.write_text("1\n")  # before dockerd: with forwarding off it sets the FORWARD policy to DROP
     log = open(ENGINE_DIR / "dockerd.log", "wb")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(
@@ -247,9 +270,8 @@ def _start() -> None:
 
 def _stop() -> None:
     """Stops our dockerd (SIGTERM, then SIGKILL) and undoes what it changed in the host."""
-    try:
-        state = json.loads(_state_path().read_text())
-    except (OSError, ValueError):
+    state = _read_state()
+    if state is None:
         return
     proc = _dockerd(state)
     if proc is not None and "images" in state:
@@ -271,7 +293,7 @@ def _stop() -> None:
         raise EngineCleanupError(f"the Docker engine we stopped left the host changed (before, after): {changed}")
 
 
-def _remove_new_objects(state: dict[str, Any]) -> None:
+def _remove_new_objects(state: EngineState) -> None:
     """Removes what was made while our engine ran and is still there (a killed test's containers and networks, the
     member and base images of the tests): a machine keeps none of it. The base image's root file system stays
     cached as a tarball (compose/base-image.sh)."""
@@ -299,26 +321,31 @@ def _remove_new_objects(state: dict[str, Any]) -> None:
         pass  # the engine is going away anyway; _restore_host undoes what it left in the host
 
 
-def _restore_host(state: dict[str, Any]) -> None:
+def _restore_host(state: EngineState) -> None:
     """Undoes what the engine changed in the host (after it stopped): the rules it added, its chains, its bridges,
     ip_forward, the folders it made."""
-    before = state.get("before", state)
-    for entry in sorted(_rules() - set(before.get("rules", []))):
+    before: Mapping[str, object] = state.get("before", state)
+
+    def had(key: str, default: tuple[str, ...] = ()) -> set[str]:
+        value = before.get(key, default)
+        return {str(v) for v in value} if isinstance(value, list | tuple) else set()
+
+    for entry in sorted(_rules() - had("rules")):
         table, rule = entry.split(":", 1)
         chain, *args = shlex.split(rule[3:])
         subprocess.run(["iptables", "-t", table, "-D", chain, *args], capture_output=True)
-    for entry in sorted(_docker_chains() - set(before.get("chains", []))):
+    for entry in sorted(_docker_chains() - had("chains")):
         table, chain = entry.split(":", 1)
         subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
         subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
     left = {entry.split(":", 1)[0] for entry in _rules()}
-    for table in sorted(_iptables_tables() - set(before.get("nft_tables", [])) - left):
+    for table in sorted(_iptables_tables() - had("nft_tables") - left):
         subprocess.run(["nft", "delete", "table", "ip", table], capture_output=True)  # empty now: dockerd made it
-    for link in sorted(_bridges() - set(before.get("links", []))):
+    for link in sorted(_bridges() - had("links")):
         subprocess.run(["ip", "link", "del", link], capture_output=True)
     if "ip_forward" in before:
-        IP_FORWARD.write_text(before["ip_forward"] + "\n")
-    for folder in sorted(set(ENGINE_DIRS) - set(before.get("engine_dirs", ENGINE_DIRS))):
+        IP_FORWARD.write_text(f"{before['ip_forward']}\n")
+    for folder in sorted(set(ENGINE_DIRS) - had("engine_dirs", ENGINE_DIRS)):
         _unmount_under(folder)
         shutil.rmtree(folder, ignore_errors=True)
 

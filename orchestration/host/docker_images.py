@@ -12,9 +12,12 @@ import hashlib
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestration.host.docker_engine import DockerUnavailable
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = "compose/Dockerfile"
@@ -25,7 +28,7 @@ MEMBER_REPO = "chaosbed-member"
 IMAGE_LABEL = "chaosbed.image"
 
 
-def _has(client: Any, ref: str) -> bool:
+def _has(client: DockerClient, ref: str) -> bool:
     import docker
 
     try:
@@ -35,7 +38,7 @@ def _has(client: Any, ref: str) -> bool:
     return True
 
 
-def base_image(client: Any, *, build: bool = False) -> str:
+def base_image(client: DockerClient, *, build: bool = False) -> str:
     """The base image to build on (see the module docstring). `build`: run compose/base-image.sh if no base is
     there and none can be pulled (root, debootstrap)."""
     import docker
@@ -72,7 +75,7 @@ def fingerprint(base_id: str) -> str:
     return h.hexdigest()[:12]
 
 
-def member_image(client: Any, *, build_base: bool = False) -> str:
+def member_image(client: DockerClient, *, build_base: bool = False) -> str:
     """The member image for this checkout, built if the engine does not have it yet; CHAOSBED_IMAGE names a
     ready-made one instead (it must run `python3 -m node CONFIG`)."""
     import docker

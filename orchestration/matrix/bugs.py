@@ -62,6 +62,6 @@ def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: st
                 cell = Cell(len(cells) + 1, e.path, sc.name, settings, backend, sc.seed, expect, label=variant)
                 cell.folder = f"{cell.id}-{_slug(sc.name)}-{variant}-{backend}"
                 cells.append(cell)
-    axes = {"backend": backends}
+    axes: dict[str, list[object]] = {"backend": list(backends)}
     columns = ["variant", "backend"] if len(backends) > 1 else ["variant"]
     return Matrix(name, None, cells, axes, rows=["scenario"], columns=columns)

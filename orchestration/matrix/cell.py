@@ -12,9 +12,8 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-from orchestration.runner import OUTCOME_FILE, first_interrupt_only
+from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only
 
 
 def main(spec_json: str) -> int:
@@ -40,7 +39,7 @@ def main(spec_json: str) -> int:
     return 0
 
 
-def _write(out: Path, doc: dict[str, Any]) -> None:
+def _write(out: Path, doc: OutcomeDoc) -> None:
     (out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 

@@ -4,7 +4,7 @@ report, then the replay command of every cell that failed or could not run. One 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestration.matrix.spec import toml_value
 
@@ -33,7 +33,7 @@ def _e(x: object) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     return v if isinstance(v, str) else toml_value(v)
 
 
@@ -141,8 +141,8 @@ def render(result: MatrixResult) -> str:
         parts.append(f"<h2>Failed cells: replay</h2><ul class='replay'>{''.join(items)}</ul>")
     if unplanned:
         names = (" ".join(filter(None, (r.cell.id, r.cell.scenario_name, r.cell.label))) for r, _ in unplanned)
-        items = "".join(f"<li>{_e(name)}: {_e(w)}</li>" for name, (_, w) in zip(names, unplanned, strict=True))
-        parts.append(f"<h2>Not as planned (\u26a0)</h2><ul class='replay'>{items}</ul>")
+        listed = "".join(f"<li>{_e(name)}: {_e(w)}</li>" for name, (_, w) in zip(names, unplanned, strict=True))
+        parts.append(f"<h2>Not as planned (\u26a0)</h2><ul class='replay'>{listed}</ul>")
     title = _e(result.matrix.name)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"

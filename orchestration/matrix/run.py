@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
+from chaos.faults import JsonObject
 from orchestration.matrix.spec import Cell, Matrix
-from orchestration.runner import OUTCOME_FILE, first_interrupt_only, warning_lines
+from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only, warning_lines
 
 CELL_LOG = "run.log"  # what the cell printed
 GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
@@ -36,7 +37,7 @@ class CellResult:
     status: str  # "ran" | "error" (could not run: exit 2 of the cell) | "interrupted" | "not run"
     seconds: float = 0.0
     error: str | None = None
-    outcome: dict[str, Any] = field(default_factory=dict)
+    outcome: OutcomeDoc = field(default_factory=lambda: OutcomeDoc())
     violated: list[str] = field(default_factory=list)
     checked: bool = False
 
@@ -166,9 +167,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def _finished(cell: Cell, out: Path, code: int | None, seconds: float, *, hung: bool = False) -> CellResult:
     folder = out / cell.folder
-    outcome: dict[str, Any] = {}
+    outcome = OutcomeDoc()
     with contextlib.suppress(OSError, ValueError):
-        outcome = json.loads((folder / OUTCOME_FILE).read_text())
+        outcome = cast(OutcomeDoc, json.loads((folder / OUTCOME_FILE).read_text()))  # the cell's write_outcome
     if hung:
         return CellResult(cell, "error", seconds, f"did not end within its timeout + {GRACE_S:g}s; interrupted")
     if code == 0 and outcome:
@@ -223,7 +224,7 @@ def check_all(result: MatrixResult, master: str | None) -> None:
     result.check_seconds = time.perf_counter() - t0
 
 
-def matrix_doc(result: MatrixResult) -> dict[str, Any]:
+def matrix_doc(result: MatrixResult) -> JsonObject:
     """matrix.json (SCENARIO.md): ok and one entry per cell; extended with status, expect, seconds, warnings and
     timings."""
     cells = []

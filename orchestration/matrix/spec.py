@@ -26,12 +26,12 @@ import glob
 import itertools
 import shlex
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestration.runner import toml_value
-from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, load
+from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
 
 BACKENDS = ("sim", "process", "netns", "docker")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
@@ -67,7 +67,7 @@ class Cell:
     index: int
     scenario: Path
     scenario_name: str
-    settings: dict[str, Any]
+    settings: dict[str, object]  # dotted scenario key -> value (the axes' values of this cell)
     backend: str
     seed: int
     expect: Expectation
@@ -78,7 +78,7 @@ class Cell:
     def id(self) -> str:
         return f"c{self.index:03d}"
 
-    def axis_value(self, axis: str) -> Any:
+    def axis_value(self, axis: str) -> object:
         if axis == "scenario":
             return self.scenario_name
         if axis == "backend":
@@ -104,10 +104,10 @@ class Matrix:
     name: str
     path: Path | None
     cells: list[Cell]
-    axes: dict[str, list[Any]]
+    axes: dict[str, list[object]]
     rows: list[str]
     columns: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 def display_path(p: Path) -> str:
@@ -157,12 +157,9 @@ def load_matrix(path: str | Path, *, backend: str | None = None) -> Matrix:
     return Matrix(name, path, cells, axes, rows, columns)
 
 
-def _scenario_files(value: Any, base: Path) -> list[Path]:
-    _need(
-        isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value),
-        "scenarios",
-        'a non-empty list of paths or globs, e.g. ["scenarios/*.toml"]',
-    )
+def _scenario_files(value: object, base: Path) -> list[Path]:
+    if not (isinstance(value, list) and value and all(isinstance(v, str) and v for v in value)):
+        raise MatrixError('scenarios: a non-empty list of paths or globs, e.g. ["scenarios/*.toml"]')
     files: list[Path] = []
     for pattern in value:
         full = pattern if Path(pattern).is_absolute() else str(base / pattern)
@@ -173,9 +170,13 @@ def _scenario_files(value: Any, base: Path) -> list[Path]:
     return files
 
 
-def _expectations(value: Any) -> list[tuple[str | None, dict[str, Any], Expectation]]:
-    _need(isinstance(value, list) and all(isinstance(e, dict) for e in value), "expect", "an array of tables")
-    out = []
+Expect = tuple[str | None, TomlTable, Expectation]  # an [[expect]]: scenario name (None: any), where, expectation
+
+
+def _expectations(value: object) -> list[Expect]:
+    if not (isinstance(value, list) and all(isinstance(e, dict) for e in value)):
+        raise MatrixError("expect: an array of tables")
+    out: list[Expect] = []
     for i, e in enumerate(value):
         where = f"expect[{i}]"
         for key in e:
@@ -200,8 +201,8 @@ def _expectations(value: Any) -> list[tuple[str | None, dict[str, Any], Expectat
 
 def expand(
     scenarios: list[Path],
-    axes: dict[str, list[Any]],
-    expectations: list[tuple[str | None, dict[str, Any], Expectation]] = (),  # type: ignore[assignment]
+    axes: dict[str, list[object]],
+    expectations: Sequence[Expect] = (),
     *,
     default_backend: str | None = None,
 ) -> list[Cell]:
@@ -214,8 +215,9 @@ def expand(
                 _check_axis_key(path, key)
         for combo in itertools.product(*(axes[k] for k in keys)):
             values = dict(zip(keys, combo, strict=True))
-            backend = values.pop("backend", None) or default_backend or default_backend_name()
+            backend = str(values.pop("backend", None) or default_backend or default_backend_name())
             seed = values.pop("seed", None)
+            assert seed is None or isinstance(seed, int)  # load_matrix checked the seed axis
             settings = values
             try:
                 sc = load(path, seed=seed, settings=settings)
@@ -235,7 +237,7 @@ def _check_axis_key(path: Path, key: str) -> None:
     """An axis key must name a key the scenario has, or one the format defines (cluster.*, checks.*, properties)."""
     raw = tomllib.loads(path.read_text())
     parts = key.split(".")
-    node: Any = raw
+    node: object = raw
     for i, p in enumerate(parts):
         if isinstance(node, dict) and p in node:
             node = node[p]
@@ -254,8 +256,9 @@ def _check_axis_key(path: Path, key: str) -> None:
             return
 
 
-def _grid(report: Any, axes: dict[str, list[Any]], many_scenarios: bool) -> tuple[list[str], list[str]]:
-    _need(isinstance(report, dict), "report", "a table with rows and columns")
+def _grid(report: object, axes: dict[str, list[object]], many_scenarios: bool) -> tuple[list[str], list[str]]:
+    if not isinstance(report, dict):
+        raise MatrixError("report: a table with rows and columns")
     names = ["scenario", *axes]
     varying = [a for a in names if a != "scenario" and len(axes[a]) > 1]
     columns = report.get("columns", varying[-1:] if varying else [])

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestration.cluster import Cluster
+from orchestration.fault_log import FILE as FAULTS_FILE
 from orchestration.pytest_plugin.marker import scenario_raw
-from orchestration.pytest_plugin.recording import FAULTS_FILE
 
 if TYPE_CHECKING:
     from analysis.pipeline import Analysis

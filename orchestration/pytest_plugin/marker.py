@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 if TYPE_CHECKING:
-    from orchestration.cluster import ClusterSpec
+    from orchestration.cluster import ClusterSpec, Properties
+    from orchestration.scenario import TomlTable
 
 MARKER = "chaosbed"
 MARKER_HELP = (
     "chaosbed(members=3, stack='unicast3+nakack2', backend=None, transport='udp', properties=None, seed=0): the "
     "cluster of the chaos_cluster fixture (backend None: --chaosbed-backend, else netns as root, else process)"
 )
-MARKER_DEFAULTS: dict[str, Any] = {
+MARKER_DEFAULTS: dict[str, Any] = {  # Any: a user's marker arguments, validated by cluster_spec
     "members": 3,
     "stack": "unicast3+nakack2",
     "backend": None,
@@ -35,7 +36,7 @@ class ClusterOptions:
     stack: str
     backend: str | None
     transport: str
-    properties: dict[str, dict[str, Any]] | None
+    properties: Properties | None
     seed: int
 
 
@@ -110,13 +111,13 @@ def docker_problem() -> str | None:
     return docker_engine.unavailable_reason()
 
 
-def scenario_raw(spec: ClusterSpec, name: str, checks: dict[str, Any] | None = None) -> dict[str, Any]:
+def scenario_raw(spec: ClusterSpec, name: str, checks: TomlTable | None = None) -> TomlTable:
     """The cluster (and checks) as a scenario file's table: validated by orchestration.scenario.parse and written
     as the run folder's scenario.toml by the runner's writer, so a test's folder reads like a `chaosbed run`."""
-    cluster: dict[str, Any] = {"members": list(spec.members), "stack": spec.stack, "transport": spec.transport}
+    cluster: TomlTable = {"members": list(spec.members), "stack": spec.stack, "transport": spec.transport}
     if spec.properties:
         cluster["properties"] = spec.properties
-    raw: dict[str, Any] = {"name": name, "seed": spec.seed, "cluster": cluster}
+    raw: TomlTable = {"name": name, "seed": spec.seed, "cluster": cluster}
     if checks is not None:
         raw["checks"] = checks
     return raw
@@ -132,7 +133,9 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
         ClusterSpec([], options.stack, options.transport, dict(options.properties or {}), backend, options.seed),
         name,
     )
-    raw["cluster"]["members"] = members
+    cluster = raw["cluster"]
+    assert isinstance(cluster, dict)  # scenario_raw's
+    cluster["members"] = members  # a number or names, as the marker gives them: parse validates them
     try:
         sc = parse(raw)
     except ScenarioError as e:

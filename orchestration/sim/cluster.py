@@ -4,7 +4,7 @@ API as the process and netns backends, so one scheduler and one runner drive all
 Time is the simulation's virtual time: `clock.sleep_until(t)` runs the simulation up to t, so waiting for a view or
 for quiet costs no real time. Control commands are answered from the simulated members' stacks (the same replies as
 node/control.py), member faults act on the simulated members, and the fault table (`chaos`) takes the same fault
-kinds and arguments as the netns engine (chaos/engine.py's normalize and links): every change recomputes each
+kinds and arguments as the netns engine (chaos/normalize.py, Fault.links): every change recomputes each
 directed link and the message rules from the faults in force, as the engine re-renders each namespace's rules.
 Histories are written to `<workdir>/history/` when the members stop or the cluster goes down.
 """
@@ -12,11 +12,11 @@ Histories are written to `<workdir>/history/` when the members stop or the clust
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from node.workload import POLL
-from orchestration.cluster import Cluster, ClusterError, ClusterSpec, MemberInfo
-from orchestration.sim.faults import SimChaos
+from orchestration.cluster import Cluster, ClusterError, ClusterSpec, ControlReply, MemberInfo
+from orchestration.sim.faults import SimFaultTable
 from orchestration.sim.member import SimMember
 from orchestration.sim.simulation import Simulation
 
@@ -48,7 +48,7 @@ class SimCluster(Cluster):
             sender_poll=POLL,  # paced as a real member's sender loop: what fell due within 1 ms goes out together
         )
         self.clock = SimClock(self.sim)
-        self._chaos = SimChaos(self.sim, list(spec.members), spec.transport)
+        self._chaos = SimFaultTable(self.sim, list(spec.members), spec.transport)
         self._tasks: dict[str, dict[int, dict[str, object]]] = {}  # member -> task id -> progress
         self._written = False
         for name in spec.members:
@@ -110,12 +110,12 @@ class SimCluster(Cluster):
         self._write_histories()
 
     @property
-    def chaos(self) -> SimChaos:
+    def chaos(self) -> SimFaultTable:
         return self._chaos
 
     # --- control ------------------------------------------------------------------------------------------------
 
-    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+    def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """The replies node/control.py gives, computed from the simulated member."""
         m = self._running(name)
         if self.members[name].paused:
@@ -124,7 +124,7 @@ class SimCluster(Cluster):
         if handler is None:
             raise ClusterError(f"member {name}: unknown command {cmd!r}")
         try:
-            return {"ok": True, **handler(name, m, **args)}
+            return cast(ControlReply, {"ok": True, **handler(name, m, **args)})  # the keys node/control.py replies
         except (KeyError, TypeError, ValueError) as e:
             raise ClusterError(f"member {name}: {cmd}: {e}") from None
 

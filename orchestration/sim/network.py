@@ -221,9 +221,10 @@ class SimNetwork:
         if link.loss and rng.random() < link.loss:
             return
         if self.rules:
-            data = self._apply_rules(src, dst_name, dst_addr, data)
-            if data is None:
+            judged = self._apply_rules(src, dst_name, dst_addr, data)
+            if judged is None:
                 return
+            data = judged
         at = events.now + link.delay + (rng.random() * link.jitter if link.jitter else 0.0)
         if link.reorder and rng.random() < link.reorder:
             at += 2 * link.delay + link.jitter

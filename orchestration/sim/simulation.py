@@ -28,16 +28,18 @@ in its receive buffer (bounded like the real one) and is read on resume, when it
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos.faults import JsonObject
 from node.history import HistoryWriter, write_records
 from node.payload import msg_id_of
 from node.protocols.base import MembershipLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
 from node.stack import build_stack, has_membership
 from node.wire import View, make_address, name_of
+from orchestration.fault_log import FILE, FaultLog
 from orchestration.sim.events import DATAGRAM, TIMER, EventQueue
 from orchestration.sim.member import SimMember, find
 from orchestration.sim.network import ACTIONS, LinkFaults, MessageRule, SimNetwork
@@ -80,7 +82,7 @@ class Simulation:
         self.events = EventQueue()
         self.members: dict[str, SimMember] = {}  # the running (or last) incarnation of each started member
         self.history: dict[str, list[dict[str, Any]]] = {n: [] for n in names}  # every member ever named
-        self.faults: list[dict[str, Any]] = []
+        self.fault_log = FaultLog(None)  # faults.jsonl: what this simulation's own API did (write_run)
         self.events_processed = 0
         if stagger < 0:
             raise ValueError("stagger must be >= 0")
@@ -504,8 +506,14 @@ class Simulation:
         """The histories' clock: virtual time in ns."""
         return round(self.now * 1e9)
 
-    def _fault(self, fault: dict[str, Any]) -> None:
-        self.faults.append({"t": self._t(), "event": "fault", "seed": self.seed, **fault})
+    @property
+    def faults(self) -> list[JsonObject]:
+        """The faults.jsonl lines of what this simulation's own API did (kill, leave, split, set_link, ...)."""
+        return self.fault_log.events
+
+    def _fault(self, fault: Mapping[str, object]) -> None:
+        fields = dict(fault)
+        self.fault_log.action(str(fields.pop("kind")), fields, t=self._t(), seed=self.seed)
 
     def finish(self) -> None:
         """Writes the `stop` event of every live member (SCENARIO.md: the end of a run), once."""
@@ -525,5 +533,5 @@ class Simulation:
     def write_run(self, out_dir: str | Path) -> Path:
         """Writes history/<member>.jsonl and faults.jsonl in the SCENARIO.md format."""
         out = self.write_histories(out_dir)
-        write_records(out / "faults.jsonl", self.faults)
+        self.fault_log.save(out / FILE)
         return out

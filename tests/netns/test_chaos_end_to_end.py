@@ -67,8 +67,8 @@ def test_unicast3_stream_under_20pct_loss_and_an_ack_discard_is_complete_and_in_
         """ACKs 100..2000 alone in a datagram are dropped by the kernel's u32 rule, those bundled (with an XMIT_REQ)
         by the handler."""
         in_kernel = kernel.counters(cluster.member_ns("A"))["dropped"]
-        handled = {f["id"]: f.get("handled", {}) for f in chaos.faults()}
-        return in_kernel + handled.get(stateless["id"], {}).get("dropped", 0)
+        handled = {f.id: f.handled or {} for f in chaos.faults()}
+        return in_kernel + handled.get(stateless.id, {}).get("dropped", 0)
 
     # The first 150 alone: every ACK of B's ends in 100..150 from then on (A resends its highest unacked message
     # and B acks the duplicate), so the stateless rule must hit. Streamed at once, a starved B's cumulative ACKs
@@ -90,8 +90,8 @@ def test_unicast3_stream_under_20pct_loss_and_an_ack_discard_is_complete_and_in_
         90,
         f"{n} unicasts delivered under loss and acked",
     )
-    handled = {f["id"]: f.get("handled", {}) for f in chaos.faults()}
-    assert handled[counted["id"]].get("dropped") == 5, handled  # exactly the first five ACKs, then nothing
+    handled = {f.id: f.handled or {} for f in chaos.faults()}
+    assert handled[counted.id].get("dropped") == 5, handled  # exactly the first five ACKs, then nothing
     chaos.heal()
     assert_no_rules(cluster)
     assert unicast_seqnos(cluster, "A", "B") == list(range(1, n + 1))

@@ -37,7 +37,7 @@ def test_down_all_reaps_chaos_handlers_of_a_killed_orchestrator(tmp_path, lose_s
         c.start()
         c.chaos.add("delay", {{"from": ["A"], "to": ["B"], "delay": 0.01}})
         c.chaos.add("partition", {{"from": ["B"], "to": ["A"], "one_way": True}})
-        handlers = [h["pid"] for h in c.chaos._load()["handlers"].values()]
+        handlers = [h["pid"] for h in c.chaos.handlers().values()]
         print(json.dumps({{"label": c.label, "handlers": handlers}}), flush=True)
         time.sleep(600)
     """)

@@ -121,9 +121,9 @@ def test_overlapping_views_a_hears_b_and_c_but_c_hears_only_b(cluster: NetnsClus
 def test_overlapping_faults_are_removed_one_at_a_time(cluster: NetnsCluster, chaos) -> None:
     first = chaos.add("partition", {"from": ["A"], "to": ["B"], "one_way": True})
     chaos.add("split", {"groups": [["A"], ["B", "C"]]})
-    chaos.remove([first["id"]])
+    chaos.remove([first.id])
     assert heard(cluster, "A", "B") == 0  # still cut by the split
-    chaos.remove([f["id"] for f in chaos.faults(stats=False)])
+    chaos.remove([f.id for f in chaos.faults(stats=False)])
     assert heard(cluster, "A", "B") == 200
 
 
@@ -161,7 +161,7 @@ def test_the_switch_forwards_frames_without_its_namespaces_netfilter(cluster: Ne
 
 
 def test_bad_faults_are_refused_with_the_reason(cluster: NetnsCluster, chaos) -> None:
-    from chaos.engine import ChaosError
+    from chaos.faults import ChaosError
 
     with pytest.raises(ChaosError, match="unknown members \\['Z'\\]; members: A, B, C"):
         chaos.add("partition", {"from": ["Z"], "to": ["B"]})
@@ -243,8 +243,8 @@ def test_count_1_discard_drops_exactly_the_one_matching_message(cluster: NetnsCl
     got = probe(cluster, "B", "A", 0, messages=messages, rate=4000, quiet=0.5)
     first_ack_50 = next(i for i, m in enumerate(messages) if wire.decode_datagram(m).messages[0] == ACK(50, 1, 50))
     assert sorted(got.seqnos) == [i for i in range(len(messages)) if i != first_ack_50]
-    assert chaos.faults()[0]["handled"]["dropped"] == 1, chaos.faults()
-    assert fault["id"] == chaos.faults()[0]["id"]
+    assert (chaos.faults()[0].handled or {})["dropped"] == 1, chaos.faults()
+    assert fault.id == chaos.faults()[0].id
 
 
 def test_stateless_discard_drops_single_messages_in_the_kernel_and_strips_batches(cluster: NetnsCluster, chaos) -> None:
@@ -291,8 +291,8 @@ def test_duplicate_and_reorder_per_link(cluster: NetnsCluster, chaos) -> None:
 
 
 def test_a_handler_that_falls_behind_is_reported_as_a_bypass(cluster: NetnsCluster, chaos) -> None:
-    """The queue is fail-open: what a stalled handler cannot take passes unjudged, and Chaos.queue_bypass counts it
-    (the kernel numbers no packet that found the queue full: rule counter minus numbering)."""
+    """The queue is fail-open: what a stalled handler cannot take passes unjudged, and NetnsFaultEngine.queue_bypass
+    counts it (the kernel numbers no packet that found the queue full: rule counter minus numbering)."""
     fault = chaos.add("delay", {"from": ["A"], "to": ["B"], "delay": 0.001})  # a handler rule on every packet A -> B
     calm = probe(cluster, "A", "B", 300, rate=3000, quiet=0.3)
     b = chaos.queue_bypass()["B"]
@@ -324,6 +324,6 @@ def test_a_handler_that_falls_behind_is_reported_as_a_bypass(cluster: NetnsClust
     assert n - handler["max_len"] <= b.bypassed <= n, (b, handler["max_len"])
     assert abs(rule["matched"] + b.bypassed - b.queued) <= b.IN_FLIGHT, (rule, b)
     warning = b.warning()
-    assert warning is not None and "at B" in warning and fault["id"] in warning and f"{b.bypassed:,}" in warning
+    assert warning is not None and "at B" in warning and fault.id in warning and f"{b.bypassed:,}" in warning
     listed = CliRunner().invoke(main, ["fault", "list", "--cluster", cluster.label])  # an ad hoc user sees it too
     assert "WARNING: the NFQUEUE handler at B could not keep up" in " ".join(listed.output.split()), listed.output

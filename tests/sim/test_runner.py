@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from chaos.engine import QueueBypass
+from chaos.fault_table import QueueBypass
 from orchestration.cli.output import warn_late
 from orchestration.matrix.report import render
 from orchestration.matrix.run import CellResult, MatrixResult, matrix_doc
 from orchestration.matrix.spec import load_matrix
 from orchestration.runner import OUTCOME_FILE, run, scenario_toml
 from orchestration.scenario import ScenarioError, parse
-from orchestration.sim.cluster import SimChaos
+from orchestration.sim.faults import SimFaultTable
 
 pytestmark = pytest.mark.sim
 
@@ -178,7 +178,7 @@ def test_packets_that_escaped_the_rules_are_said_by_the_run_and_the_matrix(
     """The simulator judges every message, so the bypass a netns handler reports (tests/netns/test_faults.py counts
     a real one) is given here: the run keeps it in outcome.json and says it; a matrix cell lists it."""
     bypass = QueueBypass("B", queued=5000, full_queue=1200, overflowed=3, dropped=0, faults=["f2", "f10"])
-    monkeypatch.setattr(SimChaos, "queue_bypass", lambda self: {"B": bypass})
+    monkeypatch.setattr(SimFaultTable, "queue_bypass", lambda self: {"B": bypass})
     outcome = run(parse(json.loads(json.dumps(SCENARIO))), "sim", tmp_path / "run")
     (warning,) = outcome.warnings
     assert warning == bypass.warning() and "1,200 of 5,000 packets (24.0%)" in warning and "(f2, f10;" in warning

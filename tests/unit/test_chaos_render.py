@@ -1,4 +1,5 @@
-"""What the chaos engine asks of each receiving namespace, rendered without a kernel (chaos/engine.py, kernel.py)."""
+"""What the netns fault engine asks of each receiving namespace, rendered without a kernel (chaos/render.py,
+kernel.py)."""
 
 from __future__ import annotations
 
@@ -9,34 +10,36 @@ from pathlib import Path
 import pytest
 
 from chaos import kernel
-from chaos.engine import Chaos, ChaosError, Endpoint
+from chaos.faults import ChaosError, FaultRecord
+from chaos.netns_engine import NetnsFaultEngine
+from chaos.render import Endpoint
 from chaos.rules import parse_match
 
 IPS = {"A": "10.0.0.10", "B": "10.0.0.11", "C": "10.0.0.12"}
 
 
 @pytest.fixture
-def chaos(tmp_path: Path) -> Chaos:
-    return Chaos(tmp_path, "cbtest00", {n: Endpoint(n, ip, f"cbtest00-{n}") for n, ip in IPS.items()})
+def chaos(tmp_path: Path) -> NetnsFaultEngine:
+    return NetnsFaultEngine(tmp_path, "cbtest00", {n: Endpoint(n, ip, f"cbtest00-{n}") for n, ip in IPS.items()})
 
 
-def fault(chaos: Chaos, kind: str, i: int = 1, **args: object) -> dict:
-    return {"id": f"f{i}", **chaos.normalize(kind, args), "seed": 3}
+def fault(chaos: NetnsFaultEngine, kind: str, i: int = 1, **args: object) -> FaultRecord:
+    return FaultRecord(f"f{i}", chaos.normalize(kind, args), seed=3)
 
 
-def test_one_way_partition_blocks_at_the_receiver_only(chaos: Chaos) -> None:
+def test_one_way_partition_blocks_at_the_receiver_only(chaos: NetnsFaultEngine) -> None:
     out = chaos.render([fault(chaos, "partition", **{"from": ["A"], "to": ["B"], "one_way": True})], use_netem=False)
     assert out["B"][0].blocked == {IPS["A"]}
     assert out["A"][0].empty() and out["C"][0].empty()
 
 
-def test_split_blocks_every_cross_link(chaos: Chaos) -> None:
+def test_split_blocks_every_cross_link(chaos: NetnsFaultEngine) -> None:
     out = chaos.render([fault(chaos, "split", groups=[["A"], ["B", "C"]])], use_netem=False)
     assert out["A"][0].blocked == {IPS["B"], IPS["C"]}
     assert out["B"][0].blocked == out["C"][0].blocked == {IPS["A"]}
 
 
-def test_delay_uses_netem_where_present_and_the_handler_elsewhere(chaos: Chaos) -> None:
+def test_delay_uses_netem_where_present_and_the_handler_elsewhere(chaos: NetnsFaultEngine) -> None:
     f = fault(chaos, "delay", **{"from": ["A"], "to": ["B"], "delay": "50ms", "jitter": "5ms"})
     rules, shapings, handler_rules, _ = chaos.render([f], use_netem=True)["B"]
     assert rules.empty() and handler_rules == []
@@ -46,7 +49,7 @@ def test_delay_uses_netem_where_present_and_the_handler_elsewhere(chaos: Chaos) 
     assert handler_rules[0]["action"] == "delay" and handler_rules[0]["delay_ms"] == pytest.approx(50.0)
 
 
-def test_stateless_discard_goes_to_the_kernel_and_batches_to_the_handler(chaos: Chaos) -> None:
+def test_stateless_discard_goes_to_the_kernel_and_batches_to_the_handler(chaos: NetnsFaultEngine) -> None:
     f = fault(chaos, "discard", match="UNICAST3.ACK(seqno=50)", **{"from": "B", "to": "A"})
     rules, _, handler_rules, _ = chaos.render([f], use_netem=False)["A"]
     assert [d.source for d in rules.header_drops] == [IPS["B"]]
@@ -54,14 +57,14 @@ def test_stateless_discard_goes_to_the_kernel_and_batches_to_the_handler(chaos: 
     assert handler_rules[0]["id"] == "f1:B" and handler_rules[0]["match"] == "UNICAST3.ACK(seqno=50)"
 
 
-def test_counted_discard_goes_to_the_handler_whole(chaos: Chaos) -> None:
+def test_counted_discard_goes_to_the_handler_whole(chaos: NetnsFaultEngine) -> None:
     f = fault(chaos, "discard", match="UNICAST3.ACK(seqno=50)", count=1, **{"from": "B", "to": "A"})
     rules, _, handler_rules, _ = chaos.render([f], use_netem=False)["A"]
     assert not rules.header_drops and rules.queue_ours == {IPS["B"]}
     assert handler_rules[0]["count"] == 1
 
 
-def test_rule_seeds_follow_the_run_seed_and_differ_per_link(chaos: Chaos) -> None:
+def test_rule_seeds_follow_the_run_seed_and_differ_per_link(chaos: NetnsFaultEngine) -> None:
     f = fault(chaos, "duplicate", probability=0.1)
     f2 = fault(chaos, "reorder", 2, probability=0.1)
     seeds = [r["seed"] for rs in chaos.render([f, f2], use_netem=False).values() for r in rs[2]]
@@ -86,7 +89,7 @@ def test_u32_gives_up_where_the_handler_must_decide() -> None:
     assert kernel.u32_single_message(parse_match("UNICAST3.DATA(seqno=1..5000000000)")) is None
 
 
-def test_bad_faults_name_the_problem(chaos: Chaos) -> None:
+def test_bad_faults_name_the_problem(chaos: NetnsFaultEngine) -> None:
     with pytest.raises(ChaosError, match="unknown network fault 'kill'"):
         chaos.normalize("kill", {})
     with pytest.raises(ChaosError, match="action delay needs a delay"):
@@ -96,17 +99,18 @@ def test_bad_faults_name_the_problem(chaos: Chaos) -> None:
 
 
 def test_discard_is_refused_over_tcp(tmp_path: Path) -> None:
-    tcp = Chaos(tmp_path, "cbtest00", {"A": Endpoint("A", IPS["A"], "x")}, transport="tcp")
+    tcp = NetnsFaultEngine(tmp_path, "cbtest00", {"A": Endpoint("A", IPS["A"], "x")}, transport="tcp")
     with pytest.raises(ChaosError, match="transport tcp"):
         tcp.normalize("discard", {"match": "UNICAST3.ACK()"})
 
 
-def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: Chaos) -> None:
-    from chaos.engine import fault_event
+def test_describe_reads_the_fault_table_and_faults_jsonl_alike(chaos: NetnsFaultEngine) -> None:
     from orchestration.cli.output import describe
+    from orchestration.fault_log import FaultLog
 
     record = fault(chaos, "delay", **{"from": ["C"], "to": ["A"], "delay": "30ms", "jitter": "5ms"})
-    assert describe(record) == describe(fault_event(record)) == "delay 30ms ± 5ms C -> A"
+    line = FaultLog(None).fault(record, t=0)
+    assert describe(record.fault) == describe(line) == "delay 30ms ± 5ms C -> A"
     assert describe({"kind": "heal", "faults": ["f3"]}) == "heal f3"
 
 

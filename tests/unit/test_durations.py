@@ -97,8 +97,9 @@ def test_every_adapter_uses_the_one_parser() -> None:
     """Each caller's errors: its own type, the same message (with its `where`)."""
     from analysis.config import InputError
     from analysis.config import parse_duration as analysis_duration
-    from chaos.engine import ChaosError, normalize
+    from chaos.faults import ChaosError
     from chaos.nemesis import NemesisError, schedule
+    from chaos.normalize import normalize
     from orchestration.cli.options import duration_arg as _duration
     from orchestration.scenario import ScenarioError
     from orchestration.scenario import _duration as scenario_duration
@@ -114,7 +115,7 @@ def test_every_adapter_uses_the_one_parser() -> None:
     assert scenario_duration("5µs", "timeout") == pytest.approx(5e-6)
     with pytest.raises(ScenarioError, match=r"^timeout: must be a finite, non-negative duration"):
         scenario_duration("-1s", "timeout")
-    assert normalize("delay", {"from": "A", "to": "B", "delay": "30ms"}, ["A", "B"])["delay"] == pytest.approx(0.03)
+    assert normalize("delay", {"from": "A", "to": "B", "delay": "30ms"}, ["A", "B"]).delay == pytest.approx(0.03)
     with pytest.raises(ChaosError, match=r"^delay: delay: must be a finite, non-negative duration"):
         normalize("delay", {"from": "A", "to": "B", "delay": -0.03}, ["A", "B"])
     with pytest.raises(ChaosError, match=r"^delay: jitter: not a duration"):

@@ -16,7 +16,7 @@ from chaos.nfqueue import (
     DROP,
     DUPLICATE,
     REORDER,
-    Engine,
+    Judge,
     RuleValidationError,
     compile_rule,
     compile_rules,
@@ -66,8 +66,8 @@ def rule(**kw: object) -> dict:
     return {"id": "r", "action": "drop", **kw}
 
 
-def engine(*rules: dict) -> Engine:
-    return Engine(compile_rules([dict(r) for r in rules]))
+def judge_of(*rules: dict) -> Judge:
+    return Judge(compile_rules([dict(r) for r in rules]))
 
 
 # --- spans ---------------------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_malformed_datagrams_raise_wire_error(data: bytes) -> None:
     ],
 )
 def test_message_rules_match_fields_and_ranges(match: str, hits: list[int]) -> None:
-    e = engine(rule(match=match))
+    e = judge_of(rule(match=match))
     dropped = []
     for seqno in range(60):
         pkt = ip_udp(dgram(ACK(seqno, 7 if seqno % 2 else 8, 1000 + seqno)))
@@ -148,19 +148,19 @@ def test_message_rules_match_fields_and_ranges(match: str, hits: list[int]) -> N
 
 
 def test_bool_fields_match() -> None:
-    e = engine(rule(match="UNICAST3.DATA(first=true)"))
+    e = judge_of(rule(match="UNICAST3.DATA(first=true)"))
     assert e.judge(ip_udp(dgram(DATA(1, 1, True))))[0] == DROP
     assert e.judge(ip_udp(dgram(DATA(2, 1, False))))[0] == ACCEPT
 
 
 def test_sources_restrict_a_rule() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", sources=[SRC_C]), rule(id="link", sources=[SRC_C]))
+    e = judge_of(rule(match="UNICAST3.ACK()", sources=[SRC_C]), rule(id="link", sources=[SRC_C]))
     assert e.judge(ip_udp(dgram(ACK(1, 1, 1)), src=SRC_A)) == (ACCEPT, None, 0.0)
     assert e.judge(ip_udp(dgram(ACK(1, 1, 1)), src=SRC_C))[0] == DROP
 
 
 def test_a_link_rule_applies_to_any_protocol() -> None:
-    e = engine(rule(sources=[SRC_A]))
+    e = judge_of(rule(sources=[SRC_A]))
     tcp = ip_udp(b"not udp at all", proto=6)
     assert e.judge(tcp)[0] == DROP
     assert e.unparsed == 0  # a link rule needs no parsing
@@ -172,7 +172,7 @@ def test_a_link_rule_applies_to_any_protocol() -> None:
 def test_stripping_one_message_of_five_rewrites_a_valid_packet() -> None:
     msgs = [ACK(s, 1, 2, b"pay%d" % s) for s in range(1, 6)]
     pkt = ip_udp(dgram(*msgs))
-    e = engine(rule(match="UNICAST3.ACK(seqno=3)"))
+    e = judge_of(rule(match="UNICAST3.ACK(seqno=3)"))
     kind, out, _ = e.judge(pkt)
     assert kind == ACCEPT and out is not None and e.rewritten == 1
     assert checksum(out[:20]) == 0, "IP header checksum must be valid"
@@ -188,7 +188,7 @@ def test_stripping_one_message_of_five_rewrites_a_valid_packet() -> None:
 def test_rewritten_packet_checks_out_in_scapy() -> None:
     scapy_inet = pytest.importorskip("scapy.layers.inet")
     pkt = ip_udp(dgram(*[ACK(s, 1, 2) for s in range(5)]))
-    _, out, _ = engine(rule(match="UNICAST3.ACK(seqno=0..1)")).judge(pkt)
+    _, out, _ = judge_of(rule(match="UNICAST3.ACK(seqno=0..1)")).judge(pkt)
     assert out is not None
     parsed = scapy_inet.IP(out)
     fresh = scapy_inet.IP(out)
@@ -209,14 +209,14 @@ def test_strip_messages_api() -> None:
 
 
 def test_stripping_every_message_drops_the_packet() -> None:
-    e = engine(rule(match="UNICAST3.ACK()"))
+    e = judge_of(rule(match="UNICAST3.ACK()"))
     assert e.judge(ip_udp(dgram(ACK(1, 1, 1), ACK(2, 1, 1))))[0] == DROP
     assert e.rewritten == 0
 
 
 def test_a_multicast_datagram_can_be_stripped() -> None:
     pkt = ip_udp(dgram(ACK(1, 1, 1), DATA(2, 1, False), dest=""), dst="239.1.2.3")
-    kind, out, _ = engine(rule(match="UNICAST3.ACK()")).judge(pkt)
+    kind, out, _ = judge_of(rule(match="UNICAST3.ACK()")).judge(pkt)
     assert kind == ACCEPT and out is not None
     d = wire.decode_datagram(udp_payload(out))
     assert d.multicast and d.messages == [DATA(2, 1, False)]
@@ -242,7 +242,7 @@ def unparsable() -> list[bytes]:
 
 @pytest.mark.parametrize("pkt", unparsable())
 def test_unparsable_packets_pass_untouched_and_are_counted(pkt: bytes) -> None:
-    e = engine(rule(match="UNICAST3.ACK(seqno=50)"), rule(id="d", action="delay", match="UNICAST3.ACK()", delay_ms=5))
+    e = judge_of(rule(match="UNICAST3.ACK(seqno=50)"), rule(id="d", action="delay", match="UNICAST3.ACK()", delay_ms=5))
     assert e.judge(pkt) == (ACCEPT, None, 0.0)
     assert e.unparsed == 1
     assert e.rule_stats()["r"]["matched"] == 0
@@ -251,7 +251,7 @@ def test_unparsable_packets_pass_untouched_and_are_counted(pkt: bytes) -> None:
 def test_random_corruption_never_raises() -> None:
     rng = random.Random(7)
     good = ip_udp(dgram(*[ACK(s, 1, 2, b"x" * s) for s in range(6)]))
-    e = engine(rule(match="UNICAST3.ACK(seqno=3)"), rule(id="dup", action="duplicate", match="UNICAST3.ACK()"))
+    e = judge_of(rule(match="UNICAST3.ACK(seqno=3)"), rule(id="dup", action="duplicate", match="UNICAST3.ACK()"))
     for _ in range(3000):
         pkt = bytearray(good)
         for _ in range(rng.randint(1, 4)):
@@ -267,14 +267,14 @@ def test_random_corruption_never_raises() -> None:
 
 
 def test_count_one_acts_on_exactly_one_message() -> None:
-    e = engine(rule(match="UNICAST3.ACK(seqno=50)", count=1))
+    e = judge_of(rule(match="UNICAST3.ACK(seqno=50)", count=1))
     verdicts = [e.judge(ip_udp(dgram(ACK(s % 100, 1, 1))))[0] for s in range(1000)]
     assert verdicts.count(DROP) == 1 and verdicts.index(DROP) == 50
     assert e.rule_stats()["r"] == {"matched": 10, "dropped": 1, "delayed": 0, "duplicated": 0, "reordered": 0}
 
 
 def test_count_counts_messages_inside_a_batch() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", count=3))
+    e = judge_of(rule(match="UNICAST3.ACK()", count=3))
     _, out, _ = e.judge(ip_udp(dgram(*[ACK(s, 1, 1) for s in range(5)])))
     assert out is not None
     assert [m.seqno for m in wire.decode_datagram(udp_payload(out)).messages] == [3, 4]
@@ -284,7 +284,7 @@ def test_count_counts_messages_inside_a_batch() -> None:
 
 def test_probability_is_seeded_and_reproducible() -> None:
     def run(seed: int) -> list[int]:
-        e = engine(rule(match="UNICAST3.ACK()", probability=0.3, seed=seed))
+        e = judge_of(rule(match="UNICAST3.ACK()", probability=0.3, seed=seed))
         return [e.judge(ip_udp(dgram(ACK(s, 1, 1))))[0] for s in range(1000)]
 
     a, b, c = run(1), run(1), run(2)
@@ -293,14 +293,14 @@ def test_probability_is_seeded_and_reproducible() -> None:
 
 
 def test_probability_and_count_together() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", probability=0.5, count=5, seed=3))
+    e = judge_of(rule(match="UNICAST3.ACK()", probability=0.5, count=5, seed=3))
     verdicts = [e.judge(ip_udp(dgram(ACK(s, 1, 1))))[0] for s in range(200)]
     assert verdicts.count(DROP) == 5
     assert e.rule_stats()["r"]["matched"] == 200
 
 
 def test_probability_zero_never_acts() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", probability=0))
+    e = judge_of(rule(match="UNICAST3.ACK()", probability=0))
     assert all(e.judge(ip_udp(dgram(ACK(s, 1, 1))))[0] == ACCEPT for s in range(100))
 
 
@@ -308,20 +308,20 @@ def test_probability_zero_never_acts() -> None:
 
 
 def test_delay_with_jitter_stays_in_bounds_and_is_seeded() -> None:
-    e = engine(rule(action="delay", delay_ms=50, jitter_ms=10, seed=4))
+    e = judge_of(rule(action="delay", delay_ms=50, jitter_ms=10, seed=4))
     delays = [e.judge(ip_udp(dgram(ACK(s, 1, 1))))[2] for s in range(500)]
     assert all(0.040 <= d <= 0.060 for d in delays) and len(set(delays)) > 400
-    e2 = engine(rule(action="delay", delay_ms=50, jitter_ms=10, seed=4))
+    e2 = judge_of(rule(action="delay", delay_ms=50, jitter_ms=10, seed=4))
     assert delays == [e2.judge(ip_udp(dgram(ACK(s, 1, 1))))[2] for s in range(500)]
 
 
 def test_delay_is_clamped_at_zero() -> None:
-    e = engine(rule(action="delay", delay_ms=1, jitter_ms=100, seed=1))
+    e = judge_of(rule(action="delay", delay_ms=1, jitter_ms=100, seed=1))
     assert min(e.judge(ip_udp(dgram(ACK(s, 1, 1))))[2] for s in range(200)) == 0.0
 
 
 def test_drops_come_first_then_the_first_release_rule_decides() -> None:
-    e = engine(
+    e = judge_of(
         rule(id="dup", action="duplicate", match="UNICAST3.DATA()"),
         rule(id="delay", action="delay", delay_ms=20, match="UNICAST3.ACK()"),
         rule(id="strip", match="UNICAST3.DATA()"),
@@ -335,7 +335,7 @@ def test_drops_come_first_then_the_first_release_rule_decides() -> None:
 
 
 def test_a_release_rule_that_does_not_trigger_lets_the_next_one_decide() -> None:
-    e = engine(
+    e = judge_of(
         rule(id="reorder", action="reorder", probability=0.0),
         rule(id="dup", action="duplicate", match="UNICAST3.ACK(seqno=1)"),
     )
@@ -346,19 +346,19 @@ def test_a_release_rule_that_does_not_trigger_lets_the_next_one_decide() -> None
 
 def test_reorder_and_link_delay_apply_to_tcp() -> None:
     tcp = ip_udp(b"x" * 30, proto=6)
-    assert engine(rule(action="reorder")).judge(tcp)[0] == REORDER
-    assert engine(rule(action="delay", delay_ms=5)).judge(tcp) == (DELAY, None, 0.005)
+    assert judge_of(rule(action="reorder")).judge(tcp)[0] == REORDER
+    assert judge_of(rule(action="delay", delay_ms=5)).judge(tcp) == (DELAY, None, 0.005)
 
 
 def test_release_count_counts_triggering_messages() -> None:
-    e = engine(rule(action="duplicate", match="UNICAST3.ACK()", count=2))
+    e = judge_of(rule(action="duplicate", match="UNICAST3.ACK()", count=2))
     kinds = [e.judge(ip_udp(dgram(ACK(1, 1, 1), ACK(2, 1, 1))))[0] for _ in range(4)]
     assert kinds == [DUPLICATE, DUPLICATE, ACCEPT, ACCEPT]
     assert e.rule_stats()["r"]["matched"] == 8 and e.rule_stats()["r"]["duplicated"] == 2
 
 
 def test_replacing_rules_keeps_the_state_of_the_same_ids() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", count=2), rule(id="other", action="delay", delay_ms=1))
+    e = judge_of(rule(match="UNICAST3.ACK()", count=2), rule(id="other", action="delay", delay_ms=1))
     e.judge(ip_udp(dgram(ACK(1, 1, 1))))
     e.set_rules(compile_rules([rule(match="UNICAST3.ACK()", count=2), rule(id="new", match="UNICAST3.DATA()")]))
     assert e.rule_stats()["r"]["dropped"] == 1 and e.rule_stats()["new"]["matched"] == 0
@@ -370,20 +370,20 @@ def test_replacing_rules_keeps_the_state_of_the_same_ids() -> None:
 
 
 def test_no_rules_accepts_everything_without_parsing() -> None:
-    e = Engine()
+    e = Judge()
     assert e.judge(b"garbage") == (ACCEPT, None, 0.0) and e.unparsed == 0
 
 
 # --- time windows (active_from_ns / active_until_ns, CLOCK_MONOTONIC ns) -------------------------------------------
 
 
-def stats_of(e: Engine, rid: str = "r") -> tuple[int, int]:
+def stats_of(e: Judge, rid: str = "r") -> tuple[int, int]:
     s = e.rule_stats()[rid]
     return s["matched"], s["dropped"]
 
 
 def test_a_windowed_link_drop_acts_only_inside_its_half_open_window() -> None:
-    e = engine(rule(sources=[SRC_A], active_from_ns=1_000, active_until_ns=2_000))  # a timed partition of A
+    e = judge_of(rule(sources=[SRC_A], active_from_ns=1_000, active_until_ns=2_000))  # a timed partition of A
     pkt = ip_udp(dgram(ACK(1, 1, 1)))
     at = [0, 999, 1_000, 1_001, 1_999, 2_000, 2_001, 10**12]
     assert [e.judge(pkt, t)[0] for t in at] == [ACCEPT, ACCEPT, DROP, DROP, DROP, ACCEPT, ACCEPT, ACCEPT]
@@ -393,7 +393,7 @@ def test_a_windowed_link_drop_acts_only_inside_its_half_open_window() -> None:
 
 
 def test_a_count_starts_when_the_rule_becomes_active() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", count=2, active_from_ns=5_000))
+    e = judge_of(rule(match="UNICAST3.ACK()", count=2, active_from_ns=5_000))
     acks = [ip_udp(dgram(ACK(s, 1, 1))) for s in range(10)]
     assert [e.judge(p, 4_000 + i)[0] for i, p in enumerate(acks)] == [ACCEPT] * 10
     assert stats_of(e) == (0, 0)
@@ -402,7 +402,7 @@ def test_a_count_starts_when_the_rule_becomes_active() -> None:
 
 
 def test_only_the_rules_active_now_decide() -> None:
-    e = engine(
+    e = judge_of(
         rule(id="drop", sources=[SRC_A], active_from_ns=1_000, active_until_ns=2_000),
         rule(id="late", action="delay", delay_ms=50, active_from_ns=1_500, active_until_ns=3_000),
         rule(id="until", action="duplicate", active_until_ns=1_000),
@@ -417,16 +417,16 @@ def test_only_the_rules_active_now_decide() -> None:
 def test_judge_reads_the_monotonic_clock_only_for_timed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     now = time.monotonic_ns()
     pkt = ip_udp(dgram(ACK(1, 1, 1)))
-    e = engine(rule(id="now", active_from_ns=max(0, now - 10**9), active_until_ns=now + 60 * 10**9))
+    e = judge_of(rule(id="now", active_from_ns=max(0, now - 10**9), active_until_ns=now + 60 * 10**9))
     assert e.judge(pkt)[0] == DROP  # now_ns=None: time.monotonic_ns()
-    assert engine(rule(active_from_ns=now + 60 * 10**9)).judge(pkt)[0] == ACCEPT
-    untimed = engine(rule())
-    monkeypatch.setattr(time, "monotonic_ns", lambda: pytest.fail("an untimed engine read the clock"))
+    assert judge_of(rule(active_from_ns=now + 60 * 10**9)).judge(pkt)[0] == ACCEPT
+    untimed = judge_of(rule())
+    monkeypatch.setattr(time, "monotonic_ns", lambda: pytest.fail("an untimed judge read the clock"))
     assert untimed.judge(pkt)[0] == DROP
 
 
 def test_new_rules_replace_the_cached_active_set() -> None:
-    e = engine(rule(match="UNICAST3.ACK()", active_from_ns=1_000, active_until_ns=2_000))
+    e = judge_of(rule(match="UNICAST3.ACK()", active_from_ns=1_000, active_until_ns=2_000))
     ack = ip_udp(dgram(ACK(1, 1, 1)))
     assert e.judge(ack, 1_500)[0] == DROP  # caches the span [1000, 2000)
     e.set_rules(compile_rules([rule(match="UNICAST3.ACK()", active_from_ns=0, active_until_ns=1_200)]))
@@ -437,7 +437,7 @@ def test_new_rules_replace_the_cached_active_set() -> None:
 
 
 def test_an_empty_window_never_acts() -> None:
-    e = engine(rule(active_from_ns=1_000, active_until_ns=1_000))
+    e = judge_of(rule(active_from_ns=1_000, active_until_ns=1_000))
     assert [e.judge(ip_udp(dgram(ACK(1, 1, 1))), t)[0] for t in (999, 1_000, 1_001)] == [ACCEPT] * 3
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.scenario import FAULT_KINDS, ScenarioError, load, parse
+from node.fault_kinds import KINDS
+from orchestration.scenario import ScenarioError, load, parse
 
 EXAMPLE = """
 name = "one-way-split-during-stream"
@@ -129,7 +130,7 @@ def test_fault_kind_specific_keys() -> None:
     raw["faults"] = [{"at": "1s", "kind": "heal", "member": "A"}]
     with pytest.raises(ScenarioError, match="not a key of a heal fault"):
         parse(raw)
-    assert "close-connection" in FAULT_KINDS and "set" in FAULT_KINDS
+    assert "close-connection" in KINDS and "set" in KINDS
 
 
 def test_unreadable_files(tmp_path: Path) -> None:
