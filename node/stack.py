@@ -37,6 +37,7 @@ from node.protocols.unicast2 import Unicast2
 from node.protocols.unicast3 import Unicast3
 from node.wire import Message, View, make_address, name_of
 
+_PROTO_ID_OF = wire.PROTO_ID_OF
 MAX_DATAGRAM_SIZE = 60_000  # below the 65,507-byte UDP limit, leaving room for headers
 
 STACK_COUNTERS = (
@@ -243,11 +244,11 @@ class Stack:
         msgs = dgram.messages
         batches: dict[int, list[Message]]
         if len(msgs) == 1:
-            batches = {msgs[0].PROTO_ID: msgs}
+            batches = {_PROTO_ID_OF[type(msgs[0])]: msgs}
         else:
             batches = {}
             for m in msgs:
-                batches.setdefault(m.PROTO_ID, []).append(m)
+                batches.setdefault(_PROTO_ID_OF[type(m)], []).append(m)
         mark = len(self.out.delivers)
         for proto_id, msgs in batches.items():
             proto = self.protocols.get(proto_id)
@@ -380,7 +381,7 @@ class Stack:
         return {member: hr for member, (_, hr) in mcast.digest().items()}
 
 
-def _names(role: type[Layer[Properties]]) -> list[str]:
+def _names(role: type) -> list[str]:
     return [name for name, cls in PROTOCOLS.items() if issubclass(cls, role)]
 
 

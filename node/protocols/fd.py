@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, FailureDetector, Properties, prop
-from node.wire import Message, View, header_class
-
-HEARTBEAT = header_class("FD", "HEARTBEAT")
-SUSPECT = header_class("FD", "SUSPECT")
+from node.wire import Message, View
+from node.wire_headers import FD_HEARTBEAT as HEARTBEAT
+from node.wire_headers import FD_SUSPECT as SUSPECT
 
 
 class SuspectListener(Protocol):
@@ -117,9 +116,9 @@ class Fd(FailureDetector[FdProps]):
             return
         self.last_heard[src] = now
         for m in msgs:
-            if type(m) is HEARTBEAT:
+            if isinstance(m, HEARTBEAT):
                 self.c["heartbeats_received"] += 1
-            elif type(m) is SUSPECT:
+            elif isinstance(m, SUSPECT):
                 self.c["suspects_received"] += 1
                 self._handle_suspect_report(m.member, now, out)
         if src in self.suspected:
