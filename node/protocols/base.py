@@ -372,7 +372,10 @@ class MulticastLayer(Layer[P]):
 class MembershipLayer(Layer[P]):
     """Group membership (GMS): views, joins, leaves, suspicions and the merge handshake."""
 
-    view: View | None  # the installed view (None before joining)
+    @property
+    @abstractmethod
+    def view(self) -> View | None:
+        """The installed view (None before joining)."""
 
     @property
     @abstractmethod

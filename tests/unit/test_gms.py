@@ -84,8 +84,8 @@ class Net:
     def member(self, name: str, view: View) -> Gms:
         """A member that already has `view` installed (as if it had joined)."""
         g = self.gms.get(name) or self.add(name)
-        g.state = State.MEMBER
-        g._install(view, self.now, Effects())
+        g.s.state = State.MEMBER
+        g.views.install(view, self.now, Effects())
         self.mc[name].calls.clear()
         return g
 
@@ -350,8 +350,8 @@ def test_a_sender_coming_back_never_restarts_below_what_we_delivered() -> None:
     net.member("C", view("A", 5, "ACE"))
     net.mc["C"].windows = {"E": (12, 12)}
     g = net.gms["C"]
-    g._handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
-    g._handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
+    g.views.handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
+    g.views.handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
     assert net.mc["C"].calls[-1] == ("reset_windows", {"E": (4, 12)})
 
 
@@ -401,7 +401,7 @@ def test_merge_participants_hold_multicasts_and_a_busy_one_rejects() -> None:
     net.drop = lambda s, d, m: type(m) is VIEW  # the merge view does not arrive
     net.call("C", lambda g, out: g.start_merge({ViewId("C", 6): "C", ViewId("A", 5): "A"}, {}, net.now, out))
     a = net.gms["A"]
-    assert a.holds_multicasts and a._lock is not None  # answered C's merge
+    assert a.holds_multicasts and a.s.lock is not None  # answered C's merge
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("C", 6): "C"}, {}, net.now, out))
     assert a.c["merges_busy"] == 1
     net.call("B", lambda g, out: out.sends.append(("A", MERGE_REQ(99))))
@@ -418,7 +418,7 @@ def test_an_abandoned_merge_frees_its_participants_at_once() -> None:
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("A", 4): "B"}, {}, net.now, out))
     a, b = net.gms["A"], net.gms["B"]
     assert a.c["merges_abandoned"] == 1 and a.c["merge_cancels_sent"] == 1
-    assert b._lock is None and not b.holds_multicasts and b.c["merge_cancels_received"] == 1
+    assert b.s.lock is None and not b.holds_multicasts and b.c["merge_cancels_received"] == 1
 
 
 def test_merge_without_all_answers_is_abandoned_at_merge_timeout() -> None:
@@ -432,14 +432,14 @@ def test_merge_without_all_answers_is_abandoned_at_merge_timeout() -> None:
 def test_stack_holds_multicasts_during_a_merge_and_keeps_the_seqnos_it_promised() -> None:
     s = build_stack("A", "unicast3+nakack2")
     g = s.gms
-    g.state = State.MEMBER
-    g._install(view("A", 1, "A"), 0.0, s.out)
+    g.s.state = State.MEMBER
+    g.views.install(view("A", 1, "A"), 0.0, s.out)
     s.multicast_protocol.become_server(0.0, s.out)
     assert s.multicast(b"x\0", 0.0) == 1
-    g._lock = (1, "B", 5.0)
+    g.s.lock = (1, "B", 5.0)
     assert [s.multicast(b"y\0", 0.0), s.multicast(b"z\0", 0.0)] == [2, 3]
     assert s.multicast_protocol.digest()["A"] == (1, 1)  # held back: the digest we answered stays true
-    g._lock = None
+    g.s.lock = None
     s.tick(0.1)
     assert s.multicast_protocol.digest()["A"] == (3, 3)
     assert [d.seqno for d in s.drain().delivers] == [1, 2, 3]
@@ -550,11 +550,10 @@ def test_stacks_with_membership_wire_their_protocols() -> None:
     s = build_stack("A", "unicast3+nakack2", {"gms": {"join_timeout": "1s"}, "merge": {"max_interval": "3s"}})
     assert list(s.by_name) == ["unicast3", "nakack2", "stable", "gms", "fd", "merge"]
     g = s.gms
-    assert (
-        g.multicast is s.multicast_protocol and g.routes.liveness is s.by_name["fd"] and s.by_name["fd"].membership is g
-    )
+    assert g.s.multicast is s.multicast_protocol and g.s.routes.liveness is s.by_name["fd"]
+    assert s.by_name["fd"].membership is g
     assert s.by_name["merge"].membership is g and s.by_name["merge"].liveness is s.by_name["fd"]
-    assert g.routes.others == [s.by_name[n] for n in ("unicast3", "nakack2", "stable", "fd", "merge")]
+    assert g.s.routes.others == [s.by_name[n] for n in ("unicast3", "nakack2", "stable", "fd", "merge")]
     assert s.by_name["stable"].source is s.multicast_protocol and g.props.join_timeout == 1.0
     assert list(build_stack("A", "unicast3+mcast").by_name) == ["unicast3", "mcast", "gms", "fd", "merge"]
     with pytest.raises(ValueError, match="unknown protocols: gmss"):
