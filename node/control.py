@@ -16,6 +16,7 @@ import resource
 from typing import Any
 
 from node.runtime import Member
+from node.workload import Progress
 
 MAX_LINE = 1 << 20
 
@@ -32,7 +33,7 @@ class ControlServer:
         self.port = port
         self.token = token
         self.server: asyncio.base_events.Server | None = None
-        self.tasks: dict[int, dict[str, object]] = {}  # task id -> its workload's progress
+        self.tasks: dict[int, Progress] = {}  # task id -> its workload's progress
         self._task_refs: set[asyncio.Task[None]] = set()
         self.c = {"requests": 0, "errors": 0, "bad_token": 0, "malformed": 0}
 

@@ -171,9 +171,9 @@ class Properties:
                 else:
                     raise ValueError
             elif isinstance(current, int):
-                new = int(value)  # type: ignore[call-overload]
+                new = int(value)  # type: ignore[call-overload]  # whatever int() refuses is a TypeError: reported
             elif isinstance(current, float):
-                new = float(value)  # type: ignore[arg-type]
+                new = float(value)  # type: ignore[arg-type]  # as for int()
             else:
                 new = value
         except (TypeError, ValueError):

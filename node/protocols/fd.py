@@ -1,9 +1,10 @@
 """FD: failure detection by heartbeats (like JGroups' FD_ALL / FD_ALL3).
 
-Every member of a view multicasts HEARTBEAT every `interval`. Any message of this protocol from a member counts as
-a sign of life. Every `timeout_check_interval` a member suspects each view member it has not heard from for
-`timeout` and tells its GMS (which excludes the member if it coordinates, or takes over if every member before it
-is suspected); a non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat un-suspects.
+Every member of a view multicasts HEARTBEAT every `interval`. A message of this protocol from a member, whichever
+it is, counts as a sign of life. Every `timeout_check_interval` a member suspects each view member it has not heard
+from for `timeout` and tells its GMS (which excludes the member if it coordinates, or takes over if every member
+before it is suspected); a non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat
+un-suspects.
 
 A coordinator that receives SUSPECT(m) verifies it locally (JGroups runs VERIFY_SUSPECT for this): it accepts the
 suspicion only if it has not heard from m for `timeout / 2` itself, so a member that one reporter cannot hear (a
