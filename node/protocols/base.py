@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
-from node.units import parse_duration  # also imported from here by chaos/ and orchestration/ until they use node.units
+from node.units import float_of, int_of, parse_duration
 from node.wire import Digest, Message, View, ViewId
 
 NEVER = math.inf
@@ -171,9 +171,9 @@ class Properties:
                 else:
                     raise ValueError
             elif isinstance(current, int):
-                new = int(value)  # type: ignore[call-overload]  # whatever int() refuses is a TypeError: reported
+                new = int_of(value)
             elif isinstance(current, float):
-                new = float(value)  # type: ignore[arg-type]  # as for int()
+                new = float_of(value)
             else:
                 new = value
         except (TypeError, ValueError):

@@ -179,6 +179,20 @@ class Simulation(SimNetwork, SimWorkload):
 
         self._act(m, act)
 
+    def stop_member(self, name: str) -> None:
+        """A graceful stop, as a real member's on SIGTERM or the `shutdown` control command: it drops the multicasts
+        it holds back, writes its `stop` event (its counters) and runs nothing more. Not a fault (not in `faults`)."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        mcast = m.stack.multicast_protocol
+        if mcast is not None:
+            mcast.close()
+        if not m.finished:
+            m.finished = True
+            m.history.stop(m.stack.counters())
+        self._stopped(m)
+
     def pause(self, name: str) -> None:
         """SIGSTOP: the member runs nothing (no receives, timers, workload or commands) until `resume`. Datagrams
         for it wait in its receive buffer (RECV_BUFFER bytes, as a real member's socket; what does not fit is lost
