@@ -123,33 +123,34 @@ class Stack:
     def __init__(
         self,
         local: str,
-        protocols: list[Layer[Properties]] | Layer[Properties],
+        protocols: list[Layer[Properties]],
         *,
         cluster: str = "chaosbed",
         max_datagram_size: int = MAX_DATAGRAM_SIZE,
     ) -> None:
-        protos = protocols if isinstance(protocols, list) else [protocols]
         self.local = local
         self.cluster = cluster
         self.protocols: dict[int, Layer[Properties]] = {}  # wire protocol id -> its layer (incoming batches)
         self.by_name: dict[str, Layer[Properties]] = {}
-        for proto in protos:
+        for proto in protocols:
             proto_id = wire.PROTOCOL_IDS[proto.PROTOCOL]
             if proto_id in self.protocols:
                 raise ValueError(f"protocol {proto.PROTOCOL} twice in one stack")
             self.protocols[proto_id] = proto
             self.by_name[proto.NAME] = proto
-        unicast = [p for p in protos if isinstance(p, UnicastLayer)]
+        unicast = [p for p in protocols if isinstance(p, UnicastLayer)]
         if len(unicast) != 1:
             raise ValueError(f"a stack has exactly one unicast protocol ({' | '.join(_names(UnicastLayer))})")
         self.unicast: UnicastLayer[Properties] = unicast[0]
-        multicast = [p for p in protos if isinstance(p, MulticastLayer)]
+        multicast = [p for p in protocols if isinstance(p, MulticastLayer)]
         if len(multicast) > 1:
             raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(_names(MulticastLayer))})")
         self.multicast_protocol: MulticastLayer[Properties] | None = multicast[0] if multicast else None
-        self.gms: MembershipLayer[Properties] | None = next((p for p in protos if isinstance(p, MembershipLayer)), None)
+        self.gms: MembershipLayer[Properties] | None = next(
+            (p for p in protocols if isinstance(p, MembershipLayer)), None
+        )
         self.stable: StabilityLayer[Properties] | None = next(
-            (p for p in protos if isinstance(p, StabilityLayer)), None
+            (p for p in protocols if isinstance(p, StabilityLayer)), None
         )
         self._left = False
         self._held: list[bytes] = []  # multicasts held back during a merge handshake
@@ -162,7 +163,6 @@ class Stack:
         self._layers = tuple(self.protocols.values())
         self._overhead: dict[str | None, int] = {}  # dest -> datagram_overhead (cluster and local do not change)
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
-        self.last_error: str | None = None
 
     # --- driving --------------------------------------------------------------------------------------------------
 
@@ -229,9 +229,8 @@ class Stack:
         """Handles one datagram. Malformed or misaddressed ones are counted and dropped; returns False for those."""
         try:
             dgram = wire.decode_datagram(data)
-        except wire.WireError as e:
+        except wire.WireError:
             self.c["malformed_datagrams"] += 1
-            self.last_error = str(e)
             return False
         self.c["datagrams_received"] += 1
         self.c["bytes_received"] += len(data)

@@ -76,7 +76,6 @@ class JoinLeave:
         if found:
             target = max(found, key=ViewId.key).creator
             s.state = State.JOINING
-            s.join_target = target
             s.deadline = now + s.props.join_timeout
             out.send(target, JOIN_REQ())
             s.c["join_reqs_sent"] += 1

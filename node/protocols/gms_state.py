@@ -124,7 +124,6 @@ class GmsState:
     responses: dict[str, ViewId] = field(default_factory=dict)  # who answered (or asked) during this discovery
     deadline: float = NEVER  # discovery / join / leave deadline, by state
     attempts: int = 0
-    join_target: str | None = None
     # coordinator
     joins: list[str] = field(default_factory=list)
     leaves: list[str] = field(default_factory=list)

@@ -49,8 +49,7 @@ MAX_SEQNO_AHEAD = 1 << 20  # a DATA this far past highest-delivered is dropped: 
 
 class State(Enum):
     OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
+    CLOSING = "closing"  # flushed, then removed after conn_close_timeout
 
 
 @dataclass
@@ -224,7 +223,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
     def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
         """Sends payload to dest; returns its seqno on the connection."""
         entry = self.send_table.get(dest)
-        if entry is None or entry.state is State.CLOSED:
+        if entry is None:
             entry = SenderEntry(self._new_conn_id(), now)
             self.send_table[dest] = entry
             self.c["conns_created"] += 1
@@ -433,13 +432,9 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             if entry is not None and entry.table.num_missing():
                 self._ask_all_missing(peer, entry, now, out)
 
-    def set_members(self, members: Iterable[str] | None, now: float | None = None, out: Effects | None = None) -> None:
-        """The current membership (None: unknown). With `now` and `out`, connections to members that left are
-        closed (CLOSING: still flushed, removed after conn_close_timeout), as JGroups' UNICAST3 does on a view."""
+    def set_members(self, members: Iterable[str] | None) -> None:
+        """The current membership (None: unknown)."""
         self.members = None if members is None else frozenset(members)
-        if self.members is not None and now is not None and out is not None:
-            for peer in sorted({*self.send_table, *self.recv_table} - self.members):
-                self.close_connection(peer, now, out)
 
     # --- timers ---------------------------------------------------------------------------------------------------
 
