@@ -11,11 +11,12 @@ int to mypy, and a decoded message is an instance of exactly its class (a plain 
 one costs what a tuple does).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: the header classes' annotations are read as objects at import
+# (their field kinds), which saves evaluating them from strings, header by header, every time a member starts.
 
 import struct
 from collections.abc import Callable
-from typing import Annotated, NamedTuple, TypeAlias, TypeVar, get_args, get_type_hints
+from typing import Annotated, NamedTuple, TypeAlias, TypeVar, get_args
 
 PROTOCOL_IDS: dict[str, int] = {
     "UNICAST3": 1,
@@ -396,7 +397,7 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
     """The wire fields of a declared header class: every field before `payload`, with the kind its annotation
     carries."""
     names: tuple[str, ...] = getattr(cls, "_fields", ())  # a named tuple's fields
-    hints = get_type_hints(cls, include_extras=True)
+    hints = cls.__annotations__
     if not names or names[-1] != "payload" or hints["payload"] is not bytes:
         raise TypeError(f"{cls.__name__}: the last field is `payload: bytes`")
     fields = []
