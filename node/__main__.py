@@ -6,15 +6,14 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Mapping
 
 from node.control import ControlServer
 from node.runtime import Member, MemberConfig
 
 
 async def serve(
-    member: Member, ready: dict[str, Any] | None = None, alongside: Coroutine[Any, Any, None] | None = None
+    member: Member, ready: Mapping[str, object] | None = None, alongside: Awaitable[None] | None = None
 ) -> None:
     """Starts the member and its control endpoint and runs them until SIGTERM/SIGINT or a `shutdown` command;
     `alongside` runs meanwhile (cancelled at the end); `ready` adds fields to the ready line."""

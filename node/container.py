@@ -24,7 +24,6 @@ import socket
 import struct
 import sys
 from pathlib import Path
-from typing import Any
 
 from node.__main__ import serve
 from node.runtime import Member, MemberConfig
@@ -47,9 +46,9 @@ def replica_name(fqdn: str) -> str | None:
     return chr(ord("A") + int(m.group(1)) - 1)
 
 
-def parse_properties(text: str) -> dict[str, dict[str, Any]]:
+def parse_properties(text: str) -> dict[str, dict[str, object]]:
     """ "unicast3.xmit_interval=200ms,gms.join_timeout=1s" -> {"unicast3": {"xmit_interval": "200ms"}, ...}"""
-    props: dict[str, dict[str, Any]] = {}
+    props: dict[str, dict[str, object]] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, eq, value = item.partition("=")
         protocol, dot, name = key.strip().partition(".")
@@ -137,7 +136,7 @@ def dns_ptr(ip: str, timeout: float = 1.0, server: tuple[str, int] | None = None
 def discover(service: str, port: int) -> dict[str, tuple[str, int]]:
     """The service's replicas that Docker's DNS knows: name -> (ip, data port)."""
     try:
-        ips = {info[4][0] for info in socket.getaddrinfo(service, None, socket.AF_INET, socket.SOCK_DGRAM)}
+        ips = {str(info[4][0]) for info in socket.getaddrinfo(service, None, socket.AF_INET, socket.SOCK_DGRAM)}
     except OSError:
         return {}
     found = {}

@@ -3,8 +3,9 @@
 Every request carries the member's token: {"token": "...", "cmd": "...", ...}. Replies are {"ok": true, ...} or
 {"ok": false, "error": "..."}. A malformed or unknown command gets an error reply and the member goes on.
 
-Commands: ping | stats | view | send (to, count, size, rate) | multicast (count, size, rate) | tasks |
-close (peer) | set (protocol, property, value) | incarnation (peer, incarnation) | flush | leave | shutdown
+This module is the transport: lines, the token, the endpoint's own counters. The commands themselves (ping | stats |
+view | send | multicast | tasks | close | set | incarnation | flush | leave | shutdown) are node/commands.py's,
+answered against `RuntimeMember`, the running member as a `ControlledMember`.
 """
 
 from __future__ import annotations
@@ -12,17 +13,97 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
-from typing import Any
+from collections.abc import Collection
 
+from node import commands
+from node.commands import COMMANDS, Reply, Usage, process_usage
 from node.runtime import Member
+from node.stack import Stack
+from node.workload import Progress
+
+__all__ = ["COMMANDS", "MAX_LINE", "ControlServer", "RuntimeMember"]
 
 MAX_LINE = 1 << 20
 
-# A request as json.loads gives it: each command converts the fields it reads (int(), float(), a peer name checked
-# against the member's peers), and a field of the wrong type is an error reply.
-Request = dict[str, Any]
-Reply = dict[str, object]  # JSON-encodable
+
+class RuntimeMember:
+    """A running member (node/runtime.py) as node/commands.py's ControlledMember: its workload tasks and the
+    endpoint's counters (`stats` reports them under "control") are the control server's."""
+
+    def __init__(self, member: Member, control_counters: dict[str, int]) -> None:
+        self.member = member
+        self.tasks: dict[int, Progress] = {}  # task id -> its workload's progress
+        self._control_counters = control_counters
+        self._task_refs: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        return self.member.cfg.name
+
+    @property
+    def address(self) -> str:
+        return self.member.address
+
+    @property
+    def incarnation(self) -> int:
+        return self.member.cfg.incarnation
+
+    @property
+    def pid(self) -> int | None:
+        return os.getpid()
+
+    @property
+    def stack_name(self) -> str:
+        return self.member.cfg.stack
+
+    @property
+    def stack(self) -> Stack:
+        return self.member.stack
+
+    @property
+    def peers(self) -> Collection[str]:
+        return self.member.peers.keys()
+
+    def counters(self) -> dict[str, object]:
+        stats = self.member.counters()
+        stats["control"] = dict(self._control_counters)
+        return stats
+
+    def usage(self) -> Usage:
+        return process_usage()
+
+    def start_workload(self, kind: str, dest: str | None, count: int, size: int, rate: float | None) -> Progress:
+        workload = self.member.new_workload(kind, dest, count, size, rate)
+        task = asyncio.ensure_future(self.member.run_workload(workload))
+        self._task_refs.add(task)
+        task.add_done_callback(self._task_refs.discard)
+        return workload.progress
+
+    def close_connection(self, peer: str) -> None:
+        m = self.member
+        m.stack.unicast.close_connection(m.peer_address(peer), m.running_loop.time(), m.stack.out)
+        m.after_io()
+
+    def set_property(self, protocol: str, name: str, value: object) -> None:
+        self.member.stack.set_property(protocol, name, value)
+        self.member.after_io()
+
+    def announce_incarnation(self, peer: str, incarnation: int) -> None:
+        self.member.announced_incarnations[peer] = incarnation
+
+    def flush_history(self) -> int:
+        history = self.member.history
+        history.flush()
+        return history.events_written
+
+    def leave(self) -> None:
+        m = self.member
+        m.stack.leave(m.running_loop.time())
+        m.after_io()
+
+    def shutdown(self) -> None:
+        """Stops after this request's reply is on its way."""
+        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.member.stop())
 
 
 class ControlServer:
@@ -32,9 +113,13 @@ class ControlServer:
         self.port = port
         self.token = token
         self.server: asyncio.base_events.Server | None = None
-        self.tasks: dict[int, dict[str, object]] = {}  # task id -> its workload's progress
-        self._task_refs: set[asyncio.Task[None]] = set()
         self.c = {"requests": 0, "errors": 0, "bad_token": 0, "malformed": 0}
+        self.controlled = RuntimeMember(member, self.c)
+
+    @property
+    def tasks(self) -> dict[int, Progress]:
+        """The workload tasks the commands started, by id."""
+        return self.controlled.tasks
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._client, self.ip, self.port, limit=MAX_LINE)
@@ -69,6 +154,8 @@ class ControlServer:
         await writer.drain()
 
     async def handle_line(self, line: bytes) -> Reply:
+        """The reply to one request line: the line parsed and the token checked here, the command answered by
+        node/commands.py."""
         self.c["requests"] += 1
         try:
             req = json.loads(line)
@@ -80,102 +167,7 @@ class ControlServer:
         if req.get("token") != self.token:
             self.c["bad_token"] += 1
             return {"ok": False, "error": "bad or missing token"}
-        cmd = req.get("cmd")
-        handler = getattr(self, f"cmd_{cmd}", None) if isinstance(cmd, str) else None
-        if handler is None:
+        reply = commands.handle(self.controlled, req)
+        if not reply["ok"]:
             self.c["errors"] += 1
-            return {"ok": False, "error": f"unknown command {cmd!r}; commands: {', '.join(COMMANDS)}"}
-        try:
-            result = await handler(req)
-        except (KeyError, TypeError, ValueError) as e:
-            self.c["errors"] += 1
-            return {"ok": False, "error": f"{cmd}: {e}"}
-        return {"ok": True, **result}
-
-    # --- commands -------------------------------------------------------------------------------------------------
-
-    async def cmd_ping(self, req: Request) -> Reply:
-        m = self.member
-        return {"member": m.cfg.name, "address": m.address, "pid": os.getpid(), "incarnation": m.cfg.incarnation}
-
-    async def cmd_stats(self, req: Request) -> Reply:
-        stats = self.member.counters()
-        stats["control"] = dict(self.c)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"counters": stats, "max_rss_kib": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime}
-
-    async def cmd_view(self, req: Request) -> Reply:
-        gms = self.member.stack.gms
-        view = getattr(gms, "view", None) if gms is not None else None
-        if view is None:
-            return {"view": None}
-        return {"view": {"view_id": str(view.view_id), "members": list(view.members), "merge": view.is_merge}}
-
-    def _start_task(self, kind: str, dest: str | None, req: Request) -> Reply:
-        count = int(req.get("count", 1))
-        size = int(req.get("size", 0))
-        rate = req.get("rate")
-        rate = float(rate) if rate is not None else None
-        if count < 0 or size < 0 or (rate is not None and rate <= 0):
-            raise ValueError("count and size must be >= 0, rate > 0")
-        workload = self.member.new_workload(kind, dest, count, size, rate)
-        task_id = len(self.tasks) + 1
-        self.tasks[task_id] = workload.progress  # {"kind", "dest", "count", "sent", "done"}, updated as it runs
-        task = asyncio.ensure_future(self.member.run_workload(workload))
-        self._task_refs.add(task)
-        task.add_done_callback(self._task_refs.discard)
-        return {"task": task_id}
-
-    async def cmd_send(self, req: Request) -> Reply:
-        dest = req["to"]
-        if dest not in self.member.peers or dest == self.member.cfg.name:
-            raise ValueError(f"unknown destination {dest!r}; peers: {', '.join(sorted(self.member.peers))}")
-        return self._start_task("unicast", dest, req)
-
-    async def cmd_multicast(self, req: Request) -> Reply:
-        if self.member.stack.multicast_protocol is None:
-            raise ValueError(f"stack {self.member.cfg.stack} has no multicast protocol")
-        return self._start_task("multicast", None, req)
-
-    async def cmd_tasks(self, req: Request) -> Reply:
-        return {"tasks": self.tasks}
-
-    async def cmd_close(self, req: Request) -> Reply:
-        m = self.member
-        peer = req["peer"]
-        m.stack.unicast.close_connection(m.peer_address(peer), m.loop.time(), m.stack.out)  # type: ignore[union-attr]
-        m.after_io()
-        return {}
-
-    async def cmd_set(self, req: Request) -> Reply:
-        m = self.member
-        m.stack.set_property(req["protocol"], req["property"], req["value"])
-        m.after_io()
-        return {}
-
-    async def cmd_incarnation(self, req: Request) -> Reply:
-        """The orchestrator announces a peer's new incarnation (for stacks without membership)."""
-        peer, incarnation = req["peer"], int(req["incarnation"])
-        if peer not in self.member.peers or incarnation < 1:
-            raise ValueError(f"unknown peer {peer!r} or bad incarnation {incarnation}")
-        self.member.announced_incarnations[peer] = incarnation
-        return {}
-
-    async def cmd_flush(self, req: Request) -> Reply:
-        self.member.history.flush()
-        return {"events_written": self.member.history.events_written}
-
-    async def cmd_leave(self, req: Request) -> Reply:
-        m = self.member
-        if m.stack.gms is None:
-            raise ValueError(f"stack {m.cfg.stack} has no membership")
-        m.stack.leave(m.loop.time())  # type: ignore[union-attr]
-        m.after_io()
-        return {}
-
-    async def cmd_shutdown(self, req: Request) -> Reply:
-        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.member.stop())
-        return {"bye": True}
-
-
-COMMANDS = sorted(name[4:] for name in dir(ControlServer) if name.startswith("cmd_"))
+        return reply

@@ -31,26 +31,25 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
 
 from node.payload import msg_id_of
 from node.protocols.base import Deliver, Event
 from node.wire import name_of
 
-encode: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+encode: Callable[[object], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 """The one encoder of history lines (and of faults.jsonl lines): compact, UTF-8, keys in insertion order."""
 
 
-def lines_of(records: Iterable[dict[str, Any]]) -> bytes:
+def lines_of(records: Iterable[Mapping[str, object]]) -> bytes:
     """Records as the bytes of their history lines (what a file-mode writer appends for them)."""
     text = "".join(encode(r) + "\n" for r in records)
     return text.encode()
 
 
-def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
+def write_records(path: str | Path, records: Iterable[Mapping[str, object]]) -> None:
     """Writes records as a new history file (replacing one that exists), line for line as a file-mode writer would."""
     Path(path).write_bytes(lines_of(records))
 
@@ -79,7 +78,7 @@ class HistoryWriter:
         incarnation: int = 1,
         *,
         clock: Callable[[], int] = time.monotonic_ns,
-        records: list[dict[str, Any]] | None = None,
+        records: list[dict[str, object]] | None = None,
     ) -> None:
         if path is not None and records is not None:
             raise ValueError("a history writer has a file (path) or a record list, not both")
@@ -87,7 +86,7 @@ class HistoryWriter:
         self.member = member
         self.incarnation = incarnation
         self.clock = clock
-        self.records: list[dict[str, Any]] | None = None
+        self.records: list[dict[str, object]] | None = None
         if path is None:
             self.records = records if records is not None else []
         self._buf: list[str] = []
@@ -107,7 +106,7 @@ class HistoryWriter:
 
     # --- events -----------------------------------------------------------------------------------------------------
 
-    def event(self, event: str, **fields: Any) -> None:
+    def event(self, event: str, **fields: object) -> None:
         """One event: t, member, incarnation, event, then `fields` in the order given."""
         record = {"t": self.clock(), "member": self.member, "incarnation": self.incarnation, "event": event}
         record.update(fields)
@@ -215,7 +214,7 @@ class HistoryWriter:
             head = self._head(key, kind=kind, sender=self.member, dest=dest, dest_address=dest_address)
         return head
 
-    def _head(self, key: tuple[str, str, str | None, str | None], **fields: Any) -> str:
+    def _head(self, key: tuple[str, str, str | None, str | None], **fields: object) -> str:
         """The constant part of a send or deliver line, from `"member"` up to (without) `"conn_id"`, as `encode`
         writes it; cached under `key` (the event and the arguments it is made of)."""
         record = {"member": self.member, "incarnation": self.incarnation, "event": key[0], **fields}
@@ -232,7 +231,7 @@ class HistoryWriter:
                 fields["peer"] = name_of(peer)
             self.event(e.kind, **fields)
 
-    def stop(self, counters: dict[str, Any]) -> None:
+    def stop(self, counters: Mapping[str, object]) -> None:
         """The member ends gracefully (its last event): its counters, per protocol."""
         self.event("stop", counters=counters)
 

@@ -7,14 +7,14 @@ only (node/).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from node import fault_kinds
 
 # JSON types: "int" (integer), "number" (int or float), "str", "bool", "id" (a JSON number or string, read by the
 # checker as its text), "list[str]", "list[list[str]]", "object", "any".
-_CHECKS = {
+_CHECKS: dict[str, Callable[[object], bool]] = {
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
@@ -152,18 +152,20 @@ FAULT_EVENTS: dict[str, Kind] = {
 }
 
 
-def member_problems(record: dict[str, Any]) -> list[str]:
+def member_problems(record: Mapping[str, object]) -> list[str]:
     """What is wrong with one member history event (nothing: []): an undocumented kind or field, a missing field,
     a value of the wrong type."""
-    kind = MEMBER_EVENTS.get(record.get("event"))  # type: ignore[arg-type]
+    event = record.get("event")
+    kind = MEMBER_EVENTS.get(event) if isinstance(event, str) else None
     if kind is None:
         return [f"undocumented event kind {record.get('event')!r}"]
     return _problems(record, MEMBER_COMMON + kind.required, kind.optional, MEMBER_FIELDS)
 
 
-def fault_problems(record: dict[str, Any]) -> list[str]:
+def fault_problems(record: Mapping[str, object]) -> list[str]:
     """What is wrong with one faults.jsonl line (nothing: [])."""
-    kind = FAULT_EVENTS.get(record.get("event"))  # type: ignore[arg-type]
+    event = record.get("event")
+    kind = FAULT_EVENTS.get(event) if isinstance(event, str) else None
     if kind is None:
         return [f"undocumented faults.jsonl event {record.get('event')!r}"]
     found = _problems(record, ("event", *kind.required), kind.optional, FAULT_FIELDS)
@@ -173,7 +175,7 @@ def fault_problems(record: dict[str, Any]) -> list[str]:
 
 
 def _problems(
-    record: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...], fields: dict[str, Field]
+    record: Mapping[str, object], required: tuple[str, ...], optional: tuple[str, ...], fields: dict[str, Field]
 ) -> list[str]:
     what = record.get("event")
     found = [f"{what}: no field {name!r}" for name in required if name not in record]

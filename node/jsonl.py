@@ -23,13 +23,13 @@ class BadReply(ValueError):
     """The reply line is not a JSON object."""
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: object) -> bytes:
     """One JSON line (json.dumps' default separators, then a newline)."""
     return json.dumps(obj).encode() + b"\n"
 
 
 def request(
-    conn: socket.socket | Callable[[], socket.socket], req: dict[str, Any], timeout: float, *, peer: str = "the peer"
+    conn: socket.socket | Callable[[], socket.socket], req: dict[str, object], timeout: float, *, peer: str = "the peer"
 ) -> dict[str, Any]:
     """Sends `req` as one line and returns the reply line's object, within `timeout` seconds in all.
 
@@ -43,7 +43,7 @@ def request(
         return _exchange(sock, req, timeout, peer)
 
 
-def _exchange(sock: socket.socket, req: dict[str, Any], timeout: float, peer: str) -> dict[str, Any]:
+def _exchange(sock: socket.socket, req: dict[str, object], timeout: float, peer: str) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     sock.settimeout(timeout)
     sock.sendall(encode(req))

@@ -18,7 +18,6 @@ import os
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
 from node.history import HistoryWriter
 from node.payload import make_payload, msg_id_prefix
@@ -45,7 +44,7 @@ class MemberConfig:
     incarnation: int = 1
     cluster: str = "chaosbed"
     stack: str = "unicast3"
-    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    properties: dict[str, dict[str, object]] = field(default_factory=dict)
     transport: str = "udp"
     mcast_group: str = "239.255.77.1"
     mcast_port: int = 0  # 0: port + 10000
@@ -138,6 +137,13 @@ class Member:
             self.loop.add_reader(s.fileno(), self._read_udp, s)
 
     @property
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the member runs on (from `start` on)."""
+        loop = self.loop
+        assert loop is not None, "the member has not started"
+        return loop
+
+    @property
     def mcast_port(self) -> int:
         return self.cfg.mcast_port or self.cfg.port + 10000
 
@@ -167,7 +173,7 @@ class Member:
     def _read_udp(self, sock: socket.socket) -> None:
         """Reads until EAGAIN, then handles the output of the whole batch once."""
         receive = self.stack.receive
-        now = self.loop.time()  # type: ignore[union-attr]
+        now = self.running_loop.time()
         recv = sock.recvfrom
         learn, learned = self.cfg.learn_peers, self._learned
         for _ in range(10_000):  # bounded: let timers and the control endpoint run under a flood
@@ -196,13 +202,10 @@ class Member:
             self.c["peers_learned"] += 1
 
     def _send_udp(self, dest: str | None, data: bytes) -> None:
-        if dest is None:
-            target = (self.cfg.mcast_group, self.mcast_port)
-        else:
-            target = self.peers.get(name_of(dest))  # type: ignore[assignment]
-            if target is None:
-                self.c["unknown_peer"] += 1
-                return
+        target = (self.cfg.mcast_group, self.mcast_port) if dest is None else self.peers.get(name_of(dest))
+        if target is None:
+            self.c["unknown_peer"] += 1
+            return
         try:
             self.ucast.sendto(data, target)
         except OSError as e:
@@ -226,7 +229,7 @@ class Member:
                     break
                 data = await reader.readexactly(n)
                 self.c["tcp_frames_in"] += 1
-                self.stack.receive(data, self.loop.time())  # type: ignore[union-attr]
+                self.stack.receive(data, self.running_loop.time())
                 self.after_io()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -287,7 +290,7 @@ class Member:
         h.flush()
         if self.stack.has_left and not self.stopped.is_set():
             # left the group gracefully: the member ends (stop event, exit) as a disconnected JGroups member does
-            self.loop.call_soon(asyncio.ensure_future, self.stop())  # type: ignore[union-attr]
+            self.running_loop.call_soon(asyncio.ensure_future, self.stop())
             return
         self._arm_timer()
 
@@ -299,14 +302,14 @@ class Member:
             self._timer.cancel()
         self._timer_at = wake
         if wake != float("inf"):
-            self._timer = self.loop.call_at(wake, self._on_timer)  # type: ignore[union-attr]
+            self._timer = self.running_loop.call_at(wake, self._on_timer)
         else:
             self._timer = None
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = float("inf")
-        self.stack.tick(self.loop.time())  # type: ignore[union-attr]
+        self.stack.tick(self.running_loop.time())
         self.after_io()
 
     # --- workload -------------------------------------------------------------------------------------------------
@@ -322,7 +325,7 @@ class Member:
         """n workload multicasts, each with its msg_id, payload, seqno and `send` line; the clock and the history
         line's constant part are looked up once."""
         multicast = self.stack.multicast
-        now = self.loop.time()  # type: ignore[union-attr]
+        now = self.running_loop.time()
         prefix, counters = self._next_msg_ids("*", n)
         write = self.history.sends("multicast", None, None, None)
         for i in counters:
@@ -335,7 +338,7 @@ class Member:
         seqno and `send` line; what is the same for all of them is looked up once: nothing between them (no receive,
         no timer) can change the destination's address or, after the first, the connection."""
         stack = self.stack
-        now = self.loop.time()  # type: ignore[union-attr]
+        now = self.running_loop.time()
         send, out = stack.unicast.send, stack.out
         prefix, counters = self._next_msg_ids(dest_name, n)
         write = None
@@ -370,10 +373,11 @@ class Member:
             if self.stopped.is_set():
                 task.stop()
                 return
-            dest = self.stack.peer_address(task.dest, self.announced_incarnations) if task.dest is not None else None
+            name = task.dest  # a member name for unicast, None for multicast
+            dest = self.stack.peer_address(name, self.announced_incarnations) if name is not None else None
             n = task.due_on(self.stack, loop.time(), dest)
-            if n and task.kind == "unicast":
-                self.send_burst(task.dest, dest, n, task.size)  # type: ignore[arg-type]
+            if n and name is not None and dest is not None:
+                self.send_burst(name, dest, n, task.size)
             elif n:
                 self.multicast_burst(n, task.size)
             if n:
@@ -384,8 +388,8 @@ class Member:
 
     # --- introspection --------------------------------------------------------------------------------------------
 
-    def counters(self) -> dict[str, Any]:
-        stats: dict[str, Any] = dict(self.stack.counters())
+    def counters(self) -> dict[str, object]:
+        stats: dict[str, object] = dict(self.stack.counters())
         stats["runtime"] = dict(self.c)
         stats["unacked_by_peer"] = self.stack.unacked_by_peer()
         stats["waiting_on"] = self.stack.waiting_on()

@@ -37,6 +37,7 @@ from node.protocols.unicast2 import Unicast2
 from node.protocols.unicast3 import Unicast3
 from node.wire import Message, View, make_address, name_of
 
+_PROTO_ID_OF = wire.PROTO_ID_OF
 MAX_DATAGRAM_SIZE = 60_000  # below the 65,507-byte UDP limit, leaving room for headers
 
 STACK_COUNTERS = (
@@ -122,33 +123,34 @@ class Stack:
     def __init__(
         self,
         local: str,
-        protocols: list[Layer[Properties]] | Layer[Properties],
+        protocols: list[Layer[Properties]],
         *,
         cluster: str = "chaosbed",
         max_datagram_size: int = MAX_DATAGRAM_SIZE,
     ) -> None:
-        protos = protocols if isinstance(protocols, list) else [protocols]
         self.local = local
         self.cluster = cluster
         self.protocols: dict[int, Layer[Properties]] = {}  # wire protocol id -> its layer (incoming batches)
         self.by_name: dict[str, Layer[Properties]] = {}
-        for proto in protos:
+        for proto in protocols:
             proto_id = wire.PROTOCOL_IDS[proto.PROTOCOL]
             if proto_id in self.protocols:
                 raise ValueError(f"protocol {proto.PROTOCOL} twice in one stack")
             self.protocols[proto_id] = proto
             self.by_name[proto.NAME] = proto
-        unicast = [p for p in protos if isinstance(p, UnicastLayer)]
+        unicast = [p for p in protocols if isinstance(p, UnicastLayer)]
         if len(unicast) != 1:
             raise ValueError(f"a stack has exactly one unicast protocol ({' | '.join(_names(UnicastLayer))})")
         self.unicast: UnicastLayer[Properties] = unicast[0]
-        multicast = [p for p in protos if isinstance(p, MulticastLayer)]
+        multicast = [p for p in protocols if isinstance(p, MulticastLayer)]
         if len(multicast) > 1:
             raise ValueError(f"a stack has at most one multicast protocol ({' | '.join(_names(MulticastLayer))})")
         self.multicast_protocol: MulticastLayer[Properties] | None = multicast[0] if multicast else None
-        self.gms: MembershipLayer[Properties] | None = next((p for p in protos if isinstance(p, MembershipLayer)), None)
+        self.gms: MembershipLayer[Properties] | None = next(
+            (p for p in protocols if isinstance(p, MembershipLayer)), None
+        )
         self.stable: StabilityLayer[Properties] | None = next(
-            (p for p in protos if isinstance(p, StabilityLayer)), None
+            (p for p in protocols if isinstance(p, StabilityLayer)), None
         )
         self._left = False
         self._held: list[bytes] = []  # multicasts held back during a merge handshake
@@ -161,7 +163,6 @@ class Stack:
         self._layers = tuple(self.protocols.values())
         self._overhead: dict[str | None, int] = {}  # dest -> datagram_overhead (cluster and local do not change)
         self.c = dict.fromkeys(STACK_COUNTERS, 0)
-        self.last_error: str | None = None
 
     # --- driving --------------------------------------------------------------------------------------------------
 
@@ -228,9 +229,8 @@ class Stack:
         """Handles one datagram. Malformed or misaddressed ones are counted and dropped; returns False for those."""
         try:
             dgram = wire.decode_datagram(data)
-        except wire.WireError as e:
+        except wire.WireError:
             self.c["malformed_datagrams"] += 1
-            self.last_error = str(e)
             return False
         self.c["datagrams_received"] += 1
         self.c["bytes_received"] += len(data)
@@ -243,11 +243,11 @@ class Stack:
         msgs = dgram.messages
         batches: dict[int, list[Message]]
         if len(msgs) == 1:
-            batches = {msgs[0].PROTO_ID: msgs}
+            batches = {_PROTO_ID_OF[type(msgs[0])]: msgs}
         else:
             batches = {}
             for m in msgs:
-                batches.setdefault(m.PROTO_ID, []).append(m)
+                batches.setdefault(_PROTO_ID_OF[type(m)], []).append(m)
         mark = len(self.out.delivers)
         for proto_id, msgs in batches.items():
             proto = self.protocols.get(proto_id)
@@ -380,7 +380,7 @@ class Stack:
         return {member: hr for member, (_, hr) in mcast.digest().items()}
 
 
-def _names(role: type[Layer[Properties]]) -> list[str]:
+def _names(role: type) -> list[str]:
     return [name for name, cls in PROTOCOLS.items() if issubclass(cls, role)]
 
 

@@ -15,7 +15,7 @@ Items are stored as-is and ``None`` marks an empty slot, so ``None`` cannot be s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Generic, TypeVar
 
@@ -243,7 +243,7 @@ class RetransmitTable(Generic[T]):
 
 
 def _missing_ranges(
-    buf: list, i: int, first_seqno: int, span: int, to_find: int, max_count: int
+    buf: Sequence[object], i: int, first_seqno: int, span: int, to_find: int, max_count: int
 ) -> list[tuple[int, int]]:
     """Ranges of absent seqnos among the ``span`` seqnos from ``first_seqno`` (held at ``buf[i]``, wrapping at the end).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import SupportsFloat, SupportsInt, cast
 
 SECONDS_PER_UNIT = {
     "ns": 1e-9,
@@ -55,3 +56,15 @@ def parse_duration(
     if not math.isfinite(seconds):
         raise error(f"{prefix}must be a finite duration, not {value!r}")
     return seconds
+
+
+# int() and float() take any object at run time and refuse what they cannot convert with a TypeError or ValueError,
+# which callers report; typeshed's signatures list only what they accept, hence the casts (no conversion happens).
+def int_of(value: object) -> int:
+    """int() of a user-given value (a JSON or TOML number, a string): raises TypeError or ValueError as int() does."""
+    return int(cast(SupportsInt, value))
+
+
+def float_of(value: object) -> float:
+    """float() of a user-given value: raises TypeError or ValueError as float() does."""
+    return float(cast(SupportsFloat, value))

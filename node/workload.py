@@ -24,7 +24,7 @@ Standard library only.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from node.stack import Stack
@@ -33,6 +33,16 @@ KINDS = ("unicast", "multicast")
 BURST = 200  # messages per burst without a rate
 MAX_UNACKED = 20_000  # unicasts unacknowledged to one destination above which a burst waits
 POLL = 0.001  # seconds between flow-control checks while sending is refused
+
+
+class Progress(TypedDict):
+    """A task's progress as the control endpoint reports it."""
+
+    kind: str
+    dest: str | None
+    count: int
+    sent: int
+    done: bool
 
 
 class Workload:
@@ -73,7 +83,7 @@ class Workload:
         self.burst = burst
         self.max_unacked = max_unacked
         self.poll = poll
-        self.progress: dict[str, Any] = {"kind": kind, "dest": dest, "count": count, "sent": 0, "done": count == 0}
+        self.progress: Progress = {"kind": kind, "dest": dest, "count": count, "sent": 0, "done": count == 0}
         self._last: float | None = None  # when `due` last ran (at or after start)
         self._last_n = 0  # what it returned then
 
@@ -96,7 +106,9 @@ class Workload:
 
     def _due_by(self, now: float) -> int:
         """How many messages are due by `now` in rate mode (exactly consistent with `due_at`)."""
-        k = max(0, min(self.count, int((now - self.start) * self.rate) + 1))  # type: ignore[operator]
+        rate = self.rate
+        assert rate is not None
+        k = max(0, min(self.count, int((now - self.start) * rate) + 1))
         while k < self.count and self.due_at(k) <= now:
             k += 1
         while k > 0 and self.due_at(k - 1) > now:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from chaos.faults import FaultRecord
 from node import wire
 from node.fault_kinds import KINDS, Category
+from node.wire_headers import UNICAST3_DATA
 from orchestration.backends.netns import NetnsCluster, in_namespace
 from orchestration.cluster import Clock
 
@@ -32,7 +33,6 @@ LOOKBACK_NS = 100_000_000  # probes judged from this long before a fault's plann
 SETTLE_NS = 200_000_000  # a probe sent later than this before the judging is not judged yet (it may be in flight)
 OBSERVE_NS = 500_000_000  # observe() judges this long after the last planned onset: one up to 300 ms late shows
 _STAMP = struct.Struct("!q")
-_PROBE = wire.header_class("UNICAST3", "DATA")
 
 Link = tuple[str, str]  # (source, receiver)
 
@@ -106,7 +106,7 @@ class LinkProbes:
         while not self._stop.is_set():
             for (a, b), times in self.sent.items():
                 now = time.monotonic_ns()
-                msg = _PROBE(len(times), 1, False, _STAMP.pack(now))
+                msg = UNICAST3_DATA(len(times), 1, False, _STAMP.pack(now))
                 self.socks[a].sendto(wire.encode_datagram("probe", a, b, [msg]), self.addr[b])
                 times.append(now)
             nxt += PROBE_EVERY_S
@@ -128,7 +128,7 @@ class LinkProbes:
                             break
                         now, d = time.monotonic_ns(), wire.decode_datagram(data)
                         probe = d.messages[0]
-                        if isinstance(probe, _PROBE) and (d.src, name) in self.got:
+                        if isinstance(probe, UNICAST3_DATA) and (d.src, name) in self.got:
                             self.got[(d.src, name)][probe.seqno] = now
         finally:
             poller.close()

@@ -18,10 +18,9 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
+from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
-from node.tables import RetransmitTable
-from node.units import parse_duration  # also imported from here by chaos/ and orchestration/ until they use node.units
+from node.units import float_of, int_of, parse_duration
 from node.wire import Digest, Message, View, ViewId
 
 NEVER = math.inf
@@ -172,9 +171,9 @@ class Properties:
                 else:
                     raise ValueError
             elif isinstance(current, int):
-                new = int(value)  # type: ignore[call-overload]
+                new = int_of(value)
             elif isinstance(current, float):
-                new = float(value)  # type: ignore[arg-type]
+                new = float_of(value)
             else:
                 new = value
         except (TypeError, ValueError):
@@ -190,7 +189,8 @@ class Properties:
 
 # --- the layer contract ---------------------------------------------------------------------------------------------
 
-P = TypeVar("P", bound=Properties)
+# covariant: a Layer[Unicast3Props] is a Layer[Properties] (the stack holds its layers as such)
+P = TypeVar("P", bound=Properties, covariant=True)
 
 
 class Layer(ABC, Generic[P]):
@@ -262,17 +262,26 @@ class Layer(ABC, Generic[P]):
         return True
 
 
+class ConnectionTable(Protocol):
+    """What the stack reads of a connection's retransmit table (node/tables.py)."""
+
+    def __len__(self) -> int: ...
+
+    def num_missing(self) -> int: ...
+
+
 class Connection(Protocol):
     """One direction of a unicast connection: its retransmit table (messages not yet acked, or not yet delivered)."""
 
-    table: RetransmitTable[Message]
+    @property
+    def table(self) -> ConnectionTable: ...
 
 
 class UnicastLayer(Layer[P]):
     """Reliable unicast (UNICAST3, UNICAST2): a send and a receive connection per peer address."""
 
-    send_table: dict[str, Connection]  # peer -> what we sent it (hd: acked or purged, hr: highest sent)
-    recv_table: dict[str, Connection]  # peer -> what it sent us (hd: highest delivered)
+    send_table: Mapping[str, Connection]  # peer -> what we sent it (hd: acked or purged, hr: highest sent)
+    recv_table: Mapping[str, Connection]  # peer -> what it sent us (hd: highest delivered)
 
     @abstractmethod
     def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
@@ -363,7 +372,10 @@ class MulticastLayer(Layer[P]):
 class MembershipLayer(Layer[P]):
     """Group membership (GMS): views, joins, leaves, suspicions and the merge handshake."""
 
-    view: View | None  # the installed view (None before joining)
+    @property
+    @abstractmethod
+    def view(self) -> View | None:
+        """The installed view (None before joining)."""
 
     @property
     @abstractmethod
@@ -441,11 +453,11 @@ class BuildContext:
         self.conn_id_start = conn_id_start
         self.seed = seed
         self.routes = routes
-        self.multicast: MulticastLayer[Any] | None = None
-        self.membership: MembershipLayer[Any] | None = None
-        self.liveness: FailureDetector[Any] | None = None
+        self.multicast: MulticastLayer[Properties] | None = None
+        self.membership: MembershipLayer[Properties] | None = None
+        self.liveness: FailureDetector[Properties] | None = None
 
-    def add(self, layer: Layer[Any]) -> None:
+    def add(self, layer: Layer[Properties]) -> None:
         """Makes a built layer known to the layers above it, by role."""
         if isinstance(layer, MulticastLayer):
             self.multicast = layer

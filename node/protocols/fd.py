@@ -1,9 +1,10 @@
 """FD: failure detection by heartbeats (like JGroups' FD_ALL / FD_ALL3).
 
-Every member of a view multicasts HEARTBEAT every `interval`. Any message of this protocol from a member counts as
-a sign of life. Every `timeout_check_interval` a member suspects each view member it has not heard from for
-`timeout` and tells its GMS (which excludes the member if it coordinates, or takes over if every member before it
-is suspected); a non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat un-suspects.
+Every member of a view multicasts HEARTBEAT every `interval`. A message of this protocol from a member, whichever
+it is, counts as a sign of life. Every `timeout_check_interval` a member suspects each view member it has not heard
+from for `timeout` and tells its GMS (which excludes the member if it coordinates, or takes over if every member
+before it is suspected); a non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat
+un-suspects.
 
 A coordinator that receives SUSPECT(m) verifies it locally (JGroups runs VERIFY_SUSPECT for this): it accepts the
 suspicion only if it has not heard from m for `timeout / 2` itself, so a member that one reporter cannot hear (a
@@ -17,10 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, FailureDetector, Properties, prop
-from node.wire import Message, View, header_class
-
-HEARTBEAT = header_class("FD", "HEARTBEAT")
-SUSPECT = header_class("FD", "SUSPECT")
+from node.wire import Message, View
+from node.wire_headers import FD_HEARTBEAT as HEARTBEAT
+from node.wire_headers import FD_SUSPECT as SUSPECT
 
 
 class SuspectListener(Protocol):
@@ -117,9 +117,9 @@ class Fd(FailureDetector[FdProps]):
             return
         self.last_heard[src] = now
         for m in msgs:
-            if type(m) is HEARTBEAT:
+            if isinstance(m, HEARTBEAT):
                 self.c["heartbeats_received"] += 1
-            elif type(m) is SUSPECT:
+            elif isinstance(m, SUSPECT):
                 self.c["suspects_received"] += 1
                 self._handle_suspect_report(m.member, now, out)
         if src in self.suspected:

@@ -38,12 +38,11 @@ from dataclasses import dataclass
 
 from node.protocols.base import NEVER, SECONDS, Deliver, Effects, MulticastLayer, Properties, prop
 from node.tables import RingBuffer
-from node.wire import Digest, Message, View, header_class
-
-MSG = header_class("MCAST", "MSG")
-ACK = header_class("MCAST", "ACK")
-XMIT_REQ = header_class("MCAST", "XMIT_REQ")
-XMIT_RSP = header_class("MCAST", "XMIT_RSP")
+from node.wire import Digest, Message, View
+from node.wire_headers import MCAST_ACK as ACK
+from node.wire_headers import MCAST_MSG as MSG
+from node.wire_headers import MCAST_XMIT_REQ as XMIT_REQ
+from node.wire_headers import MCAST_XMIT_RSP as XMIT_RSP
 
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
 
@@ -191,14 +190,13 @@ class Mcast(MulticastLayer[McastProps]):
         data: list[tuple[int, bytes]] = []
         xmitted: dict[str, list[tuple[int, bytes]]] = {}
         for m in msgs:
-            t = type(m)
-            if t is MSG:
+            if isinstance(m, MSG):
                 data.append((m.seqno, m.payload))
-            elif t is ACK:
+            elif isinstance(m, ACK):
                 self._handle_ack(src, m.seqno, out)
-            elif t is XMIT_REQ:
+            elif isinstance(m, XMIT_REQ):
                 self._handle_xmit_req(src, m, out)
-            elif t is XMIT_RSP:
+            elif isinstance(m, XMIT_RSP):
                 self.c["xmit_rsps_received"] += 1
                 xmitted.setdefault(m.sender, []).append((m.seqno, m.payload))
         if data:
@@ -284,7 +282,7 @@ class Mcast(MulticastLayer[McastProps]):
         if win.purge(self._min_ack()) and self._held:
             self._release(out)
 
-    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_xmit_req(self, src: str, m: XMIT_REQ, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         if m.sender == self.local:

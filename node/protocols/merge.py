@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, Layer, Properties, prop
-from node.wire import Message, View, ViewId, header_class
-
-INFO = header_class("MERGE", "INFO")
+from node.wire import Message, View, ViewId
+from node.wire_headers import MERGE_INFO as INFO
 
 
 class MergeStarter(Protocol):
@@ -159,7 +158,7 @@ class Merge(Layer[Merge3Props]):
         if src == self.local:
             return
         for m in msgs:
-            if type(m) is not INFO:
+            if not isinstance(m, INFO):
                 continue
             self.c["infos_received"] += 1
             self.infos[src] = (m.view_id, now)

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 
 from node.protocols.base import NEVER, SECONDS, Deliver, Effects, MulticastLayer, Properties, prop
 from node.tables import RetransmitTable
-from node.wire import Digest, Message, View, header_class
-
-MSG = header_class("NAKACK2", "MSG")
-XMIT_REQ = header_class("NAKACK2", "XMIT_REQ")
-XMIT_RSP = header_class("NAKACK2", "XMIT_RSP")
-HIGHEST_SEQNO = header_class("NAKACK2", "HIGHEST_SEQNO")
+from node.wire import Digest, Message, View
+from node.wire_headers import NAKACK2_HIGHEST_SEQNO as HIGHEST_SEQNO
+from node.wire_headers import NAKACK2_MSG as MSG
+from node.wire_headers import NAKACK2_XMIT_REQ as XMIT_REQ
+from node.wire_headers import NAKACK2_XMIT_RSP as XMIT_RSP
 
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
 MAX_SEQNO_AHEAD = 1 << 20  # a MSG (or announced seqno) this far past highest-delivered is dropped: bounded memory
@@ -150,19 +149,18 @@ class Nakack2(MulticastLayer[Nakack2Props]):
             return
         data: list[tuple[str, int, bytes]] = []
         for m in msgs:
-            t = type(m)
-            if t is MSG:
+            if isinstance(m, MSG):
                 c["msgs_received"] += 1
                 data.append((src, m.seqno, m.payload))
-            elif t is XMIT_RSP:
+            elif isinstance(m, XMIT_RSP):
                 c["xmit_rsps_received"] += 1
                 if m.sender == self.local:
                     c["own_msgs_ignored"] += 1
                 else:
                     data.append((m.sender, m.seqno, m.payload))
-            elif t is XMIT_REQ:
+            elif isinstance(m, XMIT_REQ):
                 self._handle_xmit_req(src, m, out)
-            elif t is HIGHEST_SEQNO:
+            elif isinstance(m, HIGHEST_SEQNO):
                 c["highest_seqno_received"] += 1
                 self._announce(src, m.seqno)
         if not data:
@@ -247,7 +245,7 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         w.announced = seqno
         w.xmit_highest = seqno if w.xmit_highest is None else max(w.xmit_highest, seqno)
 
-    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_xmit_req(self, src: str, m: XMIT_REQ, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         sender = m.sender

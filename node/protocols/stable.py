@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Effects, Properties, StabilityLayer, prop
-from node.wire import Digest, Message, View, ViewId, header_class
-
-STABLE = header_class("STABLE", "STABLE")
+from node.wire import Digest, Message, View, ViewId
+from node.wire_headers import STABLE_STABLE as STABLE
 
 
 @runtime_checkable
@@ -89,7 +88,7 @@ class Stable(StabilityLayer[StableProps]):
     def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         c = self.c
         for m in msgs:
-            if type(m) is not STABLE:
+            if not isinstance(m, STABLE):
                 continue
             c["stable_received"] += 1
             if m.view_id != self.view_id:

@@ -30,13 +30,12 @@ from dataclasses import dataclass
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Deliver, Effects, Properties, UnicastLayer, prop
 from node.tables import RetransmitTable
-from node.wire import Message, header_class
-
-DATA = header_class("UNICAST2", "DATA")
-XMIT_REQ = header_class("UNICAST2", "XMIT_REQ")
-SEND_FIRST_SEQNO = header_class("UNICAST2", "SEND_FIRST_SEQNO")
-STABLE = header_class("UNICAST2", "STABLE")
-ACK = header_class("UNICAST2", "ACK")
+from node.wire import Message
+from node.wire_headers import UNICAST2_ACK as ACK
+from node.wire_headers import UNICAST2_DATA as DATA
+from node.wire_headers import UNICAST2_SEND_FIRST_SEQNO as SEND_FIRST_SEQNO
+from node.wire_headers import UNICAST2_STABLE as STABLE
+from node.wire_headers import UNICAST2_XMIT_REQ as XMIT_REQ
 
 CONN_ID_MOD = 1 << 32  # conn-ids are u32 on the wire; 0 means "unset" and is never assigned
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
@@ -80,7 +79,7 @@ class SenderEntry:
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Message] = RetransmitTable(0)  # hd = highest purged by STABLE, hr = highest sent
+        self.table: RetransmitTable[DATA] = RetransmitTable(0)  # hd = highest purged by STABLE, hr = highest sent
         self.last_active = now  # last send: drives conn_expiry_timeout
         self.established = False  # the receiver acked the first message (ACK) or sent a STABLE of this connection
         self.watermark = (0, 0)  # (highest purged, highest sent) as seen by the previous retransmit run
@@ -93,7 +92,7 @@ class ReceiverEntry:
     def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
         self.conn_id = conn_id
         self.first_seqno = first_seqno
-        self.table: RetransmitTable[Message] = RetransmitTable(first_seqno - 1)
+        self.table: RetransmitTable[DATA] = RetransmitTable(first_seqno - 1)
         self.last_active = now
         self.received_bytes = 0  # payload bytes added since the last STABLE (max_bytes)
         self.stable_high = first_seqno - 1  # high of the last STABLE sent
@@ -220,23 +219,22 @@ class Unicast2(UnicastLayer[Unicast2Props]):
 
     def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of UNICAST2 messages from src (in arrival order)."""
-        data: list[Message] = []
+        data: list[DATA] = []
         for m in msgs:
-            t = type(m)
-            if t is DATA:
+            if isinstance(m, DATA):
                 data.append(m)
-            elif t is STABLE:
+            elif isinstance(m, STABLE):
                 self._handle_stable(src, m)
-            elif t is XMIT_REQ:
+            elif isinstance(m, XMIT_REQ):
                 self._handle_xmit_req(src, m, out)
-            elif t is SEND_FIRST_SEQNO:
+            elif isinstance(m, SEND_FIRST_SEQNO):
                 self._handle_send_first_seqno(src, m, out)
-            elif t is ACK:
+            elif isinstance(m, ACK):
                 self._handle_ack(src, m)
         if data:
             self._handle_data(src, data, now, out)
 
-    def _handle_data(self, src: str, data: list[Message], now: float, out: Effects) -> None:
+    def _handle_data(self, src: str, data: list[DATA], now: float, out: Effects) -> None:
         c = self.c
         c["msgs_received"] += len(data)
         entry = self.recv_table.get(src)
@@ -304,7 +302,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
         self._conn_event(out, src, conn_id, "recv", "open")
         return entry
 
-    def _handle_stable(self, src: str, m: Message) -> None:
+    def _handle_stable(self, src: str, m: STABLE) -> None:
         self.c["stables_received"] += 1
         entry = self.send_table.get(src)
         if entry is None:
@@ -316,14 +314,14 @@ class Unicast2(UnicastLayer[Unicast2Props]):
         if m.conn_id == entry.conn_id:
             entry.established = True  # B has this connection (it may have lost the first message's ACK)
 
-    def _handle_ack(self, src: str, m: Message) -> None:
+    def _handle_ack(self, src: str, m: ACK) -> None:
         """B acked the first message of a connection (JGRP-1563): A stops resending it if the conn-id is A's."""
         self.c["first_acks_received"] += 1
         entry = self.send_table.get(src)
         if entry is not None and entry.conn_id == m.conn_id:
             entry.established = True
 
-    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_xmit_req(self, src: str, m: XMIT_REQ, out: Effects) -> None:
         c = self.c
         c["xmit_reqs_received"] += 1
         requested = sum(last - first + 1 for first, last in m.ranges)
@@ -344,7 +342,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
         c["xmits"] += sent
         c["xmit_reqs_missing"] += requested - sent  # e.g. purged by a STABLE of another connection (scenario #6)
 
-    def _handle_send_first_seqno(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_send_first_seqno(self, src: str, m: SEND_FIRST_SEQNO, out: Effects) -> None:
         """Resends the lowest unpurged message as first, with this connection's conn-id; then, as JGroups does, the
         rest up to the seqno B dropped."""
         self.c["send_first_seqno_received"] += 1
@@ -466,7 +464,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
                     self._resend(peer, entry, msg, out)
                     self.c["last_msg_resends"] += 1
 
-    def _resend(self, peer: str, entry: SenderEntry, msg: Message, out: Effects) -> None:
+    def _resend(self, peer: str, entry: SenderEntry, msg: DATA, out: Effects) -> None:
         out.send(peer, msg)
         out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=msg.seqno)
         self.c["xmits"] += 1

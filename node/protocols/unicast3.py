@@ -34,13 +34,12 @@ from enum import Enum
 
 from node.protocols.base import NEVER, SECONDS, BuildContext, Deliver, Effects, Properties, UnicastLayer, prop
 from node.tables import RetransmitTable
-from node.wire import Message, View, header_class
-
-DATA = header_class("UNICAST3", "DATA")
-ACK = header_class("UNICAST3", "ACK")
-SEND_FIRST_SEQNO = header_class("UNICAST3", "SEND_FIRST_SEQNO")
-XMIT_REQ = header_class("UNICAST3", "XMIT_REQ")
-CLOSE = header_class("UNICAST3", "CLOSE")
+from node.wire import Message, View
+from node.wire_headers import UNICAST3_ACK as ACK
+from node.wire_headers import UNICAST3_CLOSE as CLOSE
+from node.wire_headers import UNICAST3_DATA as DATA
+from node.wire_headers import UNICAST3_SEND_FIRST_SEQNO as SEND_FIRST_SEQNO
+from node.wire_headers import UNICAST3_XMIT_REQ as XMIT_REQ
 
 TS_MOD = 1 << 32
 MAX_XMIT_RANGES = 3000  # ranges per XMIT_REQ (16 bytes each): keeps a request inside one datagram
@@ -50,8 +49,7 @@ MAX_SEQNO_AHEAD = 1 << 20  # a DATA this far past highest-delivered is dropped: 
 
 class State(Enum):
     OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
+    CLOSING = "closing"  # flushed, then removed after conn_close_timeout
 
 
 @dataclass
@@ -102,7 +100,7 @@ class SenderEntry:
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Message] = RetransmitTable(0)
+        self.table: RetransmitTable[DATA] = RetransmitTable(0)
         self.state = State.OPEN
         self.last_active = now  # last send or ack: drives conn_expiry_timeout / conn_close_timeout
         self.last_progress = now  # last time highest-acked moved (or the entry was created): max_retransmit_time
@@ -132,7 +130,7 @@ class ReceiverEntry:
 
     def __init__(self, conn_id: int, first_seqno: int, now: float) -> None:
         self.conn_id = conn_id
-        self.table: RetransmitTable[Message] = RetransmitTable(first_seqno - 1)
+        self.table: RetransmitTable[DATA] = RetransmitTable(first_seqno - 1)
         self.state = State.OPEN
         self.last_active = now
         self.last_received = now  # the last message of this connection (xmit_req_after_silence)
@@ -225,7 +223,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
     def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
         """Sends payload to dest; returns its seqno on the connection."""
         entry = self.send_table.get(dest)
-        if entry is None or entry.state is State.CLOSED:
+        if entry is None:
             entry = SenderEntry(self._new_conn_id(), now)
             self.send_table[dest] = entry
             self.c["conns_created"] += 1
@@ -250,23 +248,22 @@ class Unicast3(UnicastLayer[Unicast3Props]):
 
     def handle(self, src: str, msgs: list[Message], now: float, out: Effects) -> None:
         """A batch of UNICAST3 messages from src (in arrival order)."""
-        data: list[Message] = []
+        data: list[DATA] = []
         for m in msgs:
-            t = type(m)
-            if t is DATA:
+            if isinstance(m, DATA):
                 data.append(m)
-            elif t is ACK:
+            elif isinstance(m, ACK):
                 self._handle_ack(src, m, now)
-            elif t is XMIT_REQ:
+            elif isinstance(m, XMIT_REQ):
                 self._handle_xmit_req(src, m, out)
-            elif t is SEND_FIRST_SEQNO:
+            elif isinstance(m, SEND_FIRST_SEQNO):
                 self._handle_send_first_seqno(src, m, out)
-            elif t is CLOSE:
+            elif isinstance(m, CLOSE):
                 self._handle_close(src, m, out)
         if data:
             self._handle_data(src, data, now, out)
 
-    def _handle_data(self, src: str, data: list[Message], now: float, out: Effects) -> None:
+    def _handle_data(self, src: str, data: list[DATA], now: float, out: Effects) -> None:
         # A first message (new connection) is applied before the rest of the batch (UNICAST3.txt).
         for m in data:
             if m.first:
@@ -338,7 +335,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         if last is None or now - last >= self.props.sync_min_interval - TIME_EPSILON:
             self.sync_wanted[src] = conn_id
 
-    def _handle_ack(self, src: str, m: Message, now: float) -> None:
+    def _handle_ack(self, src: str, m: ACK, now: float) -> None:
         entry = self.send_table.get(src)
         if entry is None or entry.conn_id != m.conn_id:
             self.c["acks_dropped_conn_id"] += 1
@@ -354,7 +351,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             entry.last_progress = now
         entry.last_active = now
 
-    def _handle_xmit_req(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_xmit_req(self, src: str, m: XMIT_REQ, out: Effects) -> None:
         self.c["xmit_reqs_received"] += 1
         entry = self.send_table.get(src)
         if entry is None or entry.conn_id != m.conn_id:
@@ -369,7 +366,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         self.c["xmit_rsps_sent"] += sent
         self.c["xmits"] += sent
 
-    def _handle_send_first_seqno(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_send_first_seqno(self, src: str, m: SEND_FIRST_SEQNO, out: Effects) -> None:
         self.c["send_first_seqno_received"] += 1
         entry = self.send_table.get(src)
         if entry is None:
@@ -390,7 +387,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                 out.send(src, highest)
                 self.c["xmits"] += 1
 
-    def _handle_close(self, src: str, m: Message, out: Effects) -> None:
+    def _handle_close(self, src: str, m: CLOSE, out: Effects) -> None:
         self.c["close_received"] += 1
         entry = self.recv_table.get(src)
         if entry is not None and entry.conn_id == m.conn_id:
@@ -402,8 +399,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
 
     def close_connection(self, peer: str, now: float, out: Effects) -> None:
         """Closes both directions gracefully: CLOSING now (unacked messages are still flushed), removed later."""
-        for side, table in (("send", self.send_table), ("recv", self.recv_table)):
-            entry = table.get(peer)
+        for side, conns in self._sides():
+            entry = conns.get(peer)
             if entry is not None and entry.state is State.OPEN:
                 entry.state = State.CLOSING
                 entry.last_active = now
@@ -435,13 +432,9 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             if entry is not None and entry.table.num_missing():
                 self._ask_all_missing(peer, entry, now, out)
 
-    def set_members(self, members: Iterable[str] | None, now: float | None = None, out: Effects | None = None) -> None:
-        """The current membership (None: unknown). With `now` and `out`, connections to members that left are
-        closed (CLOSING: still flushed, removed after conn_close_timeout), as JGroups' UNICAST3 does on a view."""
+    def set_members(self, members: Iterable[str] | None) -> None:
+        """The current membership (None: unknown)."""
         self.members = None if members is None else frozenset(members)
-        if self.members is not None and now is not None and out is not None:
-            for peer in sorted({*self.send_table, *self.recv_table} - self.members):
-                self.close_connection(peer, now, out)
 
     # --- timers ---------------------------------------------------------------------------------------------------
 
@@ -464,10 +457,15 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             self._retransmit_run(now, out)
 
     def _retransmit_run(self, now: float, out: Effects) -> None:
+        self._receiver_run(now, out)
+        self._sync_run(now, out)
+        self._sender_run(now, out)
+        self._reap(now, out)
+
+    def _receiver_run(self, now: float, out: Effects) -> None:
+        """Pending acks, then ask for what is missing. Only seqnos that were already missing in the previous run are
+        asked for, so messages still in flight are not requested."""
         props = self.props
-        c = self.c
-        # receiver side: pending acks, then ask for what is missing. Only seqnos that were already missing in the
-        # previous run are asked for, so messages still in flight are not requested.
         members = self.members
         for peer, entry in self.recv_table.items():
             if members is not None and peer not in members:
@@ -485,7 +483,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                 entry.xmit_highest = highest
             if prev is not None:
                 self._send_xmit_req(peer, entry, [(f, min(last, prev)) for f, last in ranges if f <= prev], now, out)
-        # SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent
+
+    def _sync_run(self, now: float, out: Effects) -> None:
+        """SEND_FIRST_SEQNO, deferred to here and limited by last-sync-sent."""
+        props = self.props
+        c = self.c
         for peer, conn_id in sorted(self.sync_wanted.items()):
             last = self.last_sync_sent.get(peer)
             if last is None or now - last >= props.sync_min_interval - TIME_EPSILON:
@@ -497,7 +499,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         self.sync_wanted.clear()
         for peer in [p for p, t in self.last_sync_sent.items() if now - t >= props.sync_min_interval - TIME_EPSILON]:
             del self.last_sync_sent[peer]  # expired: keeps the table bounded
-        # sender side: resend the highest sent message when HA < HS did not move since the previous run
+
+    def _sender_run(self, now: float, out: Effects) -> None:
+        """Resends the highest sent message when HA < HS did not move since the previous run."""
+        props = self.props
+        c = self.c
         for peer, entry in list(self.send_table.items()):
             table = entry.table
             ha, hs = table.hd, table.hr
@@ -518,7 +524,6 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                         c["xmits"] += 1
                         out.event("xmit", peer=peer, conn_id=entry.conn_id, seqno=hs)
             entry.watermark = (ha, hs)
-        self._reap(now, out)
 
     def _ask_all_missing(self, peer: str, entry: ReceiverEntry, now: float, out: Effects) -> None:
         """xmit_req_after_silence: an XMIT_REQ for everything missing now (known lost, not in flight); the next
@@ -536,10 +541,15 @@ class Unicast3(UnicastLayer[Unicast3Props]):
             out.send(peer, XMIT_REQ(entry.conn_id, tuple(ranges[:MAX_XMIT_RANGES])))
             self.c["xmit_reqs_sent"] += 1
 
+    def _sides(self) -> tuple[tuple[str, dict[str, SenderEntry] | dict[str, ReceiverEntry]], ...]:
+        """Both tables of connections, each with the `side` its history events name."""
+        return (("send", self.send_table), ("recv", self.recv_table))
+
     def _reap(self, now: float, out: Effects) -> None:
         props = self.props
-        for side, conns in (("send", self.send_table), ("recv", self.recv_table)):
-            for peer, entry in list(conns.items()):
+        for side, conns in self._sides():
+            for peer in list(conns):
+                entry = conns[peer]
                 idle = now - entry.last_active
                 if entry.state is State.OPEN:
                     if props.conn_expiry_timeout > 0 and idle >= props.conn_expiry_timeout:

@@ -18,6 +18,7 @@ from orchestration.pytest_plugin.marker import scenario_raw
 
 if TYPE_CHECKING:
     from analysis.pipeline import Analysis
+    from analysis.stats import RunStats
     from analysis.verdict import Violation
 
 SHOWN = 30  # violations in a failure message; verdict.json in the run folder has them all
@@ -42,7 +43,7 @@ def checked_run_class() -> type[Analysis]:
             return self.runs[0].path
 
         @property
-        def run_stats(self) -> dict[str, Any]:
+        def run_stats(self) -> RunStats:
             """The run's `stats` of verdict.json: deliveries, duplicate_deliveries, latency_ms, members, ..."""
             return self.stats[self.runs[0].name]
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from node.workload import POLL
+from node import commands
+from node.workload import POLL, Progress
 from orchestration.cluster import Cluster, ClusterError, ClusterSpec, ControlReply, MemberInfo
+from orchestration.sim.control import SimControlledMember
 from orchestration.sim.faults import SimFaultTable
 from orchestration.sim.member import SimMember
 from orchestration.sim.simulation import Simulation
@@ -49,7 +51,7 @@ class SimCluster(Cluster):
         )
         self.clock = SimClock(self.sim)
         self._chaos = SimFaultTable(self.sim, list(spec.members), spec.transport)
-        self._tasks: dict[str, dict[int, dict[str, object]]] = {}  # member -> task id -> progress
+        self._tasks: dict[str, dict[int, Progress]] = {}  # member -> task id -> progress
         self._written = False
         for name in spec.members:
             self.members[name] = MemberInfo(name, "sim", 0, history=str(self.workdir / "history" / f"{name}.jsonl"))
@@ -116,79 +118,12 @@ class SimCluster(Cluster):
     # --- control ------------------------------------------------------------------------------------------------
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
-        """The replies node/control.py gives, computed from the simulated member."""
-        m = self._running(name)
+        """The replies node/control.py gives: node/commands.py answers both, here against the simulated member."""
+        self._running(name)
         if self.members[name].paused:
             raise ClusterError(f"member {name} is paused: it does not answer {cmd}")
-        handler = getattr(self, f"_cmd_{cmd}", None)
-        if handler is None:
-            raise ClusterError(f"member {name}: unknown command {cmd!r}")
-        try:
-            return cast(ControlReply, {"ok": True, **handler(name, m, **args)})  # the keys node/control.py replies
-        except (KeyError, TypeError, ValueError) as e:
-            raise ClusterError(f"member {name}: {cmd}: {e}") from None
-
-    def _cmd_ping(self, name: str, m: SimMember) -> dict[str, object]:
-        return {"member": name, "address": m.address, "pid": None, "incarnation": m.incarnation}
-
-    def _cmd_stats(self, name: str, m: SimMember) -> dict[str, object]:
-        counters: dict[str, object] = dict(m.stack.counters())
-        counters["unacked_by_peer"] = m.stack.unacked_by_peer()
-        counters["waiting_on"] = m.stack.waiting_on()
-        counters["multicast_heard"] = m.stack.multicast_heard()
-        return {"counters": counters}
-
-    def _cmd_view(self, name: str, m: SimMember) -> dict[str, object]:
-        view = m.stack.view
-        if view is None:
-            return {"view": None}
-        return {"view": {"view_id": str(view.view_id), "members": list(view.members), "merge": view.is_merge}}
-
-    def _start(
-        self, name: str, kind: str, dest: str | None, count: int, size: int, rate: float | None
-    ) -> dict[str, object]:
-        tasks = self._tasks.setdefault(name, {})
-        progress = self.sim.start_workload(name, kind, dest, int(count), size=int(size), rate=rate)
-        task_id = len(tasks) + 1
-        tasks[task_id] = progress
-        return {"task": task_id}
-
-    def _cmd_send(
-        self, name: str, m: SimMember, *, to: str, count: int = 1, size: int = 0, rate: float | None = None
-    ) -> dict[str, object]:
-        if to not in self.members or to == name:
-            raise ValueError(f"unknown destination {to!r}; peers: {', '.join(sorted(self.members))}")
-        return self._start(name, "unicast", to, count, size, rate)
-
-    def _cmd_multicast(
-        self, name: str, m: SimMember, *, count: int = 1, size: int = 0, rate: float | None = None
-    ) -> dict[str, object]:
-        if m.stack.multicast_protocol is None:
-            raise ValueError(f"stack {self.spec.stack} has no multicast protocol")
-        return self._start(name, "multicast", None, count, size, rate)
-
-    def _cmd_tasks(self, name: str, m: SimMember) -> dict[str, object]:
-        return {"tasks": self._tasks.get(name, {})}
-
-    def _cmd_close(self, name: str, m: SimMember, *, peer: str) -> dict[str, object]:
-        self.sim.close_connection(name, peer)
-        return {}
-
-    def _cmd_set(self, name: str, m: SimMember, *, protocol: str, property: str, value: object) -> dict[str, object]:
-        self.sim.set_property(name, protocol, property, value)
-        return {}
-
-    def _cmd_incarnation(self, name: str, m: SimMember, *, peer: str, incarnation: int) -> dict[str, object]:
-        if peer not in self.members or int(incarnation) < 1:
-            raise ValueError(f"unknown peer {peer!r} or bad incarnation {incarnation}")
-        m.announced[peer] = int(incarnation)
-        return {}
-
-    def _cmd_leave(self, name: str, m: SimMember) -> dict[str, object]:
-        if m.stack.gms is None:
-            raise ValueError(f"stack {self.spec.stack} has no membership")
-        self.sim.leave(name)
-        return {}
-
-    def _cmd_flush(self, name: str, m: SimMember) -> dict[str, object]:
-        return {"events_written": len(self.sim.history[name])}
+        member = SimControlledMember(self.sim, name, self.members, self._tasks.setdefault(name, {}))
+        reply = commands.handle(member, {"cmd": cmd, **args})
+        if not reply["ok"]:
+            raise ClusterError(f"member {name}: {reply['error']}")
+        return cast(ControlReply, reply)  # the keys node/control.py replies

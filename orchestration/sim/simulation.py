@@ -39,6 +39,7 @@ from node.protocols.base import MembershipLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
 from node.stack import build_stack, has_membership
 from node.wire import View, make_address, name_of
+from node.workload import Progress
 from orchestration.fault_log import FILE, FaultLog
 from orchestration.sim.events import DATAGRAM, TIMER, EventQueue
 from orchestration.sim.member import SimMember, find
@@ -196,6 +197,20 @@ class Simulation:
 
         self._act(m, act)
 
+    def stop_member(self, name: str) -> None:
+        """A graceful stop, as a real member's on SIGTERM or the `shutdown` control command: it drops the multicasts
+        it holds back, writes its `stop` event (its counters) and runs nothing more. Not a fault (not in `faults`)."""
+        m = self.member(name)
+        if not m.alive:
+            raise ValueError(f"member {name} is not running")
+        mcast = m.stack.multicast_protocol
+        if mcast is not None:
+            mcast.close()
+        if not m.finished:
+            m.finished = True
+            m.history.stop(m.stack.counters())
+        self._stopped(m)
+
     def pause(self, name: str) -> None:
         """SIGSTOP: the member runs nothing (no receives, timers, workload or commands) until `resume`. Datagrams
         for it wait in its receive buffer (RECV_BUFFER bytes, as a real member's socket; what does not fit is lost
@@ -339,19 +354,19 @@ class Simulation:
         size: int = 0,
         rate: float | None = None,
         start: float = 0.0,
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """A workload task on member src; returns its progress dict (SimWorkload.start_workload)."""
         return self.workload.start_workload(src, kind, dest, count, size=size, rate=rate, start=start)
 
     def stream(
         self, src: str, dst: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """`count` sends from src to dst at `rate` per second, `start` seconds from now."""
         return self.workload.stream(src, dst, count, rate=rate, start=start, size=size)
 
     def multicast_stream(
         self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """`count` multicasts from src at `rate` per second, `start` seconds from now."""
         return self.workload.multicast_stream(src, count, rate=rate, start=start, size=size)
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from node.payload import make_msg_id, make_payload
 from node.protocols.base import MulticastLayer
 from node.stack import PROTOCOLS, STACKS
 from node.wire import make_address
-from node.workload import Workload
+from node.workload import Progress, Workload
 from orchestration.sim.events import EventQueue
 from orchestration.sim.member import SimMember, Task, find
 
@@ -116,7 +115,7 @@ class SimWorkload:
         size: int = 0,
         rate: float | None = None,
         start: float = 0.0,
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """Starts a workload task on member src (node/workload.py, the real member's generator): `count` messages of
         `kind` (unicast to member `dest`, or multicast with dest None) of `size` payload bytes, at `rate`/s (message
         i at start + i/rate) or, with rate None, in bursts as fast as src's flow control allows, beginning `start`
@@ -183,14 +182,14 @@ class SimWorkload:
 
     def multicast_stream(
         self, src: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """`count` multicasts from src at `rate` per second, starting `start` seconds from now (a paced
         `start_workload`; returns its progress dict)."""
         return self.start_workload(src, "multicast", None, count, size=size, rate=rate, start=start)
 
     def stream(
         self, src: str, dst: str, count: int, *, rate: float = 1000.0, start: float = 0.0, size: int = 0
-    ) -> dict[str, Any]:
+    ) -> Progress:
         """`count` sends from src to dst at `rate` per second, starting `start` seconds from now (a paced
         `start_workload`; returns its progress dict)."""
         return self.start_workload(src, "unicast", dst, count, size=size, rate=rate, start=start)

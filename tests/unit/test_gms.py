@@ -4,8 +4,6 @@ protocol that records what membership asks of it (install_view, set_digest, beco
 from __future__ import annotations
 
 import itertools
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from node.protocols.gms import FIND, FIND_RSP, JOIN_REQ, MERGE_REQ, MERGE_RSP, V
 from node.protocols.merge import INFO, Merge, Merge3Props
 from node.stack import STACKS, build_stack
 from node.wire import Digest, View, ViewId
+from tests.unit.harness import Net, never
 
 FAST = {
     "discovery_timeout": 0.5,
@@ -61,69 +60,34 @@ class FakeMulticast:
         return [c[0] for c in self.calls]
 
 
-class Net:
-    """Instant, in-order delivery between Gms instances; `cut(a, b)` drops what a sends to b."""
+class GmsNet(Net[Gms]):
+    """Gms members on the shared harness, each with a FakeMulticast below it; instant, in-order delivery (`cuts`
+    and `drop` lose messages on the way)."""
 
     def __init__(self) -> None:
-        self.now = 0.0
-        self.gms: dict[str, Gms] = {}
+        super().__init__(instant=True)
         self.mc: dict[str, FakeMulticast] = {}
-        self.events: dict[str, list[Event]] = {}
-        self.cuts: set[tuple[str, str]] = set()
-        self.sent: list[tuple[str, str | None, Any]] = []
-        self.drop: Callable[[str, str, Any], bool] = lambda src, dst, msg: False
 
-    def add(self, name: str, **props: Any) -> Gms:
+    @property
+    def gms(self) -> dict[str, Gms]:
+        return self.nodes
+
+    def add_member(self, name: str, **props: Any) -> Gms:
         p = GmsProps()
         p.update({**FAST, **props})
         mc = FakeMulticast(name)
         g = Gms(name, p, multicast=mc)  # type: ignore[arg-type]
-        self.gms[name], self.mc[name], self.events[name] = g, mc, []
+        self.mc[name] = mc
+        self.add(name, g)
         return g
 
     def member(self, name: str, view: View) -> Gms:
         """A member that already has `view` installed (as if it had joined)."""
-        g = self.gms.get(name) or self.add(name)
-        g.state = State.MEMBER
-        g._install(view, self.now, Effects())
+        g = self.gms.get(name) or self.add_member(name)
+        g.s.state = State.MEMBER
+        g.views.install(view, self.now, Effects())
         self.mc[name].calls.clear()
         return g
-
-    def call(self, name: str, fn: Callable[[Gms, Effects], Any]) -> Any:
-        out = Effects()
-        result = fn(self.gms[name], out)
-        self.pump(name, out)
-        return result
-
-    def pump(self, src: str, out: Effects) -> None:
-        work = deque([(src, out)])
-        while work:
-            s, o = work.popleft()
-            self.events[s].extend(o.events)
-            for dest, msg in o.sends:
-                self.sent.append((s, dest, msg))
-                targets = [n for n in self.gms if n != s] if dest is None else [dest]
-                for d in targets:
-                    if d not in self.gms or (s, d) in self.cuts or self.drop(s, d, msg):
-                        continue
-                    o2 = Effects()
-                    self.gms[d].handle(s, [msg], self.now, o2)
-                    work.append((d, o2))
-
-    def advance(self, until: float) -> None:
-        """Runs every timer due up to `until`, in time order."""
-        while True:
-            due = min((g.next_wakeup(), n) for n, g in self.gms.items())
-            if due[0] > until:
-                break
-            self.now = max(self.now, due[0])
-            self.call(due[1], lambda g, out: g.tick(self.now, out))
-        self.now = until
-
-    def of(self, kind: Any, src: str | None = None, dest: str | None = "*") -> list[Any]:
-        return [
-            m for s, d, m in self.sent if type(m) is kind and (src is None or s == src) and (dest == "*" or d == dest)
-        ]
 
 
 def view(creator: str, n: int, members: str, merged: tuple[ViewId, ...] = ()) -> View:
@@ -189,14 +153,14 @@ def test_properties_are_validated_together_and_a_refused_change_changes_nothing(
 
 
 def test_a_lone_member_becomes_a_singleton_coordinator_after_discovery() -> None:
-    net = Net()
-    a = net.add("A")
+    net = GmsNet()
+    a = net.add_member("A")
     assert a.next_wakeup() == -NEVER  # the first tick starts discovery
-    net.advance(0.0)
-    assert net.of(FIND) and a.state is State.DISCOVERY
-    net.advance(0.49)
+    net.run_timers(0.0)
+    assert net.sent(FIND) and a.state is State.DISCOVERY
+    net.run_timers(0.49)
     assert a.view is None
-    net.advance(0.5)
+    net.run_timers(0.5)
     assert a.view == view("A", 1, "A") and a.is_coord
     assert net.mc["A"].names() == ["install_view", "become_server"]
     ev = [e for e in net.events["A"] if e.kind == "view"]
@@ -206,12 +170,12 @@ def test_a_lone_member_becomes_a_singleton_coordinator_after_discovery() -> None
 
 
 def test_joiner_gets_view_and_digest_and_installs_them_before_becoming_server() -> None:
-    net = Net()
+    net = GmsNet()
     net.member("A", view("A", 1, "A"))
     net.mc["A"].hs = 7
     net.mc["A"].windows = {"X": (3, 4)}
-    net.add("B/2")  # an address of a restarted member: names in history, addresses on the wire
-    net.advance(0.0)  # B/2's FIND; A answers with its view id: a coordinator, so B/2 joins at once
+    net.add_member("B/2")  # an address of a restarted member: names in history, addresses on the wire
+    net.run_timers(0.0)  # B/2's FIND; A answers with its view id: a coordinator, so B/2 joins at once
     b = net.gms["B/2"]
     assert b.state is State.MEMBER and b.view == view("A", 2, ["A", "B/2"])  # type: ignore[arg-type]
     assert net.mc["B/2"].calls == [
@@ -223,43 +187,43 @@ def test_joiner_gets_view_and_digest_and_installs_them_before_becoming_server() 
 
 
 def test_joins_wait_for_the_old_members_acks_and_are_bundled() -> None:
-    net = Net()
+    net = GmsNet()
     net.member("A", view("A", 2, "AB"))
     net.member("B", view("A", 2, "AB"))
-    net.drop = lambda s, d, m: type(m) is VIEW_ACK  # B's acks are lost
+    net.drop = lambda w: type(w[2]) is VIEW_ACK  # B's acks are lost
     for j in ("C", "D"):
-        net.add(j)
+        net.add_member(j)
     net.call("C", lambda g, out: out.sends.append(("A", JOIN_REQ())))  # C asks first: its view change starts
     net.call("D", lambda g, out: out.sends.append(("A", JOIN_REQ())))  # D waits for the next one
     a = net.gms["A"]
     assert a.view == view("A", 3, "ABC") and net.gms["B"].view == a.view
     assert net.gms["C"].view is None  # no JOIN_RSP before B acked or the ack timeout
-    net.advance(0.45)
-    assert len(net.of(VIEW, "A", "B")) == 5  # first send + 4 resends at view_xmit_interval
-    net.advance(0.5)  # view_ack_collection_timeout: C is answered, D's join is the next view
+    net.run_timers(0.45)
+    assert len(net.sent(VIEW, "A", "B")) == 5  # first send + 4 resends at view_xmit_interval
+    net.run_timers(0.5)  # view_ack_collection_timeout: C is answered, D's join is the next view
     assert [e.fields["view_id"] for e in net.events["C"] if e.kind == "view"] == ["A|3", "A|4"]  # joined A|3
     assert a.c["view_ack_timeouts"] == 1
-    net.drop = lambda s, d, m: False
-    net.advance(1.5)
+    net.drop = never
+    net.run_timers(1.5)
     assert {str(net.gms[n].view.view_id) for n in "ABCD"} == {"A|4"}  # type: ignore[union-attr]
 
 
 def test_members_joining_together_elect_the_smallest_address() -> None:
-    net = Net()
+    net = GmsNet()
     for n in ("C", "A", "B"):
-        net.add(n)
-    net.advance(3.0)
+        net.add_member(n)
+    net.run_timers(3.0)
     views = {net.gms[n].view for n in "ABC"}
     assert len(views) == 1 and views.pop().members[0] == "A"  # type: ignore[union-attr]
     assert net.gms["A"].is_coord and sum(g.c["singletons"] for g in net.gms.values()) == 1
 
 
 def test_nobody_answering_the_join_request_makes_a_singleton_after_max_join_attempts() -> None:
-    net = Net()
+    net = GmsNet()
     net.member("A", view("A", 1, "A"))
-    net.add("B", max_join_attempts=3)
-    net.drop = lambda s, d, m: type(m) is JOIN_REQ
-    net.advance(5.0)
+    net.add_member("B", max_join_attempts=3)
+    net.drop = lambda w: type(w[2]) is JOIN_REQ
+    net.run_timers(5.0)
     b = net.gms["B"]
     assert b.c["join_attempts"] == 3 and b.c["join_timeouts"] == 3
     assert b.view is not None and b.view.members == ("B",)
@@ -269,7 +233,7 @@ def test_nobody_answering_the_join_request_makes_a_singleton_after_max_join_atte
 
 
 def test_member_leaves_gracefully() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "ABC":
         net.member(n, view("A", 3, "ABC"))
     net.call("B", lambda g, out: g.leave(net.now, out))
@@ -279,7 +243,7 @@ def test_member_leaves_gracefully() -> None:
 
 
 def test_leaving_coordinator_hands_over_to_the_next_member() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "ABC":
         net.member(n, view("A", 3, "ABC"))
     net.call("A", lambda g, out: g.leave(net.now, out))
@@ -288,19 +252,19 @@ def test_leaving_coordinator_hands_over_to_the_next_member() -> None:
 
 
 def test_leave_without_answer_gives_up_after_leave_timeout() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "AB":
         net.member(n, view("A", 2, "AB"))
     net.cuts.add(("B", "A"))
     net.call("B", lambda g, out: g.leave(net.now, out))
-    net.advance(0.45)
+    net.run_timers(0.45)
     assert not net.gms["B"].has_left and net.gms["B"].c["leave_reqs_sent"] == 5
-    net.advance(0.5)
+    net.run_timers(0.5)
     assert net.gms["B"].has_left and net.gms["B"].c["leave_timeouts"] == 1
 
 
 def test_coordinator_excludes_suspects_and_takeover_needs_every_earlier_member_suspected() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "ABCD":
         net.member(n, view("A", 4, "ABCD"))
     net.call("A", lambda g, out: g.suspect("D", net.now, out))
@@ -314,11 +278,11 @@ def test_coordinator_excludes_suspects_and_takeover_needs_every_earlier_member_s
 
 
 def test_restarted_member_replaces_its_old_incarnation() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "AB":
         net.member(n, view("A", 2, "AB"))
-    net.add("B/2")
-    net.advance(0.0)
+    net.add_member("B/2")
+    net.run_timers(0.0)
     assert net.gms["A"].view == view("A", 3, ["A", "B/2"])  # type: ignore[arg-type]
 
 
@@ -326,7 +290,7 @@ def test_restarted_member_replaces_its_old_incarnation() -> None:
 
 
 def test_stale_and_foreign_views_are_acked_but_not_installed() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "ABC":
         net.member(n, view("A", 5, "ABC"))
     c = net.gms["C"]
@@ -337,29 +301,29 @@ def test_stale_and_foreign_views_are_acked_but_not_installed() -> None:
 
 
 def test_a_view_resets_the_windows_of_senders_new_to_us_at_the_coordinators_digest() -> None:
-    net = Net()
+    net = GmsNet()
     net.member("C", view("A", 5, "AC"))
-    net.add("A")
+    net.add_member("A")
     out = Effects()
     net.gms["C"].handle("A", [VIEW(view("A", 6, "ACE"), {"A": (9, 9), "C": (2, 3), "E": (4, 6)}, ())], 0.0, out)
     assert net.mc["C"].calls == [("install_view", "A|6"), ("reset_windows", {"E": (4, 6)})]
 
 
 def test_a_sender_coming_back_never_restarts_below_what_we_delivered() -> None:
-    net = Net()
+    net = GmsNet()
     net.member("C", view("A", 5, "ACE"))
     net.mc["C"].windows = {"E": (12, 12)}
     g = net.gms["C"]
-    g._handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
-    g._handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
+    g.views.handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
+    g.views.handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
     assert net.mc["C"].calls[-1] == ("reset_windows", {"E": (4, 12)})
 
 
 # --- merge ---------------------------------------------------------------------------------------------------------
 
 
-def two_subgroups() -> Net:
-    net = Net()
+def two_subgroups() -> GmsNet:
+    net = GmsNet()
     for n in "AB":
         net.member(n, view("A", 5, "AB"))
     for n in "CD":
@@ -374,10 +338,10 @@ def test_merge_installs_one_view_of_both_subgroups_and_resets_the_other_subgroup
     reps = {ViewId("A", 5): "A", ViewId("C", 6): "C"}
     reported = {"C": ViewId("C", 6), "D": ViewId("C", 6)}
     net.call("A", lambda g, out: g.start_merge(reps, reported, net.now, out))
-    assert sorted(d for _, d, m in net.sent if type(m) is MERGE_REQ) == ["B", "C", "D"]  # D: listed in C's view
+    assert sorted(d for _, d, m in net.sends if type(m) is MERGE_REQ) == ["B", "C", "D"]  # D: listed in C's view
     merged = View(ViewId("A", 7), ("A", "B", "C", "D"), (ViewId("A", 5), ViewId("C", 6)))
     assert all(net.gms[n].view == merged for n in "ABCD")
-    vmsg = net.of(VIEW, "A", "C")[0]
+    vmsg = net.sent(VIEW, "A", "C")[0]
     assert vmsg.subgroups == ((0, 1), (2, 3))
     assert vmsg.digest == {"A": (10, 10), "B": (20, 20), "C": (30, 30), "D": (40, 40)}  # each one's own seqno
     assert net.mc["A"].calls[-1] == ("reset_windows", {"C": (30, 30), "D": (40, 40)})
@@ -386,7 +350,7 @@ def test_merge_installs_one_view_of_both_subgroups_and_resets_the_other_subgroup
 
 
 def test_asymmetric_merge_resets_a_member_of_our_view_that_came_from_another_subgroup() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "AB":
         net.member(n, view("A", 5, "ABC"))
     net.member("C", view("C", 6, "C"))
@@ -398,48 +362,48 @@ def test_asymmetric_merge_resets_a_member_of_our_view_that_came_from_another_sub
 
 def test_merge_participants_hold_multicasts_and_a_busy_one_rejects() -> None:
     net = two_subgroups()
-    net.drop = lambda s, d, m: type(m) is VIEW  # the merge view does not arrive
+    net.drop = lambda w: type(w[2]) is VIEW  # the merge view does not arrive
     net.call("C", lambda g, out: g.start_merge({ViewId("C", 6): "C", ViewId("A", 5): "A"}, {}, net.now, out))
     a = net.gms["A"]
-    assert a.holds_multicasts and a._lock is not None  # answered C's merge
+    assert a.holds_multicasts and a.s.lock is not None  # answered C's merge
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("C", 6): "C"}, {}, net.now, out))
     assert a.c["merges_busy"] == 1
     net.call("B", lambda g, out: out.sends.append(("A", MERGE_REQ(99))))
-    assert net.of(MERGE_RSP, "A", "B")[0].view.view_id.id == 0  # rejected
-    net.advance(1.0)  # merge_timeout: the lock expires
+    assert net.sent(MERGE_RSP, "A", "B")[0].view.view_id.id == 0  # rejected
+    net.run_timers(1.0)  # merge_timeout: the lock expires
     assert not a.holds_multicasts and a.c["merge_lock_timeouts"] == 1
 
 
 def test_an_abandoned_merge_frees_its_participants_at_once() -> None:
-    net = Net()
+    net = GmsNet()
     for n in "AB":
         net.member(n, view("A", 5, "AB"))
     # a stale report made A think B had another view: B answers with A's own view, nothing to merge
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("A", 4): "B"}, {}, net.now, out))
     a, b = net.gms["A"], net.gms["B"]
     assert a.c["merges_abandoned"] == 1 and a.c["merge_cancels_sent"] == 1
-    assert b._lock is None and not b.holds_multicasts and b.c["merge_cancels_received"] == 1
+    assert b.s.lock is None and not b.holds_multicasts and b.c["merge_cancels_received"] == 1
 
 
 def test_merge_without_all_answers_is_abandoned_at_merge_timeout() -> None:
     net = two_subgroups()
     net.cuts.add(("D", "A"))
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("C", 6): "C"}, {}, net.now, out))
-    net.advance(1.0)
+    net.run_timers(1.0)
     assert net.gms["A"].view == view("A", 5, "AB") and net.gms["A"].c["merges_abandoned"] == 1
 
 
 def test_stack_holds_multicasts_during_a_merge_and_keeps_the_seqnos_it_promised() -> None:
     s = build_stack("A", "unicast3+nakack2")
     g = s.gms
-    g.state = State.MEMBER
-    g._install(view("A", 1, "A"), 0.0, s.out)
+    g.s.state = State.MEMBER
+    g.views.install(view("A", 1, "A"), 0.0, s.out)
     s.multicast_protocol.become_server(0.0, s.out)
     assert s.multicast(b"x\0", 0.0) == 1
-    g._lock = (1, "B", 5.0)
+    g.s.lock = (1, "B", 5.0)
     assert [s.multicast(b"y\0", 0.0), s.multicast(b"z\0", 0.0)] == [2, 3]
     assert s.multicast_protocol.digest()["A"] == (1, 1)  # held back: the digest we answered stays true
-    g._lock = None
+    g.s.lock = None
     s.tick(0.1)
     assert s.multicast_protocol.digest()["A"] == (3, 3)
     assert [d.seqno for d in s.drain().delivers] == [1, 2, 3]
@@ -550,11 +514,10 @@ def test_stacks_with_membership_wire_their_protocols() -> None:
     s = build_stack("A", "unicast3+nakack2", {"gms": {"join_timeout": "1s"}, "merge": {"max_interval": "3s"}})
     assert list(s.by_name) == ["unicast3", "nakack2", "stable", "gms", "fd", "merge"]
     g = s.gms
-    assert (
-        g.multicast is s.multicast_protocol and g.routes.liveness is s.by_name["fd"] and s.by_name["fd"].membership is g
-    )
+    assert g.s.multicast is s.multicast_protocol and g.s.routes.liveness is s.by_name["fd"]
+    assert s.by_name["fd"].membership is g
     assert s.by_name["merge"].membership is g and s.by_name["merge"].liveness is s.by_name["fd"]
-    assert g.routes.others == [s.by_name[n] for n in ("unicast3", "nakack2", "stable", "fd", "merge")]
+    assert g.s.routes.others == [s.by_name[n] for n in ("unicast3", "nakack2", "stable", "fd", "merge")]
     assert s.by_name["stable"].source is s.multicast_protocol and g.props.join_timeout == 1.0
     assert list(build_stack("A", "unicast3+mcast").by_name) == ["unicast3", "mcast", "gms", "fd", "merge"]
     with pytest.raises(ValueError, match="unknown protocols: gmss"):

@@ -15,8 +15,8 @@ import pytest
 from node.protocols.base import Deliver, Effects
 from node.protocols.mcast import ACK, MSG, XMIT_REQ, XMIT_RSP, Mcast, McastProps
 from node.wire import View, ViewId
+from tests.unit.harness import Net, Predicate, Wire, never, of
 
-Wire = tuple[str, str, Any]  # (src, dest, message) in flight
 INTERVAL = 1.0  # McastProps().xmit_interval
 
 
@@ -25,91 +25,31 @@ def view(members: Iterable[str], vid: int = 1) -> View:
     return View(ViewId(members[0], vid), members)
 
 
-class Net:
-    """Members with a hand-driven network: messages wait in `wire` until a test delivers, drops or reorders them."""
+class McastNet(Net[Mcast]):
+    """Mcast members on the shared harness, in view 1 of all of them, servers, their retransmit tasks started."""
 
     def __init__(self, names: Iterable[str] = ("A", "B", "C"), caps: dict[str, int] | None = None, **props: Any):
+        super().__init__()
         caps = caps or {}
-        self.names = tuple(names)
-        self.nodes = {
-            n: Mcast(n, McastProps(**{**props, **({"capacity": caps[n]} if n in caps else {})})) for n in self.names
-        }
-        self.now = 0.0
-        self.wire: list[Wire] = []
-        self.seen: list[Wire] = []  # everything ever put on the wire
-        self.delivered: dict[str, list[Deliver]] = {n: [] for n in self.names}
+        for n in names:
+            self.add(n, Mcast(n, McastProps(**{**props, **({"capacity": caps[n]} if n in caps else {})})))
         self.install(self.names, 1)
         for n in self.names:
-            out = Effects()
-            self.nodes[n].become_server(self.now, out)
-            self.nodes[n].tick(self.now, out)  # starts the retransmit task
-            self._absorb(n, out)
-
-    def __getitem__(self, name: str) -> Mcast:
-        return self.nodes[name]
+            self.call(n, lambda m, out: m.become_server(self.now, out))
+            self.call(n, lambda m, out: m.tick(self.now, out))  # starts the retransmit task
 
     def install(self, members: Iterable[str], vid: int, at: Iterable[str] | None = None) -> None:
         v = view(members, vid)
         for n in self.names if at is None else at:
-            out = Effects()
-            self.nodes[n].install_view(v, self.now, out)
-            self._absorb(n, out)
-
-    def _absorb(self, name: str, out: Effects) -> None:
-        sent = []
-        for dest, msg in out.sends:
-            sent.extend((name, d, msg) for d in (self.names if dest is None else (dest,)))
-        self.wire.extend(sent)
-        self.seen.extend(sent)
-        self.delivered[name].extend(out.delivers)
-
-    def call(self, name: str, fn: Callable[[Mcast, Effects], Any]) -> Any:
-        out = Effects()
-        result = fn(self.nodes[name], out)
-        self._absorb(name, out)
-        return result
+            self.call(n, lambda m, out: m.install_view(v, self.now, out))
 
     def mcast(self, src: str, payload: bytes) -> int:
         return self.call(src, lambda m, out: m.multicast(payload, self.now, out))
 
-    def take(self, pred: Callable[[Wire], bool] = lambda w: True) -> list[Wire]:
-        """Removes the matching in-flight messages from the wire (to drop them, or to deliver them later)."""
-        taken = [w for w in self.wire if pred(w)]
-        self.wire = [w for w in self.wire if not pred(w)]
-        return taken
-
-    def deliver(self, items: Iterable[Wire], batch: bool = False) -> None:
-        """Hands messages to their destinations, one handle() call each (or one per src/dest pair, in order)."""
-        groups: list[tuple[str, str, list[Any]]] = []
-        by_pair: dict[tuple[str, str], list[Any]] = {}
-        for src, dest, msg in items:
-            if not batch:
-                groups.append((src, dest, [msg]))
-            elif (src, dest) in by_pair:
-                by_pair[(src, dest)].append(msg)
-            else:
-                by_pair[(src, dest)] = msgs = [msg]
-                groups.append((src, dest, msgs))
-        for src, dest, msgs in groups:
-            self.call(dest, lambda m, out, src=src, msgs=msgs: m.handle(src, msgs, self.now, out))
-
-    def pump(self, drop: Callable[[Wire], bool] = lambda w: False, batch: bool = False, max_steps: int = 10**6) -> None:
-        """Delivers everything in flight, FIFO, including what that causes; `drop` loses messages on the way."""
-        steps = 0
-        while self.wire:
-            items, self.wire = self.wire, []
-            self.deliver([w for w in items if not drop(w)], batch)
-            steps += len(items)
-            assert steps < max_steps, "message storm"
-
     def advance(self, dt: float = INTERVAL, *names: str) -> None:
-        self.now += dt
-        for n in names or self.names:
-            node = self.nodes[n]
-            if node.next_wakeup() <= self.now:
-                self.call(n, lambda m, out: m.tick(self.now, out))
+        super().advance(dt, *names)
 
-    def settle(self, rounds: int = 50, drop: Callable[[Wire], bool] = lambda w: False) -> int:
+    def settle(self, rounds: int = 50, drop: Predicate = never) -> int:
         """Pumps and ticks until every member is idle; returns the rounds it took."""
         for i in range(rounds):
             self.pump(drop)
@@ -118,16 +58,9 @@ class Net:
             self.advance()
         raise AssertionError(f"not idle after {rounds} rounds: {[m.counters() for m in self.nodes.values()]}")
 
-    def seqnos(self, at: str, sender: str) -> list[int]:
-        return [d.seqno for d in self.delivered[at] if d.sender == sender]
-
-    def sent_seqnos(self, src: str, dest: str | None = None) -> list[int]:
-        """Seqnos of the MSGs src put on the wire (as multicast: counted once, via the copy to src itself)."""
-        return [m.seqno for s, d, m in self.seen if s == src and type(m) is MSG and d == (dest or src)]
-
-
-def of(cls: type, src: str | None = None, dest: str | None = None) -> Callable[[Wire], bool]:
-    return lambda w: type(w[2]) is cls and (src is None or w[0] == src) and (dest is None or w[1] == dest)
+    def sent_seqnos(self, src: str) -> list[int]:
+        """Seqnos of the MSGs src multicast (each counted once; resends to single members are not)."""
+        return [m.seqno for s, d, m in self.sends if s == src and type(m) is MSG and d is None]
 
 
 def to(dest: str) -> Callable[[Wire], bool]:
@@ -138,7 +71,7 @@ def to(dest: str) -> Callable[[Wire], bool]:
 
 
 def test_multicast_delivers_locally_and_everywhere_in_order() -> None:
-    net = Net()
+    net = McastNet()
     assert [net.mcast("A", f"a{i}".encode()) for i in range(1, 6)] == [1, 2, 3, 4, 5]
     assert [d.payload for d in net.delivered["A"]] == [b"a1", b"a2", b"a3", b"a4", b"a5"]  # at once, before any I/O
     assert net.delivered["A"][0] == Deliver("multicast", "A", b"a1", None, 1)
@@ -158,7 +91,7 @@ def test_multicast_delivers_locally_and_everywhere_in_order() -> None:
 @pytest.mark.parametrize("seed", [20240419, 7, 2780])
 def test_fifo_per_sender_with_loss_reorder_and_duplication(seed: int) -> None:
     rng = random.Random(seed)
-    net = Net(capacity=16, ack_threshold=4)
+    net = McastNet(capacity=16, ack_threshold=4)
     expected: dict[str, list[bytes]] = {n: [] for n in net.names}
     for step in range(2000):
         src = rng.choice(net.names)
@@ -194,7 +127,7 @@ def test_fifo_per_sender_with_loss_reorder_and_duplication(seed: int) -> None:
 
 
 def test_sender_blocks_when_window_full_and_resumes_on_acks_in_seqno_order() -> None:
-    net = Net(capacity=4, ack_threshold=1)
+    net = McastNet(capacity=4, ack_threshold=1)
     a = net["A"]
     assert [net.mcast("A", b"m%d" % i) for i in range(1, 5)] == [1, 2, 3, 4]
     assert not a.blocked
@@ -218,7 +151,7 @@ def test_sender_blocks_when_window_full_and_resumes_on_acks_in_seqno_order() -> 
 
 
 def test_lost_tail_and_lost_acks_are_recovered_by_resending_the_highest() -> None:
-    net = Net(capacity=8)
+    net = McastNet(capacity=8)
     for i in range(1, 9):
         net.mcast("A", b"%d" % i)
     assert net.mcast("A", b"9") == 9 and net["A"].blocked
@@ -233,7 +166,7 @@ def test_lost_tail_and_lost_acks_are_recovered_by_resending_the_highest() -> Non
 
 
 def test_view_change_removing_a_slow_member_releases_held_messages() -> None:
-    net = Net(capacity=4, ack_threshold=1)
+    net = McastNet(capacity=4, ack_threshold=1)
     a = net["A"]
     for i in range(6):
         net.mcast("A", b"%d" % i)
@@ -250,7 +183,7 @@ def test_view_change_removing_a_slow_member_releases_held_messages() -> None:
 
 
 def test_ack_from_non_member_or_above_highest_sent_is_ignored() -> None:
-    net = Net(capacity=4, ack_threshold=1)
+    net = McastNet(capacity=4, ack_threshold=1)
     a = net["A"]
     for i in range(5):
         net.mcast("A", b"%d" % i)
@@ -269,7 +202,7 @@ def test_ack_from_non_member_or_above_highest_sent_is_ignored() -> None:
 
 
 def test_close_drops_held_messages_and_releases_the_sender() -> None:
-    net = Net(capacity=4)
+    net = McastNet(capacity=4)
     a = net["A"]
     for i in range(7):
         net.mcast("A", b"%d" % i)
@@ -284,7 +217,7 @@ def test_close_drops_held_messages_and_releases_the_sender() -> None:
 
 
 def test_memory_is_bounded_by_capacity() -> None:
-    net = Net(capacity=64)
+    net = McastNet(capacity=64)
     a = net["A"]
     total = 100_000
     sent = held_max = 0
@@ -312,7 +245,7 @@ def test_memory_is_bounded_by_capacity() -> None:
 
 
 def test_receiver_drops_outside_window_and_recovers_by_retransmission() -> None:
-    net = Net(caps={"B": 4}, capacity=16, ack_threshold=2)
+    net = McastNet(caps={"B": 4}, capacity=16, ack_threshold=2)
     for i in range(1, 13):
         net.mcast("A", b"%d" % i)
     net.take(lambda w: w[1] == "B" and w[2].seqno == 1)  # B loses #1
@@ -337,7 +270,7 @@ def test_receiver_drops_outside_window_and_recovers_by_retransmission() -> None:
 
 
 def test_xmit_req_only_for_seqnos_missing_on_the_previous_run() -> None:
-    net = Net()
+    net = McastNet()
     for i in range(1, 4):
         net.mcast("A", b"%d" % i)
     net.take(lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno == 2)
@@ -376,7 +309,7 @@ def test_messages_before_become_server_and_from_non_members_are_dropped() -> Non
 
 
 def test_acks_after_threshold_or_on_xmit_interval() -> None:
-    net = Net(("A", "B"), ack_threshold=3)
+    net = McastNet(("A", "B"), ack_threshold=3)
     for i in range(4):
         net.mcast("A", b"%d" % i)
     net.pump(drop=of(ACK))
@@ -397,7 +330,7 @@ def test_acks_after_threshold_or_on_xmit_interval() -> None:
 
 
 def test_digest_and_set_digest_for_a_joiner() -> None:
-    net = Net(("A", "B"))
+    net = McastNet(("A", "B"))
     for i in range(1, 11):
         net.mcast("A", b"%d" % i)
     net.mcast("B", b"b1")
@@ -406,9 +339,7 @@ def test_digest_and_set_digest_for_a_joiner() -> None:
     assert net["B"].digest() == {"A": (10, 10), "B": (1, 1)}
     # J joins: the coordinator's digest says where J starts for every sender
     j = Mcast("J")
-    net.nodes["J"] = j
-    net.names = ("A", "B", "J")
-    net.delivered["J"] = []
+    net.add("J", j)
     net.install(("A", "B", "J"), 2)
     net.call("J", lambda m, out: m.set_digest(net["A"].digest(), net.now, out))
     net.call("J", lambda m, out: m.become_server(net.now, out))
@@ -428,7 +359,7 @@ def test_digest_and_set_digest_for_a_joiner() -> None:
 
 
 def test_reset_windows_after_a_merge() -> None:
-    net = Net(capacity=8, ack_threshold=1)
+    net = McastNet(capacity=8, ack_threshold=1)
     a, b, c = net["A"], net["B"], net["C"]
     for i in range(1, 4):
         net.mcast("A", b"a%d" % i)
@@ -480,7 +411,7 @@ def test_merge_digest_skips_messages_the_sender_purged_after_dropping_the_receiv
     own next view), C's window for E waits for E's purged messages: E cannot answer its XMIT_REQs, so C delivered
     nothing more from E, forever. The next merge digest (E's own entry: purged, highest sent) restarts C's window
     at E's purged end, even though E came from C's own subgroup (no reset)."""
-    net = Net(("C", "E"), ack_threshold=1)
+    net = McastNet(("C", "E"), ack_threshold=1)
     c, e = net["C"], net["E"]
     net.install("E", 2, at="E")  # E drops C; C keeps E
     for i in range(1, 4):
@@ -503,7 +434,7 @@ def test_merge_digest_skips_messages_the_sender_purged_after_dropping_the_receiv
 
 
 def test_reset_windows_before_the_merge_view_keeps_the_ack_floor() -> None:
-    net = Net(("A", "B"), capacity=4, ack_threshold=1)
+    net = McastNet(("A", "B"), capacity=4, ack_threshold=1)
     a = net["A"]
     for i in range(1, 6):
         net.mcast("A", b"%d" % i)
@@ -519,7 +450,7 @@ def test_reset_windows_before_the_merge_view_keeps_the_ack_floor() -> None:
 
 
 def test_reset_windows_never_delivers_twice_nor_waits_below_the_offset() -> None:
-    net = Net(("A", "B"))
+    net = McastNet(("A", "B"))
     for i in range(1, 11):
         net.mcast("A", b"%d" % i)
     net.pump()
@@ -554,7 +485,7 @@ def test_a_member_alone_never_blocks() -> None:
 
 
 def test_xmit_req_answers_each_seqno_once_and_counts_what_is_gone() -> None:
-    net = Net(("A", "B"), capacity=8, ack_threshold=1)
+    net = McastNet(("A", "B"), capacity=8, ack_threshold=1)
     for i in range(1, 7):
         net.mcast("A", b"%d" % i)
     net.pump()  # B acked 6: A's window is empty

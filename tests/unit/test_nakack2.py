@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import NEVER, Deliver, Effects, Event
+from node.protocols.base import NEVER, Deliver, Effects
 from node.protocols.nakack2 import (
     HIGHEST_SEQNO,
     MAX_SEQNO_AHEAD,
@@ -24,111 +24,49 @@ from node.protocols.nakack2 import (
     Nakack2Props,
 )
 from node.wire import View, ViewId
-
-Wire = tuple[str, str, Any]  # (src, dest, message) in flight; a multicast is one entry per destination
+from tests.unit.harness import Net, Predicate, Wire, never
 
 
 def view(*members: str, vid: int = 1) -> View:
     return View(ViewId(members[0], vid), tuple(members))
 
 
-class Net:
-    """Nakack2 instances and a hand-driven network: messages wait in `wire` until a test delivers or drops them."""
+class Nakack2Net(Net[Nakack2]):
+    """Nakack2 members on the shared harness: in one view and servers (unless `server` is False), their retransmit
+    and last-seqno tasks started."""
 
     def __init__(self, names: Iterable[str] = ("A", "B", "C"), *, server: bool = True, **props: Any) -> None:
+        super().__init__()
         self.props = props
-        self.nodes: dict[str, Nakack2] = {}
-        self.now = 0.0
-        self.wire: list[Wire] = []
-        self.seen: list[tuple[str, str | None, Any]] = []  # everything ever sent: (src, dest or None, message)
-        self.delivered: dict[str, list[Deliver]] = {}
-        self.events: dict[str, list[Event]] = {}
         for name in names:
-            self.add(name)
+            self.add_member(name)
         if server:
-            self.install(view(*self.nodes))
-            for name in self.nodes:
-                self.call(name, "become_server")
-        self.advance(0.0)  # the first tick starts the retransmit and last-seqno tasks
+            self.install(view(*self.names))
+            for name in self.names:
+                self.invoke(name, "become_server")
+        self.elapse(0.0)  # the first tick starts the retransmit and last-seqno tasks
 
-    def add(self, name: str) -> Nakack2:
-        self.nodes[name] = Nakack2(name, Nakack2Props(**self.props))
-        self.delivered[name] = []
-        self.events[name] = []
-        return self.nodes[name]
+    def add_member(self, name: str) -> Nakack2:
+        """A member with a fresh Nakack2 of the net's properties."""
+        self.add(name, Nakack2(name, Nakack2Props(**self.props)))
+        return self[name]
 
-    def __getitem__(self, name: str) -> Nakack2:
-        return self.nodes[name]
-
-    def _absorb(self, name: str, out: Effects) -> None:
-        for dest, msg in out.sends:
-            self.seen.append((name, dest, msg))
-            self.wire.extend((name, d, msg) for d in (self.nodes if dest is None else [dest]))
-        self.delivered[name].extend(out.delivers)
-        self.events[name].extend(out.events)
-
-    def call(self, name: str, method: str, *args: Any) -> Any:
-        """Calls a method taking (..., now, out) on one instance and absorbs its output."""
-        out = Effects()
-        result = getattr(self.nodes[name], method)(*args, self.now, out)
-        self._absorb(name, out)
-        return result
+    def invoke(self, name: str, method: str, *args: Any) -> Any:
+        """Calls a method taking (..., now, out) on one member's Nakack2 and takes its output."""
+        return self.call(name, lambda n, out: getattr(n, method)(*args, self.now, out))
 
     def install(self, v: View, names: Iterable[str] | None = None) -> None:
         for name in names or v.members:
-            self.call(name, "install_view", v)
+            self.invoke(name, "install_view", v)
 
     def mcast(self, src: str, n: int, prefix: str = "") -> list[int]:
         """n multicasts from src, payload prefix + seqno (prefix defaults to the sender's lower-case name)."""
         prefix = prefix or src.lower()
-        return [self.call(src, "multicast", f"{prefix}{self.nodes[src].sent.hr + 1}".encode()) for _ in range(n)]
+        return [self.invoke(src, "multicast", f"{prefix}{self[src].sent.hr + 1}".encode()) for _ in range(n)]
 
-    def take(self, pred: Callable[[Wire], bool] = lambda w: True) -> list[Wire]:
-        taken = [w for w in self.wire if pred(w)]
-        self.wire = [w for w in self.wire if not pred(w)]
-        return taken
-
-    def deliver(self, items: list[Wire], batch: bool = False) -> None:
-        """Hands messages over: one handle() each, or one per run of the same (src, dest) with batch=True."""
-        groups: list[tuple[str, str, list[Any]]] = []
-        for src, dest, msg in items:
-            if batch and groups and groups[-1][:2] == (src, dest):
-                groups[-1][2].append(msg)
-            else:
-                groups.append((src, dest, [msg]))
-        for src, dest, msgs in groups:
-            self.call(dest, "handle", src, msgs)
-
-    def pump(self, drop: Callable[[Wire], bool] = lambda w: False, max_steps: int = 200_000) -> None:
-        """Delivers everything in flight, FIFO, including what that causes; `drop` loses messages on the way."""
-        steps = 0
-        while self.wire:
-            w = self.wire.pop(0)
-            if not drop(w):
-                self.deliver([w])
-            steps += 1
-            assert steps < max_steps, "message storm"
-
-    def advance(self, dt: float, drop: Callable[[Wire], bool] = lambda w: False) -> None:
-        """Moves the clock, ticks every instance that is due, then pumps."""
-        self.now += dt
-        for name, node in self.nodes.items():
-            if node.next_wakeup() <= self.now:
-                self.call(name, "tick")
-        self.pump(drop)
-
-    def run(self, seconds: float, step: float = 0.5, drop: Callable[[Wire], bool] = lambda w: False) -> None:
+    def run(self, seconds: float, step: float = 0.5, drop: Predicate = never) -> None:
         for _ in range(round(seconds / step)):
-            self.advance(step, drop)
-
-    def seqnos(self, at: str, sender: str) -> list[int]:
-        return [d.seqno for d in self.delivered[at] if d.sender == sender]
-
-    def payloads(self, at: str, sender: str) -> list[bytes]:
-        return [d.payload for d in self.delivered[at] if d.sender == sender]
-
-    def sent(self, cls: type, src: str | None = None) -> list[tuple[str, str | None, Any]]:
-        return [s for s in self.seen if type(s[2]) is cls and (src is None or s[0] == src)]
+            self.elapse(step, drop)
 
 
 def is_msg(seqno: int | None = None, src: str | None = None, dest: str | None = None) -> Callable[[Wire], bool]:
@@ -148,13 +86,13 @@ def of_type(cls: type, src: str | None = None) -> Callable[[Wire], bool]:
 
 
 def test_multicast_delivers_locally_at_once_and_ignores_its_loopback() -> None:
-    net = Net()
+    net = Nakack2Net()
     assert net.mcast("A", 2) == [1, 2]
     assert net.delivered["A"] == [
         Deliver("multicast", "A", b"a1", None, 1),
         Deliver("multicast", "A", b"a2", None, 2),
     ]
-    assert [(s, d, m) for s, d, m in net.seen] == [("A", None, MSG(1, b"a1")), ("A", None, MSG(2, b"a2"))]
+    assert [(s, d, m) for s, d, m in net.sends] == [("A", None, MSG(1, b"a1")), ("A", None, MSG(2, b"a2"))]
     net.pump()
     assert len(net.delivered["A"]) == 2  # the looped-back copies are not delivered again
     for name in "BC":
@@ -173,7 +111,7 @@ def test_multicast_delivers_locally_at_once_and_ignores_its_loopback() -> None:
 
 
 def test_batch_is_added_then_delivered_once_in_order() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("A", 5)
     to_b = net.take(is_msg(dest="B"))
     net.take()
@@ -187,7 +125,7 @@ def test_batch_is_added_then_delivered_once_in_order() -> None:
 def test_fifo_per_sender_with_loss_reordering_and_duplication() -> None:
     rng = random.Random(20240611)
     names = ("A", "B", "C", "D")
-    net = Net(names, xmit_interval=0.2, resend_last_seqno_max_times=3)
+    net = Nakack2Net(names, xmit_interval=0.2, resend_last_seqno_max_times=3)
     per_round = 7
     rounds = 40
 
@@ -213,13 +151,13 @@ def test_fifo_per_sender_with_loss_reordering_and_duplication() -> None:
         net.now += 0.07
         for name, node in net.nodes.items():
             if node.next_wakeup() <= net.now:
-                net.call(name, "tick")
+                net.invoke(name, "tick")
         lossy_pump()
     assert not all(n.is_idle() for n in net.nodes.values())  # the loss left gaps
     for _ in range(100):  # heal: no more loss
         if all(n.is_idle() for n in net.nodes.values()):
             break
-        net.advance(0.1)
+        net.elapse(0.1)
     assert all(n.is_idle() for n in net.nodes.values())
     for sender in names:
         hs = net[sender].digest()[sender][0]
@@ -237,17 +175,17 @@ def test_fifo_per_sender_with_loss_reordering_and_duplication() -> None:
 
 
 def test_gap_repaired_by_xmit_req_to_original_sender_and_multicast_response() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("A", 10)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in (3, 4, 7))
     assert net.seqnos("B", "A") == [1, 2]
     assert net["B"].counters()["missing_msgs"] == 3 and net["B"].counters()["undelivered_msgs"] == 5
-    net.advance(1.0)  # B's first run only notes the gap (the messages might still be in flight)
-    assert not net.sent(XMIT_REQ)
-    net.advance(1.0)
-    ((src, dest, req),) = net.sent(XMIT_REQ)
+    net.elapse(1.0)  # B's first run only notes the gap (the messages might still be in flight)
+    assert not net.sends_of(XMIT_REQ)
+    net.elapse(1.0)
+    ((src, dest, req),) = net.sends_of(XMIT_REQ)
     assert (src, dest, req.sender, req.ranges) == ("B", "A", "A", ((3, 4), (7, 7)))
-    rsps = net.sent(XMIT_RSP)
+    rsps = net.sends_of(XMIT_RSP)
     assert [(s, d, m.seqno, m.sender, m.payload) for s, d, m in rsps] == [
         ("A", None, 3, "A", b"a3"),
         ("A", None, 4, "A", b"a4"),
@@ -258,29 +196,29 @@ def test_gap_repaired_by_xmit_req_to_original_sender_and_multicast_response() ->
     assert net["A"].counters()["xmit_rsps_sent"] == 3 and net["A"].counters()["xmit_reqs_missing"] == 0
     assert [e.fields["seqno"] for e in net.events["A"] if e.kind == "xmit"] == [3, 4, 7]
     net.run(3.0)
-    assert len(net.sent(XMIT_REQ)) == 1  # no gap, no request
+    assert len(net.sends_of(XMIT_REQ)) == 1  # no gap, no request
 
 
 def test_unicast_xmit_rsp_and_multicast_xmit_req() -> None:
-    net = Net(use_mcast_xmit=False, use_mcast_xmit_req=True)
+    net = Nakack2Net(use_mcast_xmit=False, use_mcast_xmit_req=True)
     net.mcast("A", 3)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno == 2)
     net.run(2.0)
-    ((_, dest, _),) = net.sent(XMIT_REQ)
+    ((_, dest, _),) = net.sends_of(XMIT_REQ)
     assert dest is None
-    ((src, dest, rsp),) = net.sent(XMIT_RSP)
+    ((src, dest, rsp),) = net.sends_of(XMIT_RSP)
     assert (src, dest, rsp.seqno) == ("A", "B", 2)  # only the original sender has it: C discarded delivered ones
     assert net.seqnos("B", "A") == [1, 2, 3]
     assert net["C"].counters()["xmit_reqs_received"] == 1 and net["C"].counters()["xmit_reqs_missing"] == 1
 
 
 def test_every_other_multicast_dropped_one_xmit_req_with_many_ranges() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("A", 100)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno % 2 == 1)
     assert net.seqnos("B", "A") == []
     net.run(2.0, step=1.0)
-    ((src, dest, req),) = net.sent(XMIT_REQ)
+    ((src, dest, req),) = net.sends_of(XMIT_REQ)
     assert (src, dest) == ("B", "A")
     assert req.ranges == tuple((i, i) for i in range(1, 100, 2))
     assert net.seqnos("B", "A") == list(range(1, 101))
@@ -288,97 +226,97 @@ def test_every_other_multicast_dropped_one_xmit_req_with_many_ranges() -> None:
 
 
 def test_max_xmit_req_size_caps_a_request() -> None:
-    net = Net(max_xmit_req_size=10)
+    net = Nakack2Net(max_xmit_req_size=10)
     net.mcast("A", 100)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno % 2 == 1)
-    net.advance(1.0)
-    net.advance(1.0)
-    (first,) = [m for _, _, m in net.sent(XMIT_REQ)]
+    net.elapse(1.0)
+    net.elapse(1.0)
+    (first,) = [m for _, _, m in net.sends_of(XMIT_REQ)]
     assert first.ranges == tuple((i, i) for i in range(1, 20, 2))
     net.run(10.0, step=1.0)
     assert net.seqnos("B", "A") == list(range(1, 101))
 
 
 def test_announced_tail_is_asked_for_within_max_xmit_req_size() -> None:
-    net = Net(max_xmit_req_size=10, resend_last_seqno=False)
+    net = Nakack2Net(max_xmit_req_size=10, resend_last_seqno=False)
     net.mcast("A", 30)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in (3, *range(6, 31)))
     net.deliver([("A", "B", HIGHEST_SEQNO(30))])
     assert net["B"].counters()["missing_msgs"] == 26
-    net.advance(1.0)
-    assert [m.ranges for _, _, m in net.sent(XMIT_REQ)] == [((3, 3), (6, 14))]
+    net.elapse(1.0)
+    assert [m.ranges for _, _, m in net.sends_of(XMIT_REQ)] == [((3, 3), (6, 14))]
     net.run(4.0, step=1.0)
     assert net.seqnos("B", "A") == list(range(1, 31))
 
 
 def test_last_multicast_dropped_is_recovered_by_highest_seqno() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("A", 5)
     net.pump(drop=is_msg(5))
     assert net.seqnos("B", "A") == [1, 2, 3, 4]
     assert net["B"].is_idle()  # B cannot know about #5 yet
-    net.advance(1.0)  # A's task sees a new highest seqno: nothing to announce yet
-    assert not net.sent(HIGHEST_SEQNO)
-    net.advance(1.0)
-    ((src, dest, hsn),) = net.sent(HIGHEST_SEQNO)
+    net.elapse(1.0)  # A's task sees a new highest seqno: nothing to announce yet
+    assert not net.sends_of(HIGHEST_SEQNO)
+    net.elapse(1.0)
+    ((src, dest, hsn),) = net.sends_of(HIGHEST_SEQNO)
     assert (src, dest, hsn.seqno) == ("A", None, 5)
     assert net["B"].counters()["missing_msgs"] == 1 and net["B"].digest()["A"] == (4, 4)
-    net.advance(1.0)  # the announced seqno is asked for at the next run (it is not in flight)
-    reqs = [(s, d, m.ranges) for s, d, m in net.sent(XMIT_REQ)]
+    net.elapse(1.0)  # the announced seqno is asked for at the next run (it is not in flight)
+    reqs = [(s, d, m.ranges) for s, d, m in net.sends_of(XMIT_REQ)]
     assert sorted(reqs) == [("B", "A", ((5, 5),)), ("C", "A", ((5, 5),))]
     assert net.seqnos("B", "A") == net.seqnos("C", "A") == [1, 2, 3, 4, 5]
     net.run(10.0)
-    assert len(net.sent(HIGHEST_SEQNO)) == 1  # resend_last_seqno_max_times = 1 (JGroups' default)
+    assert len(net.sends_of(HIGHEST_SEQNO)) == 1  # resend_last_seqno_max_times = 1 (JGroups' default)
 
 
 @pytest.mark.parametrize("max_times", [1, 2])
 def test_last_multicast_and_its_highest_seqno_dropped(max_times: int) -> None:
-    net = Net(resend_last_seqno_max_times=max_times)
+    net = Nakack2Net(resend_last_seqno_max_times=max_times)
     net.mcast("A", 5)
     net.pump(drop=is_msg(5))
-    net.advance(1.0)
-    net.advance(1.0, drop=of_type(HIGHEST_SEQNO))  # the first HIGHEST_SEQNO(5) is lost too
+    net.elapse(1.0)
+    net.elapse(1.0, drop=of_type(HIGHEST_SEQNO))  # the first HIGHEST_SEQNO(5) is lost too
     assert net.seqnos("B", "A") == [1, 2, 3, 4]
     net.run(20.0)
-    hsns = [m.seqno for _, _, m in net.sent(HIGHEST_SEQNO)]
+    hsns = [m.seqno for _, _, m in net.sends_of(HIGHEST_SEQNO)]
     if max_times == 1:
         assert hsns == [5]
         assert net.seqnos("B", "A") == [1, 2, 3, 4]  # silently lost: B sees no gap
-        assert net["B"].is_idle() and not net.sent(XMIT_REQ)
+        assert net["B"].is_idle() and not net.sends_of(XMIT_REQ)
     else:
         assert hsns == [5, 5]  # the resend, then the task acquiesces
         assert net.seqnos("B", "A") == net.seqnos("C", "A") == [1, 2, 3, 4, 5]
 
 
 def test_highest_seqno_is_not_sent_while_multicasts_keep_coming() -> None:
-    net = Net()
+    net = Nakack2Net()
     for _ in range(5):
         net.mcast("A", 1)
-        net.advance(1.0)
-    assert not net.sent(HIGHEST_SEQNO)
+        net.elapse(1.0)
+    assert not net.sends_of(HIGHEST_SEQNO)
     net.run(3.0, step=1.0)
-    assert [m.seqno for _, _, m in net.sent(HIGHEST_SEQNO)] == [5]
-    assert net["B"].counters()["highest_seqno_received"] == 1 and not net.sent(XMIT_REQ)
+    assert [m.seqno for _, _, m in net.sends_of(HIGHEST_SEQNO)] == [5]
+    assert net["B"].counters()["highest_seqno_received"] == 1 and not net.sends_of(XMIT_REQ)
 
 
 def test_resend_last_seqno_off() -> None:
-    net = Net(resend_last_seqno=False)
+    net = Nakack2Net(resend_last_seqno=False)
     net.mcast("A", 5)
     net.pump(drop=is_msg(5))
     net.run(10.0)
-    assert not net.sent(HIGHEST_SEQNO) and net.seqnos("B", "A") == [1, 2, 3, 4]
+    assert not net.sends_of(HIGHEST_SEQNO) and net.seqnos("B", "A") == [1, 2, 3, 4]
 
 
 def test_xmit_rsp_from_a_member_other_than_the_original_sender() -> None:
-    net = Net(use_mcast_xmit_req=True, discard_delivered_msgs=False)
+    net = Nakack2Net(use_mcast_xmit_req=True, discard_delivered_msgs=False)
     net.mcast("A", 3)
     net.pump(drop=lambda w: w[1] == "C" and type(w[2]) is MSG and w[2].seqno < 3)
     assert net.seqnos("C", "A") == []
     from_a = lambda w: w[0] == "A"  # noqa: E731 - A is unreachable from now on
     net.run(2.0, step=1.0, drop=from_a)
-    reqs = net.sent(XMIT_REQ)
+    reqs = net.sends_of(XMIT_REQ)
     assert [(s, d, m.sender, m.ranges) for s, d, m in reqs] == [("C", None, "A", ((1, 2),))]
-    assert [(s, m.sender, m.seqno, m.payload) for s, _, m in net.sent(XMIT_RSP, "B")] == [
+    assert [(s, m.sender, m.seqno, m.payload) for s, _, m in net.sends_of(XMIT_RSP, "B")] == [
         ("B", "A", 1, b"a1"),
         ("B", "A", 2, b"a2"),
     ]  # B answers from its copy of A's window
@@ -387,17 +325,17 @@ def test_xmit_rsp_from_a_member_other_than_the_original_sender() -> None:
 
 
 def test_third_member_without_kept_copies_cannot_answer() -> None:
-    net = Net(use_mcast_xmit_req=True)  # discard_delivered_msgs = True (default): B keeps nothing it delivered
+    net = Nakack2Net(use_mcast_xmit_req=True)  # discard_delivered_msgs = True (default): B keeps nothing it delivered
     net.mcast("A", 3)
     net.pump(drop=lambda w: w[1] == "C" and type(w[2]) is MSG and w[2].seqno < 3)
     net.run(2.0, step=1.0, drop=lambda w: w[0] == "A")
-    assert not net.sent(XMIT_RSP, "B")
+    assert not net.sends_of(XMIT_RSP, "B")
     assert net["B"].counters()["xmit_reqs_missing"] == 2
     assert net.seqnos("C", "A") == []
 
 
 def test_xmit_rsp_carries_the_original_sender() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.deliver([("C", "B", XMIT_RSP(1, "A", b"via-c"))])  # from C, about A's #1
     assert net.delivered["B"] == [Deliver("multicast", "A", b"via-c", None, 1)]
     net.deliver([("C", "A", XMIT_RSP(1, "A", b"mine"))])  # about A itself: ignored by A
@@ -405,13 +343,13 @@ def test_xmit_rsp_carries_the_original_sender() -> None:
 
 
 def test_own_messages_are_answered_from_the_sender_window_until_purged() -> None:
-    net = Net(use_mcast_xmit=False)
+    net = Nakack2Net(use_mcast_xmit=False)
     net.mcast("A", 4)
     net.take()
     net["A"].stable({"A": (2, 2)})
     assert net["A"].counters()["stable_purged"] == 2 and net["A"].counters()["sender_window_size"] == 2
     net.deliver([("B", "A", XMIT_REQ("A", ((1, 4),)))])
-    assert [(d, m.seqno) for _, d, m in net.sent(XMIT_RSP)] == [("B", 3), ("B", 4)]
+    assert [(d, m.seqno) for _, d, m in net.sends_of(XMIT_RSP)] == [("B", 3), ("B", 4)]
     assert net["A"].counters()["xmit_reqs_missing"] == 2
 
 
@@ -419,15 +357,15 @@ def test_own_messages_are_answered_from_the_sender_window_until_purged() -> None
 
 
 def test_msgs_from_non_members_are_dropped() -> None:
-    net = Net(("A", "B"))
-    net.add("X")  # not in the view
+    net = Nakack2Net(("A", "B"))
+    net.add_member("X")  # not in the view
     net.deliver([("X", "A", MSG(1, b"x1")), ("B", "A", XMIT_RSP(1, "X", b"x1"))])
     assert net.delivered["A"] == []
     assert net["A"].counters()["msgs_from_non_members"] == 2
 
 
 def test_view_change_removes_and_adds_windows() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("C", 2)
     net.pump()
     net.install(view("A", "B", vid=2), names=["A", "B"])
@@ -439,20 +377,20 @@ def test_view_change_removes_and_adds_windows() -> None:
 
 
 def test_seqno_far_ahead_is_dropped() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.deliver([("B", "A", MSG(MAX_SEQNO_AHEAD + 1, b"far")), ("B", "A", HIGHEST_SEQNO(MAX_SEQNO_AHEAD + 1))])
     assert net["A"].counters()["dropped_out_of_window"] == 2
     assert net["A"].digest()["B"] == (0, 0) and net["A"].is_idle()
 
 
 def test_reset_windows_never_delivers_twice_nor_waits_below_the_offset() -> None:
-    net = Net()
+    net = Nakack2Net()
     net.mcast("B", 10)
     net.pump()
     net["A"].handle("B", [MSG(13, b"b13")], net.now, Effects())  # undelivered, past a gap
-    net.call("A", "reset_windows", {"B": (5, 5), "C": (7, 7)}, ["B"])  # B's seqno below what A delivered
+    net.invoke("A", "reset_windows", {"B": (5, 5), "C": (7, 7)}, ["B"])  # B's seqno below what A delivered
     assert net["A"].digest()["B"] == (10, 13) and net["A"].digest()["C"] == (0, 0)  # C not in `members`
-    net.call("A", "reset_windows", {"B": (12, 12)}, ["B"])
+    net.invoke("A", "reset_windows", {"B": (12, 12)}, ["B"])
     assert net["A"].digest()["B"] == (13, 13)  # 11 and 12 are not waited for; 13 was carried over
     assert net.seqnos("A", "B") == [*range(1, 11), 13]
     net.deliver([("B", "A", MSG(12, b"b12")), ("B", "A", MSG(14, b"b14"))])
@@ -461,9 +399,9 @@ def test_reset_windows_never_delivers_twice_nor_waits_below_the_offset() -> None
 
 
 def test_set_digest_ignores_the_local_entry() -> None:
-    net = Net(("A", "B"))
+    net = Nakack2Net(("A", "B"))
     net.mcast("A", 3)
-    net.call("A", "set_digest", {"A": (0, 0), "B": (9, 9)})
+    net.invoke("A", "set_digest", {"A": (0, 0), "B": (9, 9)})
     assert net["A"].digest() == {"A": (3, 3), "B": (9, 9)}
 
 
@@ -473,20 +411,20 @@ def test_set_digest_ignores_the_local_entry() -> None:
 def joiner(**props: Any) -> Net:
     """The design note's scenario: C joins {A,B} while B's highest seqno is 100, B sends 70 more before C becomes
     a server (all of them reach C), then C gets BECOME_SERVER."""
-    net = Net(("A", "B"), **props)
+    net = Nakack2Net(("A", "B"), **props)
     net.mcast("A", 30)
     net.mcast("B", 100)
     net.pump()
-    net.add("C")
+    net.add_member("C")
     v2 = view("A", "B", "C", vid=2)
     net.install(v2, names=["A", "B"])
-    net.call("C", "set_digest", net["A"].digest())  # the coordinator's digest, with the JOIN_RSP
-    net.call("C", "install_view", v2)
+    net.invoke("C", "set_digest", net["A"].digest())  # the coordinator's digest, with the JOIN_RSP
+    net.invoke("C", "install_view", v2)
     assert net["C"].digest() == {"C": (0, 0), "A": (30, 30), "B": (100, 100)}
     net.mcast("B", 70)  # 101..170
     net.pump()
     assert not net["C"].is_server and net.delivered["C"] == []
-    net.call("C", "become_server")
+    net.invoke("C", "become_server")
     assert net["C"].is_server
     return net
 
@@ -504,7 +442,7 @@ def test_joiner_gets_stuck_with_a_bounded_queue_and_no_retransmission() -> None:
     assert net.seqnos("C", "B") == [] and c.digest()["B"] == (100, 200)
     assert c.windows["B"].table.missing() == [(101, 120)]
     assert c.counters()["undelivered_msgs"] == 80 and c.counters()["missing_msgs"] == 20
-    assert not net.sent(XMIT_REQ) and not net.sent(HIGHEST_SEQNO)
+    assert not net.sends_of(XMIT_REQ) and not net.sends_of(HIGHEST_SEQNO)
     net.mcast("A", 1)
     net.pump()
     assert net.seqnos("C", "A") == [31]  # A's window is fine
@@ -517,7 +455,7 @@ def test_joiner_delivers_everything_with_the_unbounded_queue_without_retransmiss
     net.mcast("B", 30)
     net.pump()
     assert net.seqnos("C", "B") == list(range(101, 201))
-    assert net["C"].is_idle() and not net.sent(XMIT_REQ)
+    assert net["C"].is_idle() and not net.sends_of(XMIT_REQ)
 
 
 def test_joiner_with_bounded_queue_is_repaired_by_retransmission() -> None:
@@ -525,29 +463,29 @@ def test_joiner_with_bounded_queue_is_repaired_by_retransmission() -> None:
     assert net["C"].counters()["become_server_dropped"] == 20
     net.run(4.0, step=1.0)
     assert net.seqnos("C", "B") == list(range(101, 171))
-    ((_, dest, req),) = net.sent(XMIT_REQ)
+    ((_, dest, req),) = net.sends_of(XMIT_REQ)
     assert (dest, req.ranges) == ("B", ((101, 120),))
 
 
 def test_queue_holds_xmit_rsps_and_ignores_highest_seqno_until_server() -> None:
-    net = Net(("A", "B"))
+    net = Nakack2Net(("A", "B"))
     net.mcast("A", 2)
     net.pump()
-    net.add("C")
-    net.call("C", "install_view", view("A", "B", "C", vid=2))
+    net.add_member("C")
+    net.invoke("C", "install_view", view("A", "B", "C", vid=2))
     net.deliver([("A", "C", MSG(2, b"a2")), ("B", "C", XMIT_RSP(1, "A", b"a1")), ("A", "C", HIGHEST_SEQNO(5))])
     assert net.delivered["C"] == [] and net["C"].counters()["become_server_queue_size"] == 2
     assert not net["C"].is_idle()
-    net.call("C", "become_server")
+    net.invoke("C", "become_server")
     assert net.seqnos("C", "A") == [1, 2] and net["C"].is_idle()  # HIGHEST_SEQNO(5) was not taken as a gap
-    net.call("C", "become_server")  # idempotent
+    net.invoke("C", "become_server")  # idempotent
     assert net.seqnos("C", "A") == [1, 2]
 
 
 def test_queue_size_zero_disables_the_queue() -> None:
-    net = Net(("A",), become_server_queue_size=0)
-    net.add("C")
-    net.call("C", "install_view", view("A", "C"))
+    net = Nakack2Net(("A",), become_server_queue_size=0)
+    net.add_member("C")
+    net.invoke("C", "install_view", view("A", "C"))
     net.deliver([("A", "C", MSG(1, b"a1"))])
     assert net.seqnos("C", "A") == [1] and net["C"].counters()["become_server_queued"] == 0
 
@@ -556,12 +494,12 @@ def test_queue_size_zero_disables_the_queue() -> None:
 
 
 def test_xmit_interval_changed_at_run_time_starts_and_stops_retransmission() -> None:
-    net = Net(xmit_interval=0)
+    net = Nakack2Net(xmit_interval=0)
     assert all(n.next_wakeup() == NEVER for n in net.nodes.values())
     net.mcast("A", 3)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno == 2)
     net.run(60.0, step=5.0)
-    assert net.seqnos("B", "A") == [1] and not net.sent(XMIT_REQ) and not net.sent(HIGHEST_SEQNO)
+    assert net.seqnos("B", "A") == [1] and not net.sends_of(XMIT_REQ) and not net.sends_of(HIGHEST_SEQNO)
     net["A"].stable({"A": (0, 3), "B": (0, 3), "C": (0, 3)})
     net["B"].stable({"A": (1, 3), "B": (0, 0), "C": (0, 0)})  # no retransmission from stable() either
     net.run(10.0, step=5.0)
@@ -574,17 +512,17 @@ def test_xmit_interval_changed_at_run_time_starts_and_stops_retransmission() -> 
     for name in net.nodes:
         net[name].set_property("xmit_interval", 0)
         assert net[name].next_wakeup() == NEVER
-    reqs = len(net.sent(XMIT_REQ))
+    reqs = len(net.sends_of(XMIT_REQ))
     net.mcast("A", 2)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno == 4)
     net.run(60.0, step=5.0)
-    assert net.seqnos("B", "A") == [1, 2, 3] and len(net.sent(XMIT_REQ)) == reqs
+    assert net.seqnos("B", "A") == [1, 2, 3] and len(net.sends_of(XMIT_REQ)) == reqs
 
 
 def test_xmit_interval_change_bounds_and_unbounds_the_queue() -> None:
-    net = Net(("A",), xmit_interval=0)
-    c = net.add("C")
-    net.call("C", "install_view", view("A", "C"))
+    net = Nakack2Net(("A",), xmit_interval=0)
+    c = net.add_member("C")
+    net.invoke("C", "install_view", view("A", "C"))
     net.mcast("A", 70)
     net.pump()
     assert c.counters()["become_server_queue_size"] == 70  # unbounded without retransmission
@@ -594,7 +532,7 @@ def test_xmit_interval_change_bounds_and_unbounds_the_queue() -> None:
     net.mcast("A", 30)
     net.pump()
     assert c.counters()["become_server_queue_size"] == 80
-    net.call("C", "become_server")
+    net.invoke("C", "become_server")
     assert net.seqnos("C", "A") == [] and c.windows["A"].table.missing() == [(1, 20)]
 
 
@@ -602,7 +540,7 @@ def test_xmit_interval_change_bounds_and_unbounds_the_queue() -> None:
 
 
 def test_stable_purges_up_to_the_minimum_of_digest_and_highest_delivered() -> None:
-    net = Net(discard_delivered_msgs=False)
+    net = Nakack2Net(discard_delivered_msgs=False)
     net.mcast("A", 10)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno > 6)
     b = net["B"]
@@ -616,12 +554,12 @@ def test_stable_purges_up_to_the_minimum_of_digest_and_highest_delivered() -> No
 
 
 def test_stable_announces_a_lost_tail_when_retransmission_is_on() -> None:
-    net = Net(resend_last_seqno=False)
+    net = Nakack2Net(resend_last_seqno=False)
     net.mcast("A", 5)
     net.pump(drop=is_msg(5))
     net["B"].stable({"A": (4, 5)})  # someone received #5
-    net.advance(1.0)
-    assert [(s, d, m.ranges) for s, d, m in net.sent(XMIT_REQ)] == [("B", "A", ((5, 5),))]
+    net.elapse(1.0)
+    assert [(s, d, m.ranges) for s, d, m in net.sends_of(XMIT_REQ)] == [("B", "A", ((5, 5),))]
     assert net.seqnos("B", "A") == [1, 2, 3, 4, 5]
 
 
@@ -636,27 +574,27 @@ def silence_then_gap(net: Net, *, lost: range) -> None:
 
 
 def test_a_gap_that_ends_a_silence_is_asked_for_at_once_chunk_after_chunk() -> None:
-    net = Net(max_xmit_req_size=2, xmit_interval=1.0)
+    net = Nakack2Net(max_xmit_req_size=2, xmit_interval=1.0)
     silence_then_gap(net, lost=range(3, 9))
     # no retransmit run has run (the clock did not pass B's next one): the first chunk, then each next one as soon
     # as the previous one has arrived
-    assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 4),), ((5, 6),), ((7, 8),)]
+    assert [m.ranges for s, d, m in net.sends_of(XMIT_REQ) if s == "B"] == [((3, 4),), ((5, 6),), ((7, 8),)]
     assert net.seqnos("B", "A") == list(range(1, 13))
     assert net["B"].counters()["xmit_reqs_after_silence"] == 3
 
 
 def test_without_a_silence_or_with_the_switch_off_the_gap_waits_for_the_second_run() -> None:
-    for net in (Net(xmit_interval=1.0, xmit_req_after_silence=False), Net(xmit_interval=1.0)):
+    for net in (Nakack2Net(xmit_interval=1.0, xmit_req_after_silence=False), Nakack2Net(xmit_interval=1.0)):
         if net["B"].props.xmit_req_after_silence:  # no silence: 3..12 follow 1..2 at once
             net.mcast("A", 12)
             net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in range(3, 9))
         else:
             silence_then_gap(net, lost=range(3, 9))
-        assert not net.sent(XMIT_REQ)
-        net.advance(1.0)  # the first run notes the gap
-        assert not net.sent(XMIT_REQ)
-        net.advance(1.0)
-        assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 8),)]
+        assert not net.sends_of(XMIT_REQ)
+        net.elapse(1.0)  # the first run notes the gap
+        assert not net.sends_of(XMIT_REQ)
+        net.elapse(1.0)
+        assert [m.ranges for s, d, m in net.sends_of(XMIT_REQ) if s == "B"] == [((3, 8),)]
         assert net.seqnos("B", "A") == list(range(1, 13))
         assert net["B"].counters()["xmit_reqs_after_silence"] == 0
 
@@ -664,14 +602,14 @@ def test_without_a_silence_or_with_the_switch_off_the_gap_waits_for_the_second_r
 def test_the_answer_to_our_own_request_is_not_a_silence() -> None:
     """B's run asks for 3 and 5 after 2 s without news from A; the answer to 3 arrives alone (5's is lost): B must
     not ask for 5 again at once, the next run does."""
-    net = Net(xmit_interval=1.0)
+    net = Nakack2Net(xmit_interval=1.0)
     net.mcast("A", 6)
     net.pump(drop=lambda w: w[1] == "B" and type(w[2]) is MSG and w[2].seqno in (3, 5))
-    net.advance(1.0)
-    net.advance(1.0, drop=lambda w: type(w[2]) is XMIT_RSP and w[2].seqno == 5)
-    assert [m.ranges for s, d, m in net.sent(XMIT_REQ) if s == "B"] == [((3, 3), (5, 5))]
+    net.elapse(1.0)
+    net.elapse(1.0, drop=lambda w: type(w[2]) is XMIT_RSP and w[2].seqno == 5)
+    assert [m.ranges for s, d, m in net.sends_of(XMIT_REQ) if s == "B"] == [((3, 3), (5, 5))]
     assert net.seqnos("B", "A") == [1, 2, 3, 4]
-    net.advance(1.0)
+    net.elapse(1.0)
     assert net.seqnos("B", "A") == list(range(1, 7))
 
 
@@ -704,7 +642,7 @@ def test_properties_defaults_and_validation() -> None:
 
 
 def test_discard_delivered_msgs_switched_at_run_time() -> None:
-    net = Net()
+    net = Nakack2Net()
     b = net["B"]
     b.set_property("discard_delivered_msgs", False)
     net.mcast("A", 3)

@@ -3,7 +3,7 @@ Nakack2 with a hand-driven network and a virtual clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from node.protocols.base import NEVER, Effects
 from node.protocols.nakack2 import MSG, XMIT_REQ, Nakack2, Nakack2Props
 from node.protocols.stable import STABLE, Stable, StableProps
 from node.wire import Digest, View, ViewId
+from tests.unit.harness import Net, Predicate
 
 V1 = View(ViewId("A", 1), ("A", "B", "C"))
 
@@ -140,77 +141,50 @@ def test_properties() -> None:
 
 # ---------------------------------------------------------------------------------------------------- on Nakack2
 
-Wire = tuple[str, str, Any]
 
-
-class Cluster:
-    """Nakack2 + Stable per member; multicasts go to every member (the sender too); deliveries feed max_bytes."""
+class StableNet(Net[Nakack2]):
+    """Nakack2 + Stable per member on the shared harness; multicasts go to every member (the sender too), deliveries
+    feed max_bytes (as the stack does), and the network delivers batches per (src, dest), as datagrams bundle them."""
 
     def __init__(self, names: Iterable[str], nak: dict[str, Any] | None = None, **stable: Any) -> None:
-        self.names = tuple(names)
-        self.nak = {n: Nakack2(n, Nakack2Props(**(nak or {}))) for n in self.names}
-        self.st = {n: Stable(n, self.nak[n], StableProps(**stable)) for n in self.names}
-        self.now = 0.0
-        self.wire: list[Wire] = []
-        self.delivered: dict[str, list[Any]] = {n: [] for n in self.names}
+        super().__init__()
+        self.nak: dict[str, Nakack2] = {}
+        self.st: dict[str, Stable] = {}
+        for n in names:
+            self.nak[n] = Nakack2(n, Nakack2Props(**(nak or {})))
+            self.st[n] = Stable(n, self.nak[n], StableProps(**stable))
+            self.add(n, self.nak[n], self.st[n])
         v = View(ViewId(self.names[0], 1), self.names)
         for n in self.names:
             out = Effects()
             self.nak[n].install_view(v, 0.0, out)
             self.nak[n].become_server(0.0, out)
             self.st[n].install_view(v, 0.0, out)
-            self._absorb(n, out)
+            self.absorb(n, out)
 
-    def _absorb(self, name: str, out: Effects) -> None:
-        for dest, msg in out.sends:
-            self.wire.extend((name, d, msg) for d in (self.names if dest is None else [dest]))
-        self.delivered[name].extend(out.delivers)
+    def absorb(self, name: str, out: Effects) -> None:
+        super().absorb(name, out)
         for d in out.delivers:
             self.st[name].note_delivered(len(d.payload))
 
     def mcast(self, src: str, payload: bytes) -> None:
-        out = Effects()
-        self.nak[src].multicast(payload, self.now, out)
-        self._absorb(src, out)
+        self.call(src, lambda nak, out: nak.multicast(payload, self.now, out))
 
-    def pump(self, drop: Callable[[Wire], bool] = lambda w: False) -> None:
-        """Delivers everything in flight as batches per (src, dest), including what that causes."""
-        for _ in range(1000):
-            if not self.wire:
-                return
-            wire, self.wire = self.wire, []
-            batches: dict[tuple[str, str, str], list[Any]] = {}
-            for w in wire:
-                if not drop(w):
-                    batches.setdefault((w[0], w[1], w[2].PROTOCOL), []).append(w[2])
-            for (src, dest, proto), msgs in batches.items():
-                out = Effects()
-                (self.nak if proto == "NAKACK2" else self.st)[dest].handle(src, msgs, self.now, out)
-                self._absorb(dest, out)
-        raise AssertionError("message storm")
-
-    def advance(self, dt: float, drop: Callable[[Wire], bool] = lambda w: False) -> None:
-        self.now += dt
-        for n in self.names:
-            for proto in (self.nak[n], self.st[n]):
-                if proto.next_wakeup() <= self.now:
-                    out = Effects()
-                    proto.tick(self.now, out)
-                    self._absorb(n, out)
-        self.pump(drop)
+    def pump(self, drop: Predicate | None = None, batch: bool = True, max_steps: int = 10**6) -> None:
+        super().pump(drop, batch, max_steps)
 
 
 def test_memory_stays_bounded_under_a_steady_stream() -> None:
-    cl = Cluster("ABC", max_bytes=20_000)
-    cl.advance(0.0)
+    cl = StableNet("ABC", max_bytes=20_000)
+    cl.elapse(0.0)
     payload = b"x" * 100
     peak = 0
     for i in range(50_000):
         cl.mcast("ABC"[i % 3], payload)
         if i % 60 == 59:
-            cl.advance(0.005)
+            cl.elapse(0.005)
             peak = max(peak, *(n.counters()["sender_window_size"] for n in cl.nak.values()))
-    cl.advance(0.005)
+    cl.elapse(0.005)
     for n in cl.names:
         assert len(cl.delivered[n]) == 50_000
         assert cl.nak[n].counters()["missing_msgs"] == 0 and cl.nak[n].counters()["undelivered_msgs"] == 0
@@ -223,31 +197,31 @@ def test_memory_stays_bounded_under_a_steady_stream() -> None:
 
 
 def test_lagging_member_holds_back_purging() -> None:
-    cl = Cluster("ABC", nak={"xmit_interval": 0}, desired_avg_gossip=1.0)
-    cl.advance(0.0)
+    cl = StableNet("ABC", nak={"xmit_interval": 0}, desired_avg_gossip=1.0)
+    cl.elapse(0.0)
     for _ in range(10):
         cl.mcast("A", b"a")
     held = [w for w in cl.wire if w[1] == "C" and w[2].seqno > 5]
     cl.pump(drop=lambda w: w[1] == "C" and type(w[2]) is MSG and w[2].seqno > 5)  # C lags behind at 5
     for _ in range(3):
-        cl.advance(1.0)
+        cl.elapse(1.0)
     a = cl.nak["A"]
     assert cl.st["A"].counters()["stable_rounds"] >= 3
     assert a.counters()["sender_window_size"] == 5 and a.sent.hd == 5  # purged only what C delivered
     cl.wire.extend(held)  # C catches up
     cl.pump()
-    cl.advance(1.0)
+    cl.elapse(1.0)
     assert a.counters()["sender_window_size"] == 0 and a.counters()["stable_purged"] == 10
 
 
 def test_stable_round_recovers_a_lost_tail_only_with_retransmission_on() -> None:
-    cl = Cluster("ABC", nak={"resend_last_seqno": False}, desired_avg_gossip=1.0)
-    cl.advance(0.0)
+    cl = StableNet("ABC", nak={"resend_last_seqno": False}, desired_avg_gossip=1.0)
+    cl.elapse(0.0)
     for _ in range(5):
         cl.mcast("A", b"a")
     cl.pump(drop=lambda w: type(w[2]) is MSG and w[2].seqno == 5)
-    cl.advance(1.0)  # a round: A reports (5, 5) for itself, so B and C learn #5 exists
-    cl.advance(1.0)  # their retransmit task asks for it
+    cl.elapse(1.0)  # a round: A reports (5, 5) for itself, so B and C learn #5 exists
+    cl.elapse(1.0)  # their retransmit task asks for it
     assert [len(cl.delivered[n]) for n in "BC"] == [5, 5]
     for n in cl.names:
         cl.nak[n].set_property("xmit_interval", 0)
@@ -256,6 +230,6 @@ def test_stable_round_recovers_a_lost_tail_only_with_retransmission_on() -> None
     cl.pump(drop=lambda w: type(w[2]) is MSG and w[2].seqno == 10)
     sent_before = [w for w in cl.wire if type(w[2]) is XMIT_REQ]
     for _ in range(5):
-        cl.advance(1.0)
+        cl.elapse(1.0)
     assert not sent_before and [len(cl.delivered[n]) for n in "BC"] == [9, 9]
     assert all(cl.nak[n].is_idle() for n in "BC")  # stable() did not even note the gap: nothing would ask for it

@@ -12,117 +12,45 @@ from typing import Any
 
 import pytest
 
-from node.protocols.base import Deliver, Effects, Event
+from node.protocols.base import Effects
 from node.protocols.unicast2 import DATA, SEND_FIRST_SEQNO, STABLE, XMIT_REQ, Unicast2, Unicast2Props
 from node.stack import build_stack
+from tests.unit.harness import Net, Wire, of
 
-Wire = tuple[str, str, Any]  # (src, dest, message) in flight
 
-
-class Net:
-    """A and B with a hand-driven network: messages wait in `wire` until a test delivers, drops or reorders them."""
+class Unicast2Net(Net[Unicast2]):
+    """A and B on the shared harness, their timers started (retransmit task now, stable task one interval later)."""
 
     def __init__(self, **props: Any) -> None:
-        self.nodes = {
-            "A": Unicast2("A", Unicast2Props(**props), conn_id_start=322649),
-            "B": Unicast2("B", Unicast2Props(**props), conn_id_start=101200),
-        }
-        self.now = 0.0
-        self.wire: list[Wire] = []
-        self.delivered: dict[str, list[Deliver]] = {"A": [], "B": []}
-        self.events: dict[str, list[Event]] = {"A": [], "B": []}
-        self.seen: list[Wire] = []  # everything ever put on the wire
-        for name in self.nodes:  # start the timers (retransmit task now, stable task one interval later)
+        super().__init__()
+        self.add("A", Unicast2("A", Unicast2Props(**props), conn_id_start=322649))
+        self.add("B", Unicast2("B", Unicast2Props(**props), conn_id_start=101200))
+        for name in self.names:
             self.tick(name)
 
     @property
     def a(self) -> Unicast2:
-        return self.nodes["A"]
+        return self["A"]
 
     @property
     def b(self) -> Unicast2:
-        return self.nodes["B"]
-
-    def _absorb(self, name: str, out: Effects) -> None:
-        sent = [(name, dest, msg) for dest, msg in out.sends]
-        self.wire.extend(sent)
-        self.seen.extend(sent)
-        self.delivered[name].extend(out.delivers)
-        self.events[name].extend(out.events)
+        return self["B"]
 
     def send(self, src: str, dest: str, payload: bytes) -> int:
-        out = Effects()
-        seqno = self.nodes[src].send(dest, payload, self.now, out)
-        self._absorb(src, out)
-        return seqno
+        return self.call(src, lambda u, out: u.send(dest, payload, self.now, out))
 
     def send_many(self, src: str, dest: str, n: int, prefix: str = "m") -> None:
         for i in range(n):
             self.send(src, dest, f"{prefix}{i + 1}".encode())
-
-    def take(self, pred: Callable[[Wire], bool] = lambda w: True) -> list[Wire]:
-        """Removes the matching in-flight messages from the wire (to drop them, or to deliver them later)."""
-        taken = [w for w in self.wire if pred(w)]
-        self.wire = [w for w in self.wire if not pred(w)]
-        return taken
-
-    def deliver(self, items: list[Wire], batch: bool = False) -> None:
-        """Hands messages to their destinations, one handle() call each (or one per run of the same src/dest)."""
-        if batch:
-            groups: list[tuple[str, str, list[Any]]] = []
-            for src, dest, msg in items:
-                if groups and groups[-1][:2] == (src, dest):
-                    groups[-1][2].append(msg)
-                else:
-                    groups.append((src, dest, [msg]))
-        else:
-            groups = [(src, dest, [msg]) for src, dest, msg in items]
-        for src, dest, msgs in groups:
-            out = Effects()
-            self.nodes[dest].handle(src, msgs, self.now, out)
-            self._absorb(dest, out)
-
-    def pump(self, drop: Callable[[Wire], bool] = lambda w: False, max_steps: int = 100_000) -> None:
-        """Delivers everything in flight, FIFO, including what that causes; `drop` loses messages on the way."""
-        steps = 0
-        while self.wire:
-            w = self.wire.pop(0)
-            if not drop(w):
-                self.deliver([w])
-            steps += 1
-            assert steps < max_steps, "message storm"
-
-    def tick(self, name: str) -> None:
-        node = self.nodes[name]
-        if node.next_wakeup() <= self.now:
-            out = Effects()
-            node.tick(self.now, out)
-            self._absorb(name, out)
-
-    def advance(self, dt: float, *names: str) -> None:
-        self.now += dt
-        for name in names or tuple(self.nodes):
-            self.tick(name)
-
-    def payloads(self, at: str, conn_id: int | None = None) -> list[bytes]:
-        return [d.payload for d in self.delivered[at] if conn_id is None or d.conn_id == conn_id]
 
 
 def data(seqno: int | None = None) -> Callable[[Wire], bool]:
     return lambda w: type(w[2]) is DATA and (seqno is None or w[2].seqno == seqno)
 
 
-def of_type(cls: type) -> Callable[[Wire], bool]:
-    return lambda w: type(w[2]) is cls
-
-
-def sent(net: Net, cls: type, src: str | None = None) -> list[Any]:
-    return [m for s, _, m in net.seen if type(m) is cls and (src is None or s == src)]
-
-
-def established(n_ab: int = 25, n_ba: int = 0, **props: Any) -> Net:
+def established(n_ab: int = 25, n_ba: int = 0, **props: Any) -> Unicast2Net:
     """A connection A->B with n_ab messages delivered (and B->A with n_ba), nothing STABLEd yet."""
-    net = Net(**props)
+    net = Unicast2Net(**props)
     net.send_many("A", "B", n_ab, "old")
     net.send_many("B", "A", n_ba, "old")
     net.pump()
@@ -134,7 +62,7 @@ def established(n_ab: int = 25, n_ba: int = 0, **props: Any) -> Net:
 
 
 def test_happy_path_fifo_and_headers() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 200)
     msgs = [m for _, _, m in net.wire]
     conn_id = net.a.send_conn_id("B")
@@ -151,11 +79,11 @@ def test_happy_path_fifo_and_headers() -> None:
     assert (c["msgs_received"], c["msgs_delivered"], c["conns_created"], c["recv_conns"]) == (200, 200, 1, 1)
     assert net.a.counters()["unacked_msgs"] == 200  # nothing purged until a STABLE
     assert net.b.is_idle() and not net.a.is_idle()
-    assert not sent(net, XMIT_REQ) and not sent(net, STABLE)
+    assert not net.sent(XMIT_REQ) and not net.sent(STABLE)
 
 
 def test_reordered_messages_are_delivered_in_order() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 100)
     first, rest = net.wire[0], net.wire[1:]
     random.Random(7).shuffle(rest)
@@ -179,14 +107,14 @@ def test_conn_ids_never_zero_and_wrap() -> None:
 
 
 def test_duplicate_below_highest_delivered_is_discarded_and_acked() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 3)
     copy2 = net.wire[1]
     net.pump()
     net.deliver([copy2])  # a duplicate of #2 after #3 was delivered
     assert net.payloads("B") == [b"m1", b"m2", b"m3"]
     assert net.b.counters()["duplicates_received"] == 1
-    (ack,) = net.take(of_type(STABLE))
+    (ack,) = net.take(of(STABLE))
     assert (ack[2].high, ack[2].conn_id) == (2, net.a.send_conn_id("B"))
     assert net.b.counters()["stables_dup_acks"] == 1
     net.deliver([ack])
@@ -195,24 +123,24 @@ def test_duplicate_below_highest_delivered_is_discarded_and_acked() -> None:
 
 
 def test_duplicate_above_highest_delivered_is_not_acked() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 3)
     m1, m2, m3 = net.take()
     net.deliver([m1, m3, m3])  # #3 twice while #2 is missing
     assert net.b.counters()["duplicates_received"] == 1
-    assert not net.take(of_type(STABLE))
+    assert not net.take(of(STABLE))
     net.deliver([m2])
     assert net.payloads("B") == [b"m1", b"m2", b"m3"]
 
 
 def test_gap_is_repaired_by_xmit_req() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 10)
     net.pump(drop=lambda w: type(w[2]) is DATA and w[2].seqno in (3, 4, 7))
     assert net.payloads("B") == [b"m1", b"m2"]
     assert net.b.counters()["missing_msgs"] == 3
     net.advance(0.5, "B")  # retransmit run
-    (req,) = net.take(of_type(XMIT_REQ))
+    (req,) = net.take(of(XMIT_REQ))
     assert req[2].conn_id == net.b.recv_table["A"].conn_id
     assert req[2].ranges == ((3, 4), (7, 7))
     net.deliver([req])
@@ -222,11 +150,11 @@ def test_gap_is_repaired_by_xmit_req() -> None:
     assert net.a.counters()["xmit_rsps_sent"] == 3 and net.a.counters()["xmit_reqs_missing"] == 0
     assert [e.fields["seqno"] for e in net.events["A"] if e.kind == "xmit"] == [3, 4, 7]
     net.advance(0.5, "B")
-    assert not net.take(of_type(XMIT_REQ))  # no gap, no request
+    assert not net.take(of(XMIT_REQ))  # no gap, no request
 
 
 def test_sender_does_not_retransmit_on_its_own() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 5)
     net.take()  # all lost
     for _ in range(20):
@@ -235,13 +163,13 @@ def test_sender_does_not_retransmit_on_its_own() -> None:
 
 
 def test_first_message_lost_send_first_seqno_recovers() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 3)
     net.take(data(1))
     net.deliver(net.take(), batch=True)  # #2 and #3 in one batch, no receiver entry: dropped
     assert net.delivered["B"] == []
     assert net.b.counters()["dropped_unknown_conn"] == 2
-    (sfs,) = net.take(of_type(SEND_FIRST_SEQNO))  # one per batch, for the highest dropped seqno
+    (sfs,) = net.take(of(SEND_FIRST_SEQNO))  # one per batch, for the highest dropped seqno
     assert sfs[2].seqno == 3
     net.deliver([sfs])
     resent = [w[2] for w in net.wire]
@@ -255,7 +183,7 @@ def test_non_first_message_of_another_connection_is_dropped() -> None:
     net = established(3)
     net.deliver([("A", "B", DATA(4, 999, False, b"other"))])  # a conn-id, but not B's: drop and ask
     assert net.b.counters()["dropped_unknown_conn"] == 1 and len(net.delivered["B"]) == 3
-    assert [m.seqno for m in sent(net, SEND_FIRST_SEQNO, "B")] == [4]
+    assert [m.seqno for m in net.sent(SEND_FIRST_SEQNO, "B")] == [4]
     net.deliver([("A", "B", DATA(4, 0, False, b"unset"))])  # conn-id 0: taken for the current connection
     assert net.payloads("B")[-1] == b"unset"
 
@@ -274,7 +202,7 @@ def test_send_first_seqno_without_entry_is_ignored() -> None:
 
 
 def test_xmit_req_for_another_connection_is_not_answered() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 3)
     out = Effects()
     net.a.handle("B", [XMIT_REQ(999, ((1, 2),))], 0.0, out)
@@ -287,46 +215,46 @@ def test_xmit_req_for_another_connection_is_not_answered() -> None:
 
 
 def test_periodic_stable_purges_sender_window_only_when_delivery_moved() -> None:
-    net = Net(stable_interval=10.0)
+    net = Unicast2Net(stable_interval=10.0)
     net.send_many("A", "B", 50)
     net.pump()
     net.advance(9.0)
-    assert not sent(net, STABLE)  # first run one interval after start
+    assert not net.sent(STABLE)  # first run one interval after start
     net.advance(1.0)
-    (stable,) = sent(net, STABLE, "B")
+    (stable,) = net.sent(STABLE, "B")
     assert (stable.high, stable.conn_id) == (50, 322649)
     net.pump()
     assert net.a.counters()["unacked_msgs"] == 0 and net.a.counters()["stables_received"] == 1
     assert net.a.is_idle() and net.b.is_idle()
     net.advance(10.0)
     net.advance(10.0)
-    assert len(sent(net, STABLE)) == 1  # highest delivered did not move: no new STABLE
+    assert len(net.sent(STABLE)) == 1  # highest delivered did not move: no new STABLE
     net.send("A", "B", b"more")
     net.pump()
     net.advance(10.0)
-    assert [m.high for m in sent(net, STABLE)] == [50, 51]
+    assert [m.high for m in net.sent(STABLE)] == [50, 51]
 
 
 def test_max_stable_msgs_repeats_a_stable() -> None:
-    net = Net(stable_interval=1.0, max_stable_msgs=3)
+    net = Unicast2Net(stable_interval=1.0, max_stable_msgs=3)
     net.send_many("A", "B", 5)
     net.pump()
     for _ in range(6):
         net.advance(1.0)
-    assert [m.high for m in sent(net, STABLE)] == [5, 5, 5]
+    assert [m.high for m in net.sent(STABLE)] == [5, 5, 5]
 
 
 def test_max_bytes_triggers_stable_at_once() -> None:
-    net = Net(max_bytes=1000)
+    net = Unicast2Net(max_bytes=1000)
     for _ in range(25):
         net.send("A", "B", b"x" * 100)
     net.pump()
-    assert [m.high for m in sent(net, STABLE)] == [10, 20]
+    assert [m.high for m in net.sent(STABLE)] == [10, 20]
     assert len(net.a.send_table["B"].table) == 5
 
 
 def test_memory_bounded_with_periodic_stable() -> None:
-    net = Net(stable_interval=1.0)
+    net = Unicast2Net(stable_interval=1.0)
     a, b = net.a, net.b
     most = 0
     for _ in range(100):  # 100 x 1000 = 100k messages, 4 rounds a second
@@ -337,7 +265,7 @@ def test_memory_bounded_with_periodic_stable() -> None:
         out_b = Effects()
         b.handle("A", msgs, net.now, out_b)
         assert len(out_b.delivers) == 1000
-        net._absorb("B", out_b)
+        net.absorb("B", out_b)
         net.advance(0.25)
         net.pump()
         table = a.send_table["B"].table
@@ -358,11 +286,11 @@ def test_close_connection_removes_both_sides_at_once() -> None:  # scenario #3
     net = established(5, 3)
     out = Effects()
     net.a.close_connection("B", net.now, out)
-    net._absorb("A", out)
+    net.absorb("A", out)
     assert net.a.send_table == {} and net.a.recv_table == {}
     states = [(e.fields["side"], e.fields["state"]) for e in net.events["A"] if e.kind == "conn"]
     assert states[-2:] == [("send", "closed"), ("recv", "closed")]
-    (final,) = net.take(of_type(STABLE))  # the receive side acks what it delivered on its way out
+    (final,) = net.take(of(STABLE))  # the receive side acks what it delivered on its way out
     assert final[2].high == 3
     net.deliver([final])
     assert net.b.counters()["unacked_msgs"] == 0
@@ -381,7 +309,7 @@ def test_unilateral_sender_close_then_new_connection_resets_receiver() -> None: 
     new_conn = net.a.send_conn_id("B")
     assert new_conn != old_conn
     net.pump()
-    assert net.payloads("B", new_conn) == [b"new1", b"new2", b"new3"]
+    assert net.payloads("B", conn_id=new_conn) == [b"new1", b"new2", b"new3"]
     entry = net.b.recv_table["A"]
     assert (entry.conn_id, entry.table.hd) == (new_conn, 3)
     assert net.b.counters()["conns_reset"] == 1
@@ -399,8 +327,8 @@ def test_unilateral_receiver_close_then_send_first_seqno() -> None:  # scenario 
     net.send("A", "B", b"26")
     net.pump()
     assert net.b.counters()["dropped_unknown_conn"] == 1
-    assert [m.seqno for m in sent(net, SEND_FIRST_SEQNO, "B")] == [26]
-    resent = [m for m in sent(net, DATA, "A") if m.seqno == 26]
+    assert [m.seqno for m in net.sent(SEND_FIRST_SEQNO, "B")] == [26]
+    resent = [m for m in net.sent(DATA, "A") if m.seqno == 26]
     assert [(m.first, m.conn_id) for m in resent] == [(False, 0), (True, 322649)]
     net.send("A", "B", b"27")
     net.pump()
@@ -458,7 +386,7 @@ def test_flaw_scenario_6_gap_never_repaired() -> None:
 
     net.deliver([m2])  # B takes #2 (conn-id 0) for part of the old connection: a duplicate below #25
     assert net.b.recv_table["A"].conn_id == old_conn and net.b.counters()["duplicates_received"] == 1
-    (ack,) = net.take(of_type(STABLE))
+    (ack,) = net.take(of(STABLE))
     assert (ack[2].high, ack[2].conn_id) == (2, old_conn)  # the old connection's ack ...
     net.deliver([ack])  # ... which A applies to the new one: #2 (and #1) purged
     a_table = net.a.send_table["B"].table
@@ -466,7 +394,7 @@ def test_flaw_scenario_6_gap_never_repaired() -> None:
 
     net.deliver([m1])  # late #1: B creates a new window for the new connection and delivers #1
     net.deliver([m3])  # late #3: stored, not deliverable
-    assert net.payloads("B", new_conn) == [b"new1"]
+    assert net.payloads("B", conn_id=new_conn) == [b"new1"]
     b_entry = net.b.recv_table["A"]
     assert b_entry.conn_id == new_conn
     assert 3 in b_entry.table and 2 not in b_entry.table
@@ -478,13 +406,13 @@ def test_flaw_scenario_6_gap_never_repaired() -> None:
     missing_before = net.a.counters()["xmit_reqs_missing"]
     for run in range(1, 11):
         net.advance(0.5)
-        reqs = net.take(of_type(XMIT_REQ))
+        reqs = net.take(of(XMIT_REQ))
         assert [(r[2].conn_id, r[2].ranges) for r in reqs] == [(new_conn, ((2, 2),))]
         net.deliver(reqs)
         assert not net.take(data())  # A has nothing to send back
         assert net.b.counters()["xmit_reqs_sent"] == reqs_before + run
         assert net.a.counters()["xmit_reqs_missing"] == missing_before + run
-    assert net.payloads("B", new_conn) == [b"new1"]
+    assert net.payloads("B", conn_id=new_conn) == [b"new1"]
     assert net.b.counters()["missing_msgs"] == 1 and net.b.counters()["undelivered_msgs"] == 1
     assert net.a.counters()["xmit_rsps_sent"] == 0
     assert not net.b.is_idle()
@@ -497,7 +425,7 @@ def test_conn_expiry_reaps_idle_connections() -> None:
     net.advance(5.5)
     assert not net.a.send_table and not net.b.recv_table
     assert net.a.counters()["conns_expired"] == 1 and net.b.counters()["conns_expired"] == 1
-    assert [m.high for m in sent(net, STABLE, "B")] == [5]
+    assert [m.high for m in net.sent(STABLE, "B")] == [5]
 
 
 def test_conn_expiry_off_by_default() -> None:
@@ -523,13 +451,13 @@ def test_props_validate_and_set() -> None:
 
 
 def test_set_property_reschedules_timers() -> None:
-    net = Net()
+    net = Unicast2Net()
     net.send_many("A", "B", 3)
     net.pump()
     net.b.set_property("stable_interval", "1s")
     net.advance(0.5, "B")  # reschedules
     net.advance(1.0, "B")
-    assert [m.high for m in sent(net, STABLE)] == [3]
+    assert [m.high for m in net.sent(STABLE)] == [3]
 
 
 def test_over_the_wire_through_stacks() -> None:
