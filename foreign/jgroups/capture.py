@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import shutil
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +142,12 @@ def decode_with_jar(payloads: list[bytes]) -> list[dict[str, Any]]:
     return out
 
 
+def _delivered_all(c: JGroupsCluster, name: str, msg_ids: set[str]) -> bool:
+    return deliveries(c, name, msg_ids) == msg_ids
+
+
 def deliveries(c: JGroupsCluster, name: str, msg_ids: set[str]) -> set[str]:
-    return {e.get("msg_id") for e in c.history(name) if e["event"] == "deliver"} & msg_ids
+    return {str(e.get("msg_id")) for e in c.history(name) if e["event"] == "deliver"} & msg_ids
 
 
 def run(out: Path, workdir: Path) -> None:
@@ -172,63 +178,9 @@ def run(out: Path, workdir: Path) -> None:
             c.wait_ready(name, 60)
         c.wait_view(timeout=30)
 
-        step("unicasts B -> C (first message of a connection) and A -> B")
-        c.control("B", "send", to="C", count=3, size=100, rate=20)
-        c.control("A", "send", to="B", count=3, size=100, rate=20)
-        want = {"B>C#1", "B>C#2", "B>C#3"}
-        wait_until(lambda: deliveries(c, "C", want) == want, 20, "C to deliver B's unicasts")
-        want = {"A>B#1", "A>B#2", "A>B#3"}
-        wait_until(lambda: deliveries(c, "B", want) == want, 20, "B to deliver A's unicasts")
-
-        step("multicasts: a burst of 10 from A (bundled), 3 paced from C")
-        c.control("A", "multicast", count=10, size=100)
-        c.control("C", "multicast", count=3, size=100, rate=20)
-        want = {f"A>*#{i}" for i in range(1, 11)} | {"C>*#1", "C>*#2", "C>*#3"}
-        for name in NAMES:
-            wait_until(lambda n=name: deliveries(c, n, want) == want, 20, f"{name} to deliver the multicasts")
-
-        step("STABLE gossip, STABILITY and UNICAST2 STABLE on the wire")
-        wanted = ("STABLE.STABLE_GOSSIP", "STABLE.STABILITY", "UNICAST2.STABLE")
-        wait_until(lambda: all(cap.keys()[k] for k in wanted), 30, f"{', '.join(wanted)} on the wire")
-
-        step("NAKACK XMIT_REQ: C drops A's multicasts for one message")
-        rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.mcast_port), "-j", "DROP"]
-        c.ns_run("C", "iptables", "-I", "INPUT", *rule)
-        try:
-            c.control("A", "multicast", count=1, size=100)
-            wait_until(lambda: deliveries(c, "B", {"A>*#11"}), 20, "B to deliver A>*#11")
-        finally:
-            c.ns_run("C", "iptables", "-D", "INPUT", *rule)
-        c.control("A", "multicast", count=1, size=100)
-        wait_until(lambda: deliveries(c, "C", {"A>*#11", "A>*#12"}) == {"A>*#11", "A>*#12"}, 30, "C to recover")
-        wait_until(lambda: cap.keys()["NAKACK.XMIT_REQ"], 10, "a NAKACK XMIT_REQ on the wire")
-
-        step("UNICAST2 XMIT_REQ: B drops A's unicasts for one message")
-        rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.members["B"].port), "-j", "DROP"]
-        c.ns_run("B", "iptables", "-I", "INPUT", *rule)
-        try:
-            c.control("A", "send", to="B", count=1, size=100)
-            wait_until(lambda: cap.carries(b"A>B#4\0"), 10, "A>B#4 on the wire (B drops it)")
-        finally:
-            c.ns_run("B", "iptables", "-D", "INPUT", *rule)
-        c.control("A", "send", to="B", count=1, size=100)
-        wait_until(lambda: deliveries(c, "B", {"A>B#4", "A>B#5"}) == {"A>B#4", "A>B#5"}, 30, "B to recover A>B#4")
-        wait_until(lambda: cap.keys()["UNICAST2.XMIT_REQ"], 10, "a UNICAST2 XMIT_REQ on the wire")
-
-        step("split C from A and B, until both sides have their own views")
-        rules = [("C", ip["A"]), ("C", ip["B"]), ("A", ip["C"]), ("B", ip["C"])]
-        for member, src in rules:
-            c.ns_run(member, "iptables", "-I", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
-        try:
-            c.wait_view(["A", "B"], timeout=30)
-            c.wait_view(["C"], timeout=30)
-        finally:
-            for member, src in rules:
-                c.ns_run(member, "iptables", "-D", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
-        step("heal: MERGE2 merges the two views")
-        view = c.wait_view(timeout=60)
-        assert view["merge"], f"the view after the heal is not a merge view: {view}"
-
+        _traffic(c, cap, step)
+        _retransmissions(c, cap, step, ip)
+        _split_and_merge(c, step, ip)
         step("SIGTERM to all")
         c.stop_all()
     finally:
@@ -237,6 +189,75 @@ def run(out: Path, workdir: Path) -> None:
         c.close()
 
     write_fixtures(out, c, cap, steps, stack)
+
+
+Step = Callable[[str], None]
+
+
+def _traffic(c: JGroupsCluster, cap: Capture, step: Step) -> None:
+    """Unicasts (the first message of a connection among them), bundled and paced multicasts, STABLE rounds."""
+    step("unicasts B -> C (first message of a connection) and A -> B")
+    c.control("B", "send", to="C", count=3, size=100, rate=20)
+    c.control("A", "send", to="B", count=3, size=100, rate=20)
+    want = {"B>C#1", "B>C#2", "B>C#3"}
+    wait_until(lambda: deliveries(c, "C", want) == want, 20, "C to deliver B's unicasts")
+    want = {"A>B#1", "A>B#2", "A>B#3"}
+    wait_until(lambda: deliveries(c, "B", want) == want, 20, "B to deliver A's unicasts")
+
+    step("multicasts: a burst of 10 from A (bundled), 3 paced from C")
+    c.control("A", "multicast", count=10, size=100)
+    c.control("C", "multicast", count=3, size=100, rate=20)
+    want = {f"A>*#{i}" for i in range(1, 11)} | {"C>*#1", "C>*#2", "C>*#3"}
+    for name in NAMES:
+        wait_until(functools.partial(_delivered_all, c, name, want), 20, f"{name} to deliver the multicasts")
+
+    step("STABLE gossip, STABILITY and UNICAST2 STABLE on the wire")
+    wanted = ("STABLE.STABLE_GOSSIP", "STABLE.STABILITY", "UNICAST2.STABLE")
+    wait_until(lambda: all(cap.keys()[k] for k in wanted), 30, f"{', '.join(wanted)} on the wire")
+
+
+def _retransmissions(c: JGroupsCluster, cap: Capture, step: Step, ip: dict[str, str]) -> None:
+    """A NAKACK and a UNICAST2 XMIT_REQ, each caused by dropping one message with a short iptables rule."""
+    step("NAKACK XMIT_REQ: C drops A's multicasts for one message")
+    rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.mcast_port), "-j", "DROP"]
+    c.ns_run("C", "iptables", "-I", "INPUT", *rule)
+    try:
+        c.control("A", "multicast", count=1, size=100)
+        wait_until(lambda: deliveries(c, "B", {"A>*#11"}), 20, "B to deliver A>*#11")
+    finally:
+        c.ns_run("C", "iptables", "-D", "INPUT", *rule)
+    c.control("A", "multicast", count=1, size=100)
+    wait_until(lambda: deliveries(c, "C", {"A>*#11", "A>*#12"}) == {"A>*#11", "A>*#12"}, 30, "C to recover")
+    wait_until(lambda: cap.keys()["NAKACK.XMIT_REQ"], 10, "a NAKACK XMIT_REQ on the wire")
+
+    step("UNICAST2 XMIT_REQ: B drops A's unicasts for one message")
+    rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.members["B"].port), "-j", "DROP"]
+    c.ns_run("B", "iptables", "-I", "INPUT", *rule)
+    try:
+        c.control("A", "send", to="B", count=1, size=100)
+        wait_until(lambda: cap.carries(b"A>B#4\0"), 10, "A>B#4 on the wire (B drops it)")
+    finally:
+        c.ns_run("B", "iptables", "-D", "INPUT", *rule)
+    c.control("A", "send", to="B", count=1, size=100)
+    wait_until(lambda: deliveries(c, "B", {"A>B#4", "A>B#5"}) == {"A>B#4", "A>B#5"}, 30, "B to recover A>B#4")
+    wait_until(lambda: cap.keys()["UNICAST2.XMIT_REQ"], 10, "a UNICAST2 XMIT_REQ on the wire")
+
+
+def _split_and_merge(c: JGroupsCluster, step: Step, ip: dict[str, str]) -> None:
+    """C split from A and B until both sides have views of their own, then the heal and MERGE2's merge view."""
+    step("split C from A and B, until both sides have their own views")
+    rules = [("C", ip["A"]), ("C", ip["B"]), ("A", ip["C"]), ("B", ip["C"])]
+    for member, src in rules:
+        c.ns_run(member, "iptables", "-I", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+    try:
+        c.wait_view(["A", "B"], timeout=30)
+        c.wait_view(["C"], timeout=30)
+    finally:
+        for member, src in rules:
+            c.ns_run(member, "iptables", "-D", "INPUT", "-s", src, "-p", "udp", "-j", "DROP")
+    step("heal: MERGE2 merges the two views")
+    view = c.wait_view(timeout=60)
+    assert view["merge"], f"the view after the heal is not a merge view: {view}"
 
 
 def write_fixtures(out: Path, c: JGroupsCluster, cap: Capture, steps: list[dict[str, Any]], stack: Path) -> None:
