@@ -58,6 +58,35 @@ def netns_skip_reason() -> str | None:
     return None
 
 
+def chaos_skip_reason(*, nfqueue: bool = False) -> str | None:
+    """Why the chaos tests cannot run here (None: they can): root and the ip tool for namespaces, nft and iptables
+    for the kernel rules, and with `nfqueue` the chaos extra's NetfilterQueue (its presence says NFQUEUE was meant
+    to be usable)."""
+    reason = netns_skip_reason()
+    if reason:
+        return reason
+    missing = [t for t in ("nft", "iptables", "iptables-restore") if shutil.which(t) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (make setup installs them)"
+    if nfqueue:
+        try:
+            import netfilterqueue  # noqa: F401
+        except ImportError as e:
+            return f"netfilterqueue does not import ({e}); install the chaos extra"
+    return None
+
+
+def skip_without_chaos(*, nfqueue: bool = False) -> pytest.MarkDecorator:
+    """Skips a chaos test, saying why, where the chaos tests cannot run."""
+    reason = chaos_skip_reason(nfqueue=nfqueue)
+    return pytest.mark.skipif(reason is not None, reason=str(reason))
+
+
+def chaos_tests(*, nfqueue: bool = False) -> list[pytest.MarkDecorator]:
+    """The marks of a module of chaos tests: `netns`, skipped with the reason where they cannot run."""
+    return [pytest.mark.netns, skip_without_chaos(nfqueue=nfqueue)]
+
+
 BACKENDS = [
     pytest.param("process", id="process"),
     pytest.param(

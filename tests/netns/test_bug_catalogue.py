@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.bug_catalogue import BUG_FILES, assert_reproduced, run_catalogue
-from tests.netns.test_faults import _skip_reason
+from tests.clusters import chaos_tests
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.spark,
     pytest.mark.slow,
-    pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())),
+    *chaos_tests(),
 ]
 
 

@@ -16,14 +16,14 @@ from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
 from orchestration.runner import run
 from orchestration.scenario import parse
-from tests.clusters import assert_nothing_left, read_history
-from tests.netns.test_faults import _skip_reason, assert_no_rules
+from tests.clusters import assert_nothing_left, chaos_tests, read_history
+from tests.netns.test_faults import assert_no_rules
 from tests.process.test_membership_real import FAST
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.slow,
-    pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())),
+    *chaos_tests(),
 ]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -26,19 +25,10 @@ from node import wire
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cli.main import main
 from orchestration.cluster import ClusterSpec
-from tests.clusters import assert_nothing_left, netns_skip_reason
+from tests.clusters import assert_nothing_left, chaos_tests
 from tests.netns.linkprobe import PROBE_PORT, probe
 
-
-def _skip_reason() -> str | None:
-    reason = netns_skip_reason()
-    if reason:
-        return reason
-    missing = [t for t in ("nft", "iptables", "iptables-restore") if shutil.which(t) is None]
-    return f"needs {', '.join(missing)} (make setup installs them)" if missing else None
-
-
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = chaos_tests()
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,13 @@ import pytest
 
 from analysis.spark import resolve
 from orchestration.backends.netns import list_namespaces
-from tests.netns.test_faults import _skip_reason
+from tests.clusters import chaos_tests
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.spark,
     pytest.mark.slow,
-    pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())),
+    *chaos_tests(),
 ]
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

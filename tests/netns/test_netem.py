@@ -13,11 +13,10 @@ import pytest
 from chaos import netem
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
-from tests.clusters import assert_nothing_left
+from tests.clusters import assert_nothing_left, chaos_tests
 from tests.netns.linkprobe import probe
-from tests.netns.test_faults import _skip_reason
 
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = chaos_tests()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import itertools
 import os
 import random
 import secrets
-import shutil
 import socket
 import statistics
 import struct
@@ -26,22 +25,9 @@ from node import wire
 from orchestration.backends.netns import in_namespace, list_namespaces, veth_pair
 from orchestration.cluster import new_label
 from orchestration.host.processes import alive
+from tests.clusters import chaos_tests
 
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces and NFQUEUE"
-    for tool in ("ip", "iptables"):
-        if shutil.which(tool) is None:
-            return f"needs the {tool} tool"
-    try:
-        import netfilterqueue  # noqa: F401  (the chaos extra; its presence says NFQUEUE was meant to be usable)
-    except ImportError as e:
-        return f"netfilterqueue does not import ({e}); install the chaos extra"
-    return None
-
-
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = chaos_tests(nfqueue=True)
 
 PORT = 7800
 ACK = wire.header_class("UNICAST3", "ACK")

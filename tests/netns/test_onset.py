@@ -29,10 +29,9 @@ from orchestration.cluster import ClusterSpec
 from orchestration.onset_probes import LinkProbes
 from orchestration.scenario import parse
 from orchestration.schedule import run_schedule
-from tests.clusters import assert_nothing_left
-from tests.netns.test_faults import _skip_reason
+from tests.clusters import assert_nothing_left, chaos_tests
 
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = chaos_tests()
 
 BOUND_MS = 20.0
 EARLY_MS = 10.0  # a probe sent just before the instant may arrive after it and be dropped: transit, under load

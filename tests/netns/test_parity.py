@@ -15,7 +15,7 @@ import pytest
 from analysis.reference import check_path
 from orchestration.runner import run
 from orchestration.scenario import load
-from tests.netns.test_faults import _skip_reason
+from tests.clusters import skip_without_chaos
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
 
@@ -45,7 +45,7 @@ def test_the_shipped_scenarios_are_the_ones_the_parity_suite_runs() -> None:
 
 @pytest.mark.netns
 @pytest.mark.slow
-@pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+@skip_without_chaos()
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_same_verdict_on_sim_and_netns(path: Path, tmp_path: Path) -> None:
     outcomes = {}
@@ -64,7 +64,7 @@ def test_same_verdict_on_sim_and_netns(path: Path, tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @pytest.mark.slow
-@pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+@skip_without_chaos()
 def test_a_discard_planned_with_a_close_connection_is_in_force_before_the_next_packet(tmp_path: Path) -> None:
     """UNICAST2 scenario #6: the first DATA of the reopened connection must be the one dropped. Armed late (as
     when faults were installed one by one, 124 ms after the close), it would miss that message and the run would

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import struct
 import time
@@ -24,17 +23,10 @@ from chaos.nfqueue import HandlerProcess
 from orchestration.backends.netns import VethPair, in_namespace, list_namespaces, veth_pair
 from orchestration.cluster import new_label
 from orchestration.host.processes import alive
+from tests.clusters import chaos_tests
 from tests.netns.test_nfqueue_handler import Receiver
 
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces, nft and NFQUEUE"
-    missing = [t for t in ("ip", "nft", "iptables", "iptables-restore") if shutil.which(t) is None]
-    return f"needs {', '.join(missing)} (make setup installs them)" if missing else None
-
-
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
+pytestmark = chaos_tests()
 
 PORT = 7811
 GUARD = 5_000_000  # ns
