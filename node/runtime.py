@@ -391,7 +391,5 @@ class Member:
     def counters(self) -> dict[str, object]:
         stats: dict[str, object] = dict(self.stack.counters())
         stats["runtime"] = dict(self.c)
-        stats["unacked_by_peer"] = self.stack.unacked_by_peer()
-        stats["waiting_on"] = self.stack.waiting_on()
-        stats["multicast_heard"] = self.stack.multicast_heard()
+        stats.update(self.stack.progress())
         return stats

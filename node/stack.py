@@ -349,10 +349,20 @@ class Stack:
         return {name_of(peer): n for peer, n in self.unicast.unacked_by_peer().items() if n}
 
     def waiting_on(self) -> dict[str, int]:
-        """Peer address -> messages this member waits for with that peer: unicasts sent to it and not acknowledged,
-        and unicasts and multicasts from it that are missing here (gaps, or announced and not received); under its
-        own address, the multicasts it holds back (during a merge handshake, or MCAST's full window). The
-        orchestrator's "quiet" is: nothing waited on among the running members' current addresses."""
+        """Peer address -> messages this member waits for with that peer: unicasts sent to it and not acknowledged
+        (protocol bookkeeping: UNICAST2 counts a message until its STABLE round, every stable_interval), and
+        everything `missing_from` counts."""
+        out = self.missing_from()
+        for peer, n in self.unicast.unacked_by_peer().items():
+            if n:
+                out[peer] = out.get(peer, 0) + n
+        return out
+
+    def missing_from(self) -> dict[str, int]:
+        """Peer address -> unicasts and multicasts from it that are missing here (gaps, or announced and not
+        received); under its own address, the multicasts it holds back (during a merge handshake, or MCAST's full
+        window). What nothing reveals missing, a lost tail, the orchestrator finds by comparing what senders sent
+        with what receivers got (`multicast_heard`, `unicast_sent` and `unicast_delivered` of `progress`)."""
         out: dict[str, int] = {}
 
         def add(peer: str, n: int) -> None:
@@ -361,8 +371,6 @@ class Stack:
 
         mcast = self.multicast_protocol
         add(self.local, len(self._held) + (mcast.pending() if mcast is not None else 0))
-        for peer, n in self.unicast.unacked_by_peer().items():
-            add(peer, n)
         for peer, n in self.unicast.missing_by_peer().items():
             add(peer, n)
         if mcast is not None:
@@ -370,10 +378,34 @@ class Stack:
                 add(peer, n)
         return out
 
+    def awaiting_ack(self) -> dict[str, int]:
+        """Peer address -> unicasts sent to it whose acknowledgement the sender still waits for, retransmitting: the
+        unacknowledged messages of a protocol that acknowledges each one (UNICAST3), none of one that purges in
+        periodic rounds (UNICAST2: a message delivered long ago stays until the next STABLE)."""
+        if not self.unicast.ACKS_EACH_MESSAGE:
+            return {}
+        return {peer: n for peer, n in self.unicast.unacked_by_peer().items() if n}
+
+    def progress(self) -> dict[str, object]:
+        """What the orchestrator reads to tell whether a cluster is quiet (the `stats` control command adds it to
+        the counters): `missing_from`, `awaiting_ack`, `multicast_heard`, `unicast_sent` and `unicast_delivered`
+        (peer address -> [conn-id, highest seqno]), and `waiting_on` and `unacked_by_peer`. Quiet is what the checks
+        need: every message a running member sent to another is delivered there, nothing is missing anywhere, and
+        no sender still retransmits for an acknowledgement."""
+        return {
+            "unacked_by_peer": self.unacked_by_peer(),
+            "waiting_on": self.waiting_on(),
+            "missing_from": self.missing_from(),
+            "awaiting_ack": self.awaiting_ack(),
+            "multicast_heard": self.multicast_heard(),
+            "unicast_sent": {peer: list(v) for peer, v in self.unicast.sent_by_peer().items()},
+            "unicast_delivered": {peer: list(v) for peer, v in self.unicast.delivered_by_peer().items()},
+        }
+
     def multicast_heard(self) -> dict[str, int]:
         """Sender address -> the highest multicast seqno received from it, this member's own address -> the highest
         it sent ({} without a multicast protocol). A lost tail (no later message reveals the gap) is not in
-        `waiting_on`; the orchestrator finds it by comparing what the members of a view heard with what each sent."""
+        `missing_from`; the orchestrator finds it by comparing what the members of a view heard with what each sent."""
         mcast = self.multicast_protocol
         if mcast is None:
             return {}

@@ -27,7 +27,7 @@ from analysis.config import DEFAULT_VIEWS_BOUND
 from chaos.faults import ChaosError, FaultRecord, FaultWindow, JsonObject, TimedFault
 from chaos.faults import Fault as NetworkFault
 from chaos.normalize import normalize
-from node.wire import make_address
+from node.wire import make_address, name_of
 from orchestration.cluster import Cluster, ClusterError
 from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
@@ -276,12 +276,14 @@ def _member_action(cluster: Cluster, f: Fault) -> None:
 
 
 def wait_quiet(cluster: Cluster, deadline: int, views_until: int | None = None) -> bool:
-    """Every workload task done on the running members, and none of them waiting for a message with another running
-    member (unacknowledged, or missing: Stack.waiting_on), seen twice in a row QUIET_POLL_S apart on the cluster's
-    clock, before the deadline. Messages to or from a killed incarnation are not waited for (they never complete);
-    the checker reports them. With `views_until`, a quiet cluster also waits, until then at most, for its members'
-    views to agree (`views_agree`); views that still disagree are the checker's to report, not a timeout: the
-    result says whether the messages settled."""
+    """Quiet is what the checks need, not a protocol's bookkeeping: every workload task done on the running members,
+    every message one of them sent to another delivered there, nothing missing anywhere and no sender retransmitting
+    for an acknowledgement (Stack.progress; a UNICAST2 message delivered long ago but not yet purged by the next
+    STABLE round does not count), seen twice in a row QUIET_POLL_S apart on the cluster's clock, before the
+    deadline. Messages to or from a killed incarnation are not waited for (they never complete); the checker reports
+    them. With `views_until`, a quiet cluster also waits, until then at most, for its members' views to agree
+    (`views_agree`); views that still disagree are the checker's to report, not a timeout: the result says whether
+    the messages settled."""
     clock = cluster.clock
     streak = 0
     while clock.now_ns() < deadline:
@@ -307,15 +309,46 @@ def _quiet(cluster: Cluster) -> bool:
     running = [n for n in cluster.running() if not cluster.members[n].paused]
     current = {make_address(n, cluster.members[n].incarnation) for n in running}
     heard: dict[str, dict[str, float]] = {}
+    sent: dict[str, dict[str, tuple[int, int]]] = {}
+    delivered: dict[str, dict[str, tuple[int, int]]] = {}
     for name in running:
         tasks = cluster.control(name, "tasks")["tasks"]
         if not all(t["done"] for t in tasks.values()):
             return False
         counters = cluster.control(name, "stats")["counters"]
-        if any(n and peer in current for peer, n in counters["waiting_on"].items()):
+        waiting = (counters["missing_from"], counters["awaiting_ack"])
+        if any(n and peer in current for section in waiting for peer, n in section.items()):
             return False
         heard[name] = counters.get("multicast_heard", {})
-    return not _multicast_tail_unheard(cluster, running, heard)
+        sent[name] = _connections(counters.get("unicast_sent"))
+        delivered[name] = _connections(counters.get("unicast_delivered"))
+    address = {n: make_address(n, cluster.members[n].incarnation) for n in running}
+    return not _unicast_owed(address, sent, delivered) and not _multicast_tail_unheard(cluster, running, heard)
+
+
+def _connections(section: object) -> dict[str, tuple[int, int]]:
+    """A `unicast_sent` or `unicast_delivered` counter section: peer address -> (conn-id, highest seqno)."""
+    if not isinstance(section, dict):
+        return {}
+    return {str(peer): (int(v[0]), int(v[1])) for peer, v in section.items() if isinstance(v, list) and len(v) == 2}
+
+
+def _unicast_owed(
+    address: dict[str, str],
+    sent: dict[str, dict[str, tuple[int, int]]],
+    delivered: dict[str, dict[str, tuple[int, int]]],
+) -> bool:
+    """True while a running member has not delivered the last unicast a running sender sent it on their current
+    connection: a lost tail no later message reveals, or a connection the receiver has not opened yet."""
+    for s, connections in sent.items():
+        for peer, (conn_id, highest) in connections.items():
+            r = name_of(peer)
+            if highest <= 0 or r not in address or address[r] != peer:
+                continue
+            got = delivered[r].get(address[s])
+            if got is None or got[0] != conn_id or got[1] < highest:
+                return True
+    return False
 
 
 def _multicast_tail_unheard(cluster: Cluster, running: list[str], heard: dict[str, dict[str, float]]) -> bool:

@@ -269,9 +269,19 @@ class ConnectionTable(Protocol):
 
     def num_missing(self) -> int: ...
 
+    @property
+    def hd(self) -> int: ...
+
+    @property
+    def hr(self) -> int: ...
+
 
 class Connection(Protocol):
-    """One direction of a unicast connection: its retransmit table (messages not yet acked, or not yet delivered)."""
+    """One direction of a unicast connection: its conn-id and its retransmit table (messages not yet acked, or not
+    yet delivered)."""
+
+    @property
+    def conn_id(self) -> int: ...
 
     @property
     def table(self) -> ConnectionTable: ...
@@ -279,6 +289,11 @@ class Connection(Protocol):
 
 class UnicastLayer(Layer[P]):
     """Reliable unicast (UNICAST3, UNICAST2): a send and a receive connection per peer address."""
+
+    # True when a message stays unacknowledged only while the sender still works to get it delivered (UNICAST3 acks
+    # every message). False when acknowledgement is a periodic round (UNICAST2 purges on its STABLE, every
+    # stable_interval): an unacknowledged message there is bookkeeping, not something anyone waits for.
+    ACKS_EACH_MESSAGE = True
 
     send_table: Mapping[str, Connection]  # peer -> what we sent it (hd: acked or purged, hr: highest sent)
     recv_table: Mapping[str, Connection]  # peer -> what it sent us (hd: highest delivered)
@@ -311,6 +326,14 @@ class UnicastLayer(Layer[P]):
     def missing_by_peer(self) -> dict[str, int]:
         """Peer address -> messages from it known to be missing here (every receive connection)."""
         return {peer: conn.table.num_missing() for peer, conn in self.recv_table.items()}
+
+    def sent_by_peer(self) -> dict[str, tuple[int, int]]:
+        """Peer address -> (conn-id, highest seqno sent) of each send connection."""
+        return {peer: (conn.conn_id, conn.table.hr) for peer, conn in self.send_table.items()}
+
+    def delivered_by_peer(self) -> dict[str, tuple[int, int]]:
+        """Peer address -> (conn-id, highest seqno delivered) of each receive connection."""
+        return {peer: (conn.conn_id, conn.table.hd) for peer, conn in self.recv_table.items()}
 
     def gauges(self) -> dict[str, int]:
         return {

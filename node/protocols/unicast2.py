@@ -104,6 +104,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
 
     NAME = "unicast2"
     PROTOCOL = "UNICAST2"
+    ACKS_EACH_MESSAGE = False  # purged by STABLE rounds
     PROPS = Unicast2Props
     COUNTERS = (
         "msgs_sent",

@@ -92,11 +92,12 @@ def check_history(
     quiet_within: str | float = "30s",
     replay: str | None = None,
 ) -> Analysis:
-    """Ends the cluster's run and checks its histories: waits (at most `quiet_within`) until every workload is sent
-    and nothing is unacknowledged or missing (orchestration.schedule.wait_quiet; a cluster that does not get quiet
-    is a `timeout` violation, as in `chaosbed run`), stops the members (each history ends with `stop`), writes
-    scenario.toml with the [checks], outcome.json and verdict.json into the cluster's folder and runs the analysis
-    pipeline on it. Fails the test with one line per violation; returns the analysis when every check held."""
+    """Ends the cluster's run and checks its histories: waits (at most `quiet_within`) until every workload is sent,
+    every message delivered, nothing missing and no sender retransmitting (orchestration.schedule.wait_quiet; a
+    cluster that does not get quiet is a `timeout` violation, as in `chaosbed run`), stops the members (each history
+    ends with `stop`), writes scenario.toml with the [checks], outcome.json and verdict.json into the cluster's
+    folder and runs the analysis pipeline on it. Fails the test with one line per violation; returns the analysis
+    when every check held."""
     from analysis.config import InputError, parse_duration
     from analysis.pipeline import SparkUnavailable, analyze
     from analysis.verdict import write_verdict
@@ -127,8 +128,8 @@ def check_history(
         if not settled:
             extra.append(
                 timeout_violation(
-                    "the cluster did not become quiet (every workload sent, nothing unacknowledged or missing) "
-                    f"within history_check's quiet_within of {wait:g}s"
+                    "the cluster did not become quiet (every workload sent and delivered, nothing missing, no "
+                    f"retransmission) within history_check's quiet_within of {wait:g}s"
                 )
             )
         write_outcome(RunOutcome(out, not settled, extra))

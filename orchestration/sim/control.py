@@ -49,9 +49,7 @@ class SimControlledMember:
     def counters(self) -> dict[str, object]:
         stack = self._member.stack
         counters: dict[str, object] = dict(stack.counters())
-        counters["unacked_by_peer"] = stack.unacked_by_peer()
-        counters["waiting_on"] = stack.waiting_on()
-        counters["multicast_heard"] = stack.multicast_heard()
+        counters.update(stack.progress())
         return counters
 
     def usage(self) -> Usage:

@@ -17,6 +17,7 @@ from analysis.reference import check_path
 from orchestration.runner import run
 from orchestration.scenario import load
 from tests.bug_catalogue import assert_reproduced, run_catalogue
+from tests.clean_unicast2 import STACKS, assert_a_clean_unicast2_run_passes
 from tests.clusters import reaper_lock
 from tests.docker.conftest import leftovers, needs_docker
 
@@ -178,3 +179,9 @@ def test_the_command_line_drives_a_docker_cluster(docker_client: Any, tmp_path: 
     finally:
         run("down")
     assert leftovers(docker_client, label) == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_clean_unicast2_run_with_default_properties_passes(stack: str, docker_client: Any, tmp_path: Path) -> None:
+    """Quiet is what the checks need (every message delivered, nothing missing), not UNICAST2's lazy purge."""
+    assert_a_clean_unicast2_run_passes(stack, "docker", tmp_path / "run")

@@ -152,3 +152,12 @@ def test_readme_shows_the_tested_example() -> None:
     section = readme.split("## Your own chaos tests with pytest\n", 1)[1]
     block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
     assert block == EXAMPLE.read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_clean_unicast2_cluster_passes_history_check(inner: Inner, backend: str) -> None:
+    """UNICAST2 with default properties: history_check does not wait for its 60 s STABLE round."""
+    out = inner.run({"test_clean_unicast2.py": CASES / "clean_unicast2.py"}, f"--chaosbed-backend={backend}")
+    assert out.ret == 0, out.output
+    assert re.search(r"\b2 passed\b", out.output), out.output

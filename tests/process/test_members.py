@@ -7,12 +7,14 @@ import json
 import random
 import socket
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 from node import wire
 from orchestration.backends.netns import in_namespace
 from orchestration.cluster import ClusterError
+from tests.clean_unicast2 import STACKS, assert_a_clean_unicast2_run_passes
 from tests.clusters import BACKENDS, read_history
 
 pytestmark = pytest.mark.slow
@@ -150,3 +152,10 @@ def test_kill_and_restart_is_a_new_incarnation_that_receives_new_messages(make_c
     assert incarnations.count(1) == 500 and incarnations.count(2) == 500
     new_ids = [e["msg_id"] for e in events if e["event"] == "deliver" and e["incarnation"] == 2]
     assert len(set(new_ids)) == 500 and all(i.startswith("A>B#") for i in new_ids)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_clean_unicast2_run_with_default_properties_passes(backend: str, stack: str, tmp_path: Path) -> None:
+    """Quiet is what the checks need (every message delivered, nothing missing), not UNICAST2's lazy purge."""
+    assert_a_clean_unicast2_run_passes(stack, backend, tmp_path / "run")

@@ -227,7 +227,7 @@ def test_sim_adapter_ping_stats_view_and_tasks() -> None:
     assert stats["ok"] and isinstance(stats["max_rss_kib"], int) and isinstance(stats["cpu_s"], float)
     counters = stats["counters"]
     assert isinstance(counters, dict)
-    assert {"stack", "unicast3", "nakack2", "gms", "unacked_by_peer", "waiting_on", "multicast_heard"} <= set(counters)
+    assert {"stack", "unicast3", "nakack2", "gms", "missing_from", "awaiting_ack", "unicast_sent"} <= set(counters)
     view = ask(m["C"], "view")["view"]
     assert isinstance(view, dict) and view["members"] == ["A", "B", "C"] and view["merge"] is False
     assert ask(m["A"], "send", to="B", count=20, size=30) == {"ok": True, "task": 1}
