@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from node.units import parse_duration
+from orchestration.systems import CHAOSBED, System
 
 FAULT_KINDS: dict[str, tuple[set[str], set[str]]] = {
     # kind: (required keys, optional keys) besides `at` and `kind`
@@ -88,6 +89,7 @@ class Scenario:
     checks: dict[str, Any]
     raw: dict[str, Any] = field(repr=False)
     bug: Bug | None = None
+    system: System = CHAOSBED  # what the members run (orchestration/systems/): chaosbed's own, or a foreign system
 
 
 @dataclass
@@ -214,8 +216,6 @@ def load(
 
 
 def parse(raw: dict[str, Any]) -> Scenario:
-    from node.stack import STACKS
-
     known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
@@ -238,23 +238,15 @@ def parse(raw: dict[str, Any]) -> Scenario:
             "names are non-empty strings without '/'",
         )
         _need(len(set(members)) == len(members), "cluster.members", "names must be distinct")
-    stack = cluster.get("stack", "unicast3")
-    _need(stack in STACKS, "cluster.stack", f"unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
-    transport = cluster.get("transport", "udp")
-    _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
-    properties = cluster.get("properties", {})
-    _need(
-        isinstance(properties, dict) and all(isinstance(v, dict) for v in properties.values()),
-        "cluster.properties",
-        'a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }',
-    )
-    _validate_properties(stack, properties)
-
-    workloads = [_workload(w, f"workload[{i}]", members, stack) for i, w in enumerate(_list(raw, "workload"))]
+    system, stack, transport, properties = _cluster(cluster)
+    workloads = [
+        _workload(w, f"workload[{i}]", members, stack, system.native) for i, w in enumerate(_list(raw, "workload"))
+    ]
     faults = [_fault(f, f"faults[{i}]", members) for i, f in enumerate(_list(raw, "faults"))]
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
+    _refuse_for_system(system, raw, faults, workloads)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     checks = raw.get("checks", {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True})
@@ -274,7 +266,9 @@ def parse(raw: dict[str, Any]) -> Scenario:
         else:
             _need(isinstance(value, bool), f"checks.{key}", "must be true or false")
     bug = _bug(raw["bug"]) if "bug" in raw else None
-    return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug)
+    return Scenario(
+        name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug, system
+    )
 
 
 def _bug(b: Any) -> Bug:
@@ -312,6 +306,56 @@ def _list(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return value
 
 
+CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member"}
+
+
+def _cluster(cluster: dict[str, Any]) -> tuple[System, str, str, dict[str, dict[str, Any]]]:
+    """The [cluster] table but its members: the system, the stack (chaosbed's, or a foreign system's free text),
+    the transport and the protocol properties. Unknown keys are refused (`stak` is not silently the default stack)."""
+    from node.stack import STACKS
+    from orchestration.systems.definition import SystemProblem, cluster_refusals, from_cluster
+
+    for key in cluster:
+        _need(key in CLUSTER_KEYS, f"cluster.{key}", f"unknown key; [cluster] has: {', '.join(sorted(CLUSTER_KEYS))}")
+    try:
+        system = from_cluster(cluster)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    for path, reason in cluster_refusals(system, cluster):
+        raise ScenarioError(f"{path}: {reason}")
+    transport = cluster.get("transport", "udp")
+    _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
+    if not system.native:
+        return system, system.stack or system.name, transport, {}
+    stack = cluster.get("stack", "unicast3")
+    _need(stack in STACKS, "cluster.stack", f"unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
+    properties = cluster.get("properties", {})
+    _need(
+        isinstance(properties, dict) and all(isinstance(v, dict) for v in properties.values()),
+        "cluster.properties",
+        'a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }',
+    )
+    _validate_properties(stack, properties)
+    return system, stack, transport, properties
+
+
+def _refuse_for_system(system: System, raw: dict[str, Any], faults: list[Fault], workloads: list[Workload]) -> None:
+    """What a foreign system cannot do, refused by name: workloads without control, `set`, `close-connection` and
+    (without a wire profile) `discard` faults, written or made by a [[nemesis]]."""
+    from orchestration.systems.definition import fault_refusal, workload_refusal
+
+    if system.native:
+        return
+    if workloads and (why := workload_refusal(system)):
+        raise ScenarioError(f"workload[0]: {why}")
+    for i, f in enumerate(_list(raw, "faults")):
+        if why := fault_refusal(system, str(f.get("kind"))):
+            raise ScenarioError(f"faults[{i}].kind: {why}")
+    for f in faults:  # a nemesis's faults (its kinds are all allowed today)
+        if why := fault_refusal(system, f.kind):
+            raise ScenarioError(f"nemesis: {why}")
+
+
 def _validate_properties(stack: str, properties: dict[str, dict[str, Any]]) -> None:
     from node.stack import build_stack
 
@@ -321,14 +365,14 @@ def _validate_properties(stack: str, properties: dict[str, dict[str, Any]]) -> N
         raise ScenarioError(f"cluster.properties: {e}") from None
 
 
-def _workload(w: dict[str, Any], path: str, members: list[str], stack: str) -> Workload:
+def _workload(w: dict[str, Any], path: str, members: list[str], stack: str, native: bool = True) -> Workload:
     allowed = {"kind", "from", "to", "count", "size", "rate", "start"}
     for key in w:
         _need(key in allowed, f"{path}.{key}", f"unknown key; a workload has: {', '.join(sorted(allowed))}")
     kind = w.get("kind")
     _need(kind in ("unicast", "multicast"), f"{path}.kind", "must be unicast or multicast")
     if kind == "multicast":
-        _need("+" in stack, f"{path}.kind", f"stack {stack!r} has no multicast protocol")
+        _need("+" in stack or not native, f"{path}.kind", f"stack {stack!r} has no multicast protocol")
         _need("to" not in w, f"{path}.to", "a multicast goes to the group; leave `to` out")
     senders = _member_list(w.get("from"), f"{path}.from", members)
     dests = _member_list(w.get("to"), f"{path}.to", members) if kind == "unicast" else []
