@@ -53,6 +53,7 @@ class ClusterSpec:
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     backend: str = "process"
     seed: int = 0  # the simulator's seed (network and member randomness); real backends ignore it
+    system: dict[str, Any] | None = None  # a foreign system (orchestration/systems/ System.to_dict()); None: chaosbed
 
 
 def new_label() -> str:
