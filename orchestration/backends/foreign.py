@@ -105,8 +105,8 @@ class ForeignMembers(RealCluster):
         return super().views() if self.system.control else {}
 
     def has_views(self) -> bool:
-        """Whether the system has views: some running member answers `view` with one (docs/contracts/control.md)."""
-        return any(v is not None for v in self.views().values())
+        """Whether the system has views: it says so (`views = true`), or a member answers `view` with one already."""
+        return self.system.views or any(v is not None for v in self.views().values())
 
     # --- readiness ------------------------------------------------------------------------------------------------
 

@@ -35,8 +35,9 @@ class System:
     docker backend's image (None: chaosbed's member image, with the working directory mounted); `control`: it answers
     the control contract (else it runs its own workload and [[workload]] is refused); `wire`: its wire profile for
     `discard` faults; `stack`: free text for reports; `settle`: how long its histories must stay unchanged before a
-    member that does not report `waiting_on` counts as quiet at the end of a run; `native`: chaosbed's own member on
-    its native path."""
+    member that does not report `waiting_on` counts as quiet at the end of a run; `views`: its members install views
+    (a run waits for one common view before its schedule starts); `native`: chaosbed's own member on its native
+    path."""
 
     name: str
     command: tuple[str, ...] = ()
@@ -48,6 +49,7 @@ class System:
     native: bool = False
     description: str = ""
     inline: bool = False  # defined by a scenario's [cluster.member], not by the registry
+    views: bool = False
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -88,6 +90,7 @@ SYSTEMS: dict[str, System] = {
         control=True,
         wire="chaosbed",
         stack="unicast3+nakack2",
+        views=True,
         description="chaosbed's own member started as a foreign one (the contracts' config, command and environment;"
         " run from the chaosbed checkout): parity and overhead of the foreign path",
     ),

@@ -12,7 +12,7 @@ from node.units import parse_duration
 from orchestration.systems import NATIVE, SYSTEMS, WIRE_PROFILES, System, named
 from orchestration.systems.launch import template_problem
 
-MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle"}
+MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views"}
 # what only chaosbed's own member understands: refused for a foreign system, naming the key and the system
 CHAOSBED_ONLY_FAULTS = {
     "set": "it changes a property of chaosbed's own protocols",
@@ -94,9 +94,11 @@ def inline(name: str, member: Any, path: str = "cluster.member") -> System:
     _need(isinstance(stack, str), f"{path}.stack", "free text (shown in reports)")
     settle = parse_duration(member.get("settle", "1s"), f"{path}.settle", non_negative=True, error=_settle_error)
     _need(settle <= 60, f"{path}.settle", "at most 60s")
+    views = member.get("views", False)
+    _need(isinstance(views, bool), f"{path}.views", "true (its members install views) or false")
     return System(
         name, tuple(command), image, control, wire, stack or name, settle, native=False, inline=True,
-        description="defined inline by the scenario",
+        description="defined inline by the scenario", views=views,
     )  # fmt: skip
 
 

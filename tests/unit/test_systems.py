@@ -42,6 +42,7 @@ def test_an_inline_system() -> None:
     assert sc.system == System(
         "naive-rb", tuple(INLINE["command"]), None, True, "none", "naive-v1", 1.0, False, sc.system.description, True
     )
+    assert not sc.system.views and parse(scenario({"system": "g", "member": {**INLINE, "views": True}})).system.views
     assert sc.stack == "naive-v1" and sc.properties == {}
     assert "sim" not in sc.system.backends and "docker" in sc.system.backends
 
