@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 
 MARKER = "chaosbed"
 MARKER_HELP = (
-    "chaosbed(members=3, stack='unicast3+nakack2', backend=None, transport='udp', properties=None, seed=0): the "
-    "cluster of the chaos_cluster fixture (backend None: --chaosbed-backend, else netns as root, else process)"
+    "chaosbed(members=3, stack='unicast3+nakack2', backend=None, transport='udp', properties=None, seed=0, "
+    "system='chaosbed', member=None): the cluster of the chaos_cluster fixture (backend None: --chaosbed-backend, "
+    "else netns as root, else process; system: a named system, or with member={'command': [...], ...} one defined "
+    "as a scenario's [cluster.member] is)"
 )
 MARKER_DEFAULTS: dict[str, Any] = {
     "members": 3,
@@ -24,6 +26,8 @@ MARKER_DEFAULTS: dict[str, Any] = {
     "transport": "udp",
     "properties": None,
     "seed": 0,
+    "system": "chaosbed",
+    "member": None,
 }
 
 
@@ -37,6 +41,8 @@ class ClusterOptions:
     transport: str
     properties: dict[str, dict[str, Any]] | None
     seed: int
+    system: str = "chaosbed"
+    member: dict[str, Any] | None = None  # an inline system's [cluster.member] table
 
 
 def marker_options(node: pytest.Item) -> ClusterOptions:
@@ -116,6 +122,8 @@ def scenario_raw(spec: ClusterSpec, name: str, checks: dict[str, Any] | None = N
     cluster: dict[str, Any] = {"members": list(spec.members), "stack": spec.stack, "transport": spec.transport}
     if spec.properties:
         cluster["properties"] = spec.properties
+    if spec.system is not None:
+        cluster = {"members": list(spec.members), "transport": spec.transport, **system_table(spec.system)}
     raw: dict[str, Any] = {"name": name, "seed": spec.seed, "cluster": cluster}
     if checks is not None:
         raw["checks"] = checks
@@ -126,6 +134,7 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
     """The ClusterSpec of the marker's arguments, validated as a scenario's [cluster] table is."""
     from orchestration.cluster import ClusterSpec
     from orchestration.scenario import ScenarioError, parse
+    from orchestration.systems.clusters import spec_of
 
     members = options.members
     raw = scenario_raw(
@@ -133,8 +142,26 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
         name,
     )
     raw["cluster"]["members"] = members
+    if options.system != "chaosbed" or options.member is not None:
+        foreign = {"system": options.system, **({"member": options.member} if options.member is not None else {})}
+        raw["cluster"] = {"members": members, "transport": options.transport, **foreign}
+        if options.stack != MARKER_DEFAULTS["stack"] or options.properties:
+            usage_error(
+                f"the chaosbed marker of {name}: stack and properties are chaosbed's own, not {options.system}'s"
+            )
     try:
         sc = parse(raw)
     except ScenarioError as e:
         usage_error(f"the chaosbed marker of {name}: {e}")
-    return ClusterSpec(sc.members, sc.stack, sc.transport, sc.properties, backend, seed=sc.seed)
+    return spec_of(sc.system, sc.members, backend, stack=sc.stack, transport=sc.transport, properties=sc.properties,
+                   seed=sc.seed)  # fmt: skip
+
+
+def system_table(system: dict[str, Any]) -> dict[str, Any]:
+    """A foreign system (a spec's System.to_dict()) as [cluster] keys: its name, and an inline one's member table."""
+    if not system.get("inline"):
+        return {"system": system["name"]}
+    member = {k: system[k] for k in ("command", "control", "wire", "stack", "settle", "views")}
+    if system.get("image"):
+        member["image"] = system["image"]
+    return {"system": system["name"], "member": member}
