@@ -17,6 +17,10 @@ BACKENDS = ("sim", "process", "netns", "docker")
 
 def backend_class(name: str, *, foreign: bool = False) -> type:
     """The cluster class of a backend; `foreign`: its variant for members of a foreign system (backends/foreign.py)."""
+    if foreign and name == "compose":  # attached containers that are not chaosbed's members
+        from orchestration.backends.compose import ForeignCompose
+
+        return ForeignCompose
     if foreign:
         from orchestration.backends.foreign import foreign_class
 

@@ -123,7 +123,10 @@ def scenario_raw(spec: ClusterSpec, name: str, checks: dict[str, Any] | None = N
     if spec.properties:
         cluster["properties"] = spec.properties
     if spec.system is not None:
-        cluster = {"members": list(spec.members), "transport": spec.transport, **system_table(spec.system)}
+        from orchestration.systems import System
+
+        cluster = {"members": list(spec.members), "transport": spec.transport}
+        cluster.update(System.from_dict(spec.system).cluster_table())
     raw: dict[str, Any] = {"name": name, "seed": spec.seed, "cluster": cluster}
     if checks is not None:
         raw["checks"] = checks
@@ -155,13 +158,3 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
         usage_error(f"the chaosbed marker of {name}: {e}")
     return spec_of(sc.system, sc.members, backend, stack=sc.stack, transport=sc.transport, properties=sc.properties,
                    seed=sc.seed)  # fmt: skip
-
-
-def system_table(system: dict[str, Any]) -> dict[str, Any]:
-    """A foreign system (a spec's System.to_dict()) as [cluster] keys: its name, and an inline one's member table."""
-    if not system.get("inline"):
-        return {"system": system["name"]}
-    member = {k: system[k] for k in ("command", "control", "wire", "stack", "settle", "views")}
-    if system.get("image"):
-        member["image"] = system["image"]
-    return {"system": system["name"], "member": member}

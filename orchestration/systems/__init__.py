@@ -66,6 +66,16 @@ class System:
         d["command"] = list(self.command)
         return d
 
+    def cluster_table(self) -> dict[str, Any]:
+        """The system as a scenario's [cluster] keys: its name, and an inline system's [cluster.member] table."""
+        if not self.inline:
+            return {"system": self.name}
+        member: dict[str, Any] = {"command": list(self.command), "control": self.control, "wire": self.wire,
+                                  "stack": self.stack, "settle": self.settle, "views": self.views}  # fmt: skip
+        if self.image:
+            member["image"] = self.image
+        return {"system": self.name, "member": member}
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> System:
         return cls(**{**d, "command": tuple(d.get("command", ()))})
