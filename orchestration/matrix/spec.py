@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestration.runner import toml_value
-from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, load
+from orchestration.scenario import CHECKS, CLUSTER_KEYS, VIOLATIONS, Scenario, ScenarioError, load
 
 BACKENDS = ("sim", "process", "netns", "docker")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
 EXPECT_KEYS = {"scenario", "where", "result", "violates"}
-# Top-level scenario keys an axis may set besides those a scenario file already has.
-CLUSTER_KEYS = {"members", "stack", "transport", "properties"}
+# an axis may also set any [cluster] key a scenario file leaves out (scenario.CLUSTER_KEYS: system included)
 
 
 class MatrixError(ValueError):

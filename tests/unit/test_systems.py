@@ -4,11 +4,13 @@ gets its placeholders filled (the token never)."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestration.scenario import ScenarioError, parse
+from orchestration.scenario import ScenarioError, apply_settings, parse
 from orchestration.systems import CHAOSBED, SYSTEMS, System
 from orchestration.systems.launch import Launch, template_problem
 
@@ -139,3 +141,19 @@ def test_placeholders_environment_and_config() -> None:
     )
     assert "secret" not in " ".join(argv)
     assert template_problem("{peers}") is None and template_problem("}") is not None
+
+
+def test_a_matrix_may_have_the_system_as_an_axis(tmp_path: Path) -> None:
+    from orchestration.matrix.spec import load_matrix
+
+    (tmp_path / "s.toml").write_text(
+        'name = "s"\n[cluster]\nmembers = 3\n[[workload]]\nkind = "unicast"\nfrom = "A"\nto = "B"\n'
+    )
+    (tmp_path / "m.toml").write_text(
+        'name = "m"\nscenarios = ["s.toml"]\n[axes]\n"cluster.system" = ["chaosbed", "chaosbed-contract"]\n'
+        'backend = ["netns"]\n'
+    )
+    cells = load_matrix(tmp_path / "m.toml").cells
+    assert [c.settings for c in cells] == [{"cluster.system": "chaosbed"}, {"cluster.system": "chaosbed-contract"}]
+    loaded = [parse(apply_settings(tomllib.loads((tmp_path / "s.toml").read_text()), c.settings)) for c in cells]
+    assert [sc.system.name for sc in loaded] == ["chaosbed", "chaosbed-contract"]
