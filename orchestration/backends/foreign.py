@@ -36,6 +36,8 @@ from orchestration.systems.launch import Launch
 from orchestration.systems.quiet import HistoryQuiet, history_start, quiet_verdict, same_views
 
 OUTPUT_TAIL = 2000  # characters of a member's own output in an error
+CONTRACT_COMMANDS = ("ping", "send", "multicast", "tasks", "view", "stats", "flush", "shutdown")
+CHAOSBED_ONLY_COMMANDS = ("close", "set", "incarnation", "leave")
 
 
 class ForeignMembers(RealCluster):
@@ -94,15 +96,37 @@ class ForeignMembers(RealCluster):
         self._signal(m.pid, signal.SIGTERM)  # type: ignore[arg-type]
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """A request of the control contract; chaosbed's own commands (close, set, incarnation, leave) are never
+        sent to a foreign member."""
         if not self.system.control:
             raise ClusterError(f"member {name}: system {self.system.name!r} has no control (control = false)")
+        if cmd in CHAOSBED_ONLY_COMMANDS:
+            raise ClusterError(
+                f"member {name}: {cmd!r} is chaosbed's own command, not the control contract's (system "
+                f"{self.system.name!r}: {', '.join(CONTRACT_COMMANDS)})"
+            )
         try:
             return super().control(name, cmd, timeout=timeout, **args)
         except (jsonl.BadReply, TimeoutError) as e:
             raise ClusterError(f"member {name} (system {self.system.name!r}): {e}") from None
 
     def views(self) -> dict[str, dict[str, Any] | None]:
-        return super().views() if self.system.control else {}
+        """Each running, not paused member's view (None: it has none); {} without control."""
+        if not self.system.control:
+            return {}
+        out: dict[str, dict[str, Any] | None] = {}
+        for name in self.running():
+            if self.members[name].paused:
+                continue
+            reply = self.control(name, "view")
+            view = reply.get("view", False)
+            if view is not None and not isinstance(view, dict):
+                raise ClusterError(
+                    f'member {name}: its `view` reply breaks the control contract: it needs "view" (null or '
+                    f'{{"view_id", "members", "merge"}}), not {reply!r:.200}'
+                )
+            out[name] = view
+        return out
 
     def has_views(self) -> bool:
         """Whether the system has views: it says so (`views = true`), or a member answers `view` with one already."""

@@ -24,7 +24,13 @@ class RecordingChaos:
 
     def add(self, kind: str, args: dict[str, Any], *, seed: int | None = None) -> dict[str, Any]:
         from chaos.engine import fault_event
+        from orchestration.cluster import ClusterError
+        from orchestration.systems import system_of
+        from orchestration.systems.definition import fault_refusal
 
+        refused = fault_refusal(system_of(self._cluster.spec.system), kind)  # as a scenario file would be
+        if refused:
+            raise ClusterError(refused)
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed
         record = self._inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
         self._cluster.record_fault({**fault_event(record), "t": t})

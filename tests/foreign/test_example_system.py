@@ -52,3 +52,22 @@ def test_the_example_scenario(tmp_path: Path, system: str, expected: dict[str, i
         pairs = {(v["check"], v["sender"], v["receiver"]) for v in verdict["violations"]}
         assert pairs == {("fifo", "A", "B"), ("exactly_once", "B", "A")}
         assert sorted(v["seqno"] for v in verdict["violations"] if v["check"] == "fifo") == list(range(11, 21))
+
+
+@pytest.mark.chaosbed(system="naive-rb", member=NAIVE_RB, backend="netns")
+@pytest.mark.netns
+@pytest.mark.skipif(netns_skip_reason() is not None, reason=str(netns_skip_reason()))
+def test_what_the_system_cannot_do_is_refused_on_a_running_cluster(chaos_cluster: Any) -> None:
+    """As when a scenario is loaded: no discard without a wire profile, no chaosbed command to a foreign member."""
+    from click.testing import CliRunner
+
+    from orchestration.cli.main import main
+    from orchestration.cluster import ClusterError
+
+    with pytest.raises(ClusterError, match="discard is refused for system 'naive-rb': it has no wire profile"):
+        chaos_cluster.chaos.add("discard", {"match": "UNICAST3.ACK()"})
+    with pytest.raises(ClusterError, match="'set' is chaosbed's own command, not the control contract's"):
+        chaos_cluster.control("A", "set", protocol="unicast3", property="xmit_interval", value="1s")
+    cli = CliRunner().invoke(main, ["fault", "discard", "UNICAST3.ACK()", "--cluster", chaos_cluster.label])
+    assert cli.exit_code == 1 and "discard is refused for system 'naive-rb'" in cli.output
+    assert not (Path(chaos_cluster.workdir) / "faults.jsonl").read_text().count('"discard"')
