@@ -156,3 +156,23 @@ def plain_containers_under_faults(cluster: Any, chaosbed: Any) -> None:
 
 def _unacked(cluster: Any) -> int:
     return int(cluster.control("a", "stats")["counters"]["unacked"])
+
+
+def test_a_system_with_an_image_of_its_own_conforms_on_docker(docker_client: Any, tmp_path: Path) -> None:
+    """`image`: the member runs in the system's image (here the plain base image plus the example), no working
+    directory mounted; `chaosbed conform --backend docker --image` tries it."""
+    context = tmp_path / "image"
+    context.mkdir()
+    (context / "member.py").write_text((REPO / "examples" / "naive_rb" / "member.py").read_text())
+    base = docker_images.base_image(docker_client)
+    (context / "Dockerfile").write_text(f"FROM {base}\nCOPY member.py /opt/naive/member.py\n")
+    tag = f"chaosbed-test-naive:{secrets.token_hex(3)}"
+    docker_client.images.build(path=str(context), tag=tag, rm=True, pull=False)
+    try:
+        argv = ["conform", "--backend", "docker", "--image", tag, "--out", str(tmp_path / "out"), "--", "python3",
+                "/opt/naive/member.py", "{config}"]  # fmt: skip
+        proc = subprocess.run([CHAOSBED, *argv], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert "member.py conforms: 9 of 9 passed" in proc.stdout
+    finally:
+        docker_client.images.remove(tag, force=True)

@@ -47,6 +47,7 @@ def test_member_faults_from_the_command_line(tmp_path: Path) -> None:
                   "--out", str(tmp_path / "run"))  # fmt: skip
     label = label_of(up.output)
     try:
+        contract_config_and_token(label)
         chaosbed("send", "A", "B", "--count", "5", "--cluster", label)
         for kind, member in (("kill", "B"), ("restart", "B"), ("pause", "C"), ("resume", "C"), ("leave", "C")):
             assert f"{kind} {member}: done" in chaosbed(kind, member, "--cluster", label).output
@@ -115,3 +116,25 @@ def test_a_member_that_fails_at_start_fails_up_with_its_own_output(tmp_path: Pat
     assert up.exit_code == 1
     assert "member A (system 'mine') exited with 1 at start; its output ends with:" in up.output
     assert "mine: cannot read /" in up.output
+
+
+def contract_config_and_token(label: str) -> None:
+    """Each member's config file has the contract's keys and the token (readable by us only); the token is in the
+    member's environment and never on its command line."""
+    from orchestration.backends import attach
+
+    cluster = attach(label)
+    for name, m in cluster.members.items():
+        config = Path(m.config)
+        doc = json.loads(config.read_text())
+        keys = {"name", "address", "ip", "port", "history", "incarnation", "cluster", "token", "peers", "mcast_group",
+                "mcast_port", "transport", "system"}  # fmt: skip
+        assert set(doc) == keys and doc["name"] == name and doc["cluster"] == label and doc["system"] == "mine"
+        assert doc["peers"] == {n: [o.ip, o.port] for n, o in cluster.members.items()}
+        assert doc["mcast_port"] == m.port + 10_000 and config.stat().st_mode & 0o077 == 0
+        cmdline = Path(f"/proc/{m.pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{m.pid}/environ").read_bytes().split(b"\0")
+        assert cluster.token.encode() not in cmdline and str(config).encode() in cmdline
+        assert f"CHAOSBED_TOKEN={cluster.token}".encode() in environ
+        peers = ",".join(f"{n}={o.ip}:{o.port}" for n, o in cluster.members.items() if n != name)
+        assert f"CHAOSBED_PEERS={peers}".encode() in environ
