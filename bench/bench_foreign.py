@@ -8,7 +8,7 @@ and interpreter both ways, side by side in one run on the netns backend:
 
 The two paths alternate run by run (native, foreign, native, ...), so the machine's noise falls on both; medians.
 Target (issue #26): the foreign path within 5% of the native one on both.
-Run (root): python -m bench.bench_foreign [--repeats 9] [--messages 200000] [--size 1000]
+Run (root): python -m bench.bench_foreign [--repeats 9] [--up-repeats 31] [--messages 200000] [--size 1000]
 """
 
 from __future__ import annotations
@@ -34,15 +34,20 @@ def foreign_system() -> System:
     return System("chaosbed-contract", command, wire="chaosbed", stack=STACK, inline=True)
 
 
-def one_run(system: System, n: int, size: int) -> tuple[float, float]:
-    """(up seconds, UNICAST3 msgs/s) of a fresh two-member cluster of `system` on netns."""
-    spec = spec_of(system, ["A", "B"], "netns", stack=STACK)
-    cluster: Any = new_cluster(spec)
+def up_time(system: System) -> float:
+    """Seconds from nothing to both members of a fresh two-member cluster of `system` on netns answering."""
+    cluster: Any = new_cluster(spec_of(system, ["A", "B"], "netns", stack=STACK))
     started = time.monotonic()
     with cluster:
         cluster.start()
-        up = time.monotonic() - started
-        return up, unicast3_rate(cluster, n, size)
+        return time.monotonic() - started
+
+
+def throughput(system: System, n: int, size: int) -> float:
+    """UNICAST3 msgs/s, A -> B, of a fresh two-member cluster of `system` on netns."""
+    with new_cluster(spec_of(system, ["A", "B"], "netns", stack=STACK)) as cluster:
+        cluster.start()
+        return unicast3_rate(cluster, n, size)
 
 
 def unicast3_rate(cluster: Any, n: int, size: int) -> float:
@@ -61,30 +66,33 @@ def unicast3_rate(cluster: Any, n: int, size: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--repeats", type=int, default=9, help="throughput runs per path")
+    ap.add_argument("--up-repeats", type=int, default=31, help="up runs per path (cheap, and noisier)")
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1000)
     args = ap.parse_args(argv)
     check_netns_available()
     paths = {"native": CHAOSBED, "foreign": foreign_system()}
-    one_run(paths["native"], 1000, args.size)  # warm-up: page cache, interpreter, namespaces
-    results: dict[str, list[tuple[float, float]]] = {p: [] for p in paths}
+    throughput(paths["native"], 1000, args.size)  # warm-up: page cache, interpreter, namespaces
+    ups: dict[str, list[float]] = {p: [] for p in paths}
+    rates: dict[str, list[float]] = {p: [] for p in paths}
+    for _ in range(args.up_repeats):
+        for name, system in paths.items():
+            ups[name].append(up_time(system))
     for _ in range(args.repeats):
         for name, system in paths.items():
-            results[name].append(one_run(system, args.messages, args.size))
-    up = {p: statistics.median(r[0] for r in results[p]) for p in paths}
-    rate = {p: statistics.median(r[1] for r in results[p]) for p in paths}
+            rates[name].append(throughput(system, args.messages, args.size))
+    show("up, 2 members, netns", ups, "s", "(target <= 1.05)")
+    show(f"UNICAST3 over UDP, A -> B, {args.size} B", rates, "msgs/s", "(target >= 0.95)")
 
-    def note(p: str, i: int) -> str:
-        values = [r[i] for r in results[p]]
-        return f"(median of {args.repeats}, alternating; range {min(values):,.2f}-{max(values):,.2f})"
 
-    for p in paths:
-        report(f"up, 2 members, netns: {p} path", up[p], "s", note(p, 0))
-    report("  foreign / native", up["foreign"] / up["native"], "x", "(target <= 1.05)")
-    for p in paths:
-        report(f"UNICAST3 over UDP, A -> B, {args.size} B: {p} path", rate[p], "msgs/s", note(p, 1))
-    report("  foreign / native", rate["foreign"] / rate["native"], "x", "(target >= 0.95)")
+def show(what: str, values: dict[str, list[float]], unit: str, target: str) -> None:
+    """Both paths' medians side by side (with their ranges) and the ratio."""
+    median = {p: statistics.median(v) for p, v in values.items()}
+    for p, v in values.items():
+        note = f"(median of {len(v)}, alternating; range {min(v):,.2f}-{max(v):,.2f})"
+        report(f"{what}: {p} path", median[p], unit, note)
+    report("  foreign / native", median["foreign"] / median["native"], "x", target)
 
 
 if __name__ == "__main__":
