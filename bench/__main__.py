@@ -21,6 +21,10 @@ if os.geteuid() == 0:
 
     print("== faults on time: 20 scheduled faults on 4 netns members, observed with probes ==")
     bench_schedule.main(["--rounds", "2"])
+    from bench import bench_foreign
+
+    print("== the foreign-member path against the native one: chaosbed's own member both ways ==")
+    bench_foreign.main(["--repeats", "5", "--up-repeats", "15", "--messages", "100000"])
 else:
     print("(real-network benchmark skipped: it needs root for network namespaces)")
 from bench import bench_matrix  # noqa: E402

@@ -98,6 +98,7 @@ class ClusterSpec:
     properties: Properties = field(default_factory=dict)
     backend: str = "process"
     seed: int = 0  # the simulator's seed (network and member randomness); real backends ignore it
+    system: dict[str, object] | None = None  # a foreign system (orchestration/systems/: System.to_dict()), or chaosbed
 
 
 def new_label() -> str:

@@ -113,6 +113,10 @@ def prepare(sc: Scenario, out: Path) -> None:
 
 def backend_problem(sc: Scenario, backend: str) -> str | None:
     """Why this scenario cannot run on this backend (None if it can)."""
+    from orchestration.systems.clusters import backend_problem as system_problem
+
+    if (why := system_problem(sc.system, backend)) is not None:
+        return why
     network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
     if network and backend == "process":
         return (
@@ -126,25 +130,27 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
     """Runs the scenario on any backend: start the cluster, wait for the group (membership stacks), run the
     schedule (orchestration/schedule.py), stop the members gracefully, take the cluster down."""
     from chaos.faults import ChaosError
-    from node.stack import has_membership
-    from orchestration.backends import backend_class
-    from orchestration.cluster import ClusterError, ClusterSpec
+    from orchestration.cluster import ClusterError
+    from orchestration.systems.clusters import forms_group, new_cluster, spec_of
 
     problem = backend_problem(sc, backend)
     if problem:
         raise ScenarioError(problem)
     prepare(sc, out)
-    spec = ClusterSpec(sc.members, sc.stack, sc.transport, sc.properties, backend, seed=sc.seed)
-    cluster = backend_class(backend)(spec, workdir=out)
+    spec = spec_of(sc.system, sc.members, backend, stack=sc.stack, transport=sc.transport, properties=sc.properties,
+                   seed=sc.seed)  # fmt: skip
+    cluster = new_cluster(spec, workdir=out)
     try:
         cluster.start()
-        if has_membership(sc.stack):  # the schedule starts once the group has formed
+        if forms_group(cluster):  # the schedule starts once the group has formed
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
         warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
         cluster.stop_members()
-        extra = [] if result.settled else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
+        # a member without control runs its own workload: the timeout is the end of its run, not a violation
+        ended = result.settled or not sc.system.control
+        extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
         outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings)
         write_outcome(outcome)
         return outcome

@@ -16,6 +16,7 @@ from node import fault_kinds
 from node.fault_kinds import DISCARD_ACTIONS, KINDS, ValueType
 from node.units import parse_duration
 from orchestration.cluster import Properties
+from orchestration.systems import CHAOSBED, System
 
 TomlTable = dict[str, object]  # a table of a TOML file, as tomllib reads it
 
@@ -84,6 +85,7 @@ class Scenario:
     checks: dict[str, object]  # check -> true/false, or its bound (seconds; control_per_heal: event -> count)
     raw: TomlTable = field(repr=False)
     bug: Bug | None = None
+    system: System = CHAOSBED  # what the members run (orchestration/systems/): chaosbed's own, or a foreign system
 
 
 @dataclass
@@ -215,8 +217,6 @@ def load(
 
 
 def parse(raw: TomlTable) -> Scenario:
-    from node.stack import STACKS
-
     known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
@@ -240,24 +240,15 @@ def parse(raw: TomlTable) -> Scenario:
             "names are non-empty strings without '/'",
         )
         _need(len(set(members)) == len(members), "cluster.members", "names must be distinct")
-    stack = cluster.get("stack", "unicast3")
-    if not isinstance(stack, str) or stack not in STACKS:
-        raise ScenarioError(f"cluster.stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
-    transport = cluster.get("transport", "udp")
-    if transport not in ("udp", "tcp"):
-        raise ScenarioError("cluster.transport: must be udp or tcp")
-    properties = cluster.get("properties", {})
-    if not isinstance(properties, dict) or not all(isinstance(v, dict) for v in properties.values()):
-        raise ScenarioError(
-            'cluster.properties: a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }'
-        )
-    _validate_properties(stack, properties)
-
-    workloads = [_workload(w, f"workload[{i}]", members, stack) for i, w in enumerate(_list(raw, "workload"))]
+    system, stack, transport, properties = _cluster(cluster)
+    workloads = [
+        _workload(w, f"workload[{i}]", members, stack, system.native) for i, w in enumerate(_list(raw, "workload"))
+    ]
     faults = [_fault(f, f"faults[{i}]", members) for i, f in enumerate(_list(raw, "faults"))]
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
+    _refuse_for_system(system, raw, faults, workloads)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     default_checks = {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True}
@@ -275,7 +266,9 @@ def parse(raw: TomlTable) -> Scenario:
         else:
             _need(isinstance(value, bool), f"checks.{key}", "must be true or false")
     bug = _bug(raw["bug"]) if "bug" in raw else None
-    return Scenario(name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug)
+    return Scenario(
+        name, seed, timeout, members, stack, transport, properties, workloads, faults, checks, raw, bug, system
+    )
 
 
 def _bug(raw: object) -> Bug:
@@ -309,6 +302,56 @@ def _list(raw: TomlTable, key: str) -> list[TomlTable]:
     return value
 
 
+CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member"}
+
+
+def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
+    """The [cluster] table but its members: the system, the stack (chaosbed's, or a foreign system's free text),
+    the transport and the protocol properties. Unknown keys are refused (`stak` is not silently the default stack)."""
+    from node.stack import STACKS
+    from orchestration.systems.definition import SystemProblem, cluster_refusals, from_cluster
+
+    for key in cluster:
+        _need(key in CLUSTER_KEYS, f"cluster.{key}", f"unknown key; [cluster] has: {', '.join(sorted(CLUSTER_KEYS))}")
+    try:
+        system = from_cluster(cluster)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    for path, reason in cluster_refusals(system, cluster):
+        raise ScenarioError(f"{path}: {reason}")
+    transport = cluster.get("transport", "udp")
+    _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
+    if not system.native:
+        return system, system.stack or system.name, str(transport), {}
+    stack = cluster.get("stack", "unicast3")
+    if not isinstance(stack, str) or stack not in STACKS:
+        raise ScenarioError(f"cluster.stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
+    properties = cluster.get("properties", {})
+    if not isinstance(properties, dict) or not all(isinstance(v, dict) for v in properties.values()):
+        raise ScenarioError(
+            'cluster.properties: a table of protocol tables, e.g. unicast3 = { xmit_interval = "200ms" }'
+        )
+    _validate_properties(stack, properties)
+    return system, stack, str(transport), properties
+
+
+def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:
+    """What a foreign system cannot do, refused by name: workloads without control, `set`, `close-connection` and
+    (without a wire profile) `discard` faults, written or made by a [[nemesis]]."""
+    from orchestration.systems.definition import fault_refusal, workload_refusal
+
+    if system.native:
+        return
+    if workloads and (why := workload_refusal(system)):
+        raise ScenarioError(f"workload[0]: {why}")
+    for i, table in enumerate(_list(raw, "faults")):
+        if why := fault_refusal(system, str(table.get("kind"))):
+            raise ScenarioError(f"faults[{i}].kind: {why}")
+    for fault in faults:  # a nemesis's faults (its kinds are all allowed today)
+        if why := fault_refusal(system, fault.kind):
+            raise ScenarioError(f"nemesis: {why}")
+
+
 def _validate_properties(stack: str, properties: Properties) -> None:
     from node.stack import build_stack
 
@@ -318,14 +361,14 @@ def _validate_properties(stack: str, properties: Properties) -> None:
         raise ScenarioError(f"cluster.properties: {e}") from None
 
 
-def _workload(w: TomlTable, path: str, members: list[str], stack: str) -> Workload:
+def _workload(w: TomlTable, path: str, members: list[str], stack: str, native: bool = True) -> Workload:
     allowed = {"kind", "from", "to", "count", "size", "rate", "start"}
     for key in w:
         _need(key in allowed, f"{path}.{key}", f"unknown key; a workload has: {', '.join(sorted(allowed))}")
     kind = w.get("kind")
     _need(kind in ("unicast", "multicast"), f"{path}.kind", "must be unicast or multicast")
     if kind == "multicast":
-        _need("+" in stack, f"{path}.kind", f"stack {stack!r} has no multicast protocol")
+        _need("+" in stack or not native, f"{path}.kind", f"stack {stack!r} has no multicast protocol")
         _need("to" not in w, f"{path}.to", "a multicast goes to the group; leave `to` out")
     senders = _member_list(w.get("from"), f"{path}.from", members)
     dests = _member_list(w.get("to"), f"{path}.to", members) if kind == "unicast" else []

@@ -28,7 +28,7 @@ from chaos.faults import ChaosError, FaultRecord, FaultWindow, JsonObject, Timed
 from chaos.faults import Fault as NetworkFault
 from chaos.normalize import normalize
 from node.wire import make_address, name_of
-from orchestration.cluster import Cluster, ClusterError
+from orchestration.cluster import Cluster, ClusterError, Counters
 from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload
 
@@ -297,6 +297,9 @@ def wait_quiet(cluster: Cluster, deadline: int, views_until: int | None = None) 
 def views_agree(cluster: Cluster) -> bool:
     """Every running member has installed the same view, whose members are exactly their current addresses (what
     the checker's views_converge asks at the end); True for stacks without membership (no views)."""
+    own = getattr(cluster, "views_agree", None)  # members of a foreign system: orchestration/systems/quiet.py
+    if own is not None:
+        return bool(own())
     views = cluster.views()
     if all(v is None for v in views.values()):
         return True
@@ -306,6 +309,10 @@ def views_agree(cluster: Cluster) -> bool:
 
 
 def _quiet(cluster: Cluster) -> bool:
+    own = getattr(cluster, "quiet", None)  # members of a foreign system: orchestration/systems/quiet.py
+    verdict = own() if own is not None else None
+    if verdict is not None:  # None: they report what they wait for, as chaosbed's members do
+        return bool(verdict)
     running = [n for n in cluster.running() if not cluster.members[n].paused]
     current = {make_address(n, cluster.members[n].incarnation) for n in running}
     heard: dict[str, dict[str, float]] = {}
@@ -316,7 +323,7 @@ def _quiet(cluster: Cluster) -> bool:
         if not all(t["done"] for t in tasks.values()):
             return False
         counters = cluster.control(name, "stats")["counters"]
-        waiting = (counters["missing_from"], counters["awaiting_ack"])
+        waiting = _waiting(counters)
         if any(n and peer in current for section in waiting for peer, n in section.items()):
             return False
         heard[name] = counters.get("multicast_heard", {})
@@ -324,6 +331,14 @@ def _quiet(cluster: Cluster) -> bool:
         delivered[name] = _connections(counters.get("unicast_delivered"))
     address = {n: make_address(n, cluster.members[n].incarnation) for n in running}
     return not _unicast_owed(address, sent, delivered) and not _multicast_tail_unheard(cluster, running, heard)
+
+
+def _waiting(counters: Counters) -> tuple[dict[str, float], ...]:
+    """What a member still waits for, by peer address: chaosbed's members report what is missing and what awaits an
+    ACK apart (Stack.progress); a foreign member may report just `waiting_on` (docs/contracts/control.md)."""
+    if "missing_from" in counters:
+        return counters["missing_from"], counters.get("awaiting_ack", {})
+    return (counters.get("waiting_on", {}),)
 
 
 def _connections(section: object) -> dict[str, tuple[int, int]]:

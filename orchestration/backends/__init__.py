@@ -15,7 +15,16 @@ if TYPE_CHECKING:
 BACKENDS = ("sim", "process", "netns", "docker")
 
 
-def backend_class(name: str) -> type:
+def backend_class(name: str, *, foreign: bool = False) -> type:
+    """The cluster class of a backend; `foreign`: its variant for members of a foreign system (backends/foreign.py)."""
+    if foreign and name == "compose":  # attached containers that are not chaosbed's members
+        from orchestration.backends.compose import ForeignCompose
+
+        return ForeignCompose
+    if foreign:
+        from orchestration.backends.foreign import foreign_class
+
+        return foreign_class(name)
     if name == "sim":
         from orchestration.sim.cluster import SimCluster
 
@@ -46,7 +55,10 @@ def attach(label: str) -> RealCluster:
         state = json.loads(path.read_text())
     except OSError:
         raise ClusterError(f"no cluster {label} (no {path})") from None
-    cluster = backend_class(state["backend"])(ClusterSpec(**state["spec"]), label=label, workdir=Path(state["workdir"]))
+    spec = ClusterSpec(**state["spec"])
+    cluster = backend_class(state["backend"], foreign=spec.system is not None)(
+        spec, label=label, workdir=Path(state["workdir"])
+    )
     cluster.token = state["token"]
     cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
     cluster._restore_network(state.get("network", {}))

@@ -1,12 +1,16 @@
-"""A cluster that `docker compose` started (compose/docker-compose.yml), attached so that `chaosbed status`, `send`,
-`fault`, `kill`/`pause` and `check` work on it as on a cluster of our own.
+"""A cluster that `docker compose` started (compose/docker-compose.yml, or any compose project), attached so that
+`chaosbed status`, `send`, `fault`, `kill`/`pause`/`leave` and `check` work on it as on a cluster of our own.
 
-`chaosbed compose attach` finds the project's running member containers, names them as the members name
-themselves (replica n is the n-th letter), reads their control token from the containers' environment and attaches
-each one's network namespace on the host as L-<member>, so the netns fault engine installs the same rules as on netns.
-Faults and heals go to faults.jsonl next to the histories (the folder mounted at /history), so `chaosbed check` of
-that folder sees them. `chaosbed down` detaches (faults healed, namespaces unnamed, state removed); the containers
-stay until `docker compose down`. A container restarted by compose gets a new network namespace: attach again.
+`chaosbed compose attach` finds the project's running member containers, names them (compose_members.py: replica n
+of one service is the n-th letter, as chaosbed's members name themselves), reads their control token from the
+containers' environment and attaches each one's network namespace on the host as L-<member>, so the netns fault engine
+installs the same rules as on netns. Faults and heals go to faults.jsonl next to the histories (the folder mounted at
+/history, or --history), so `chaosbed check` of that folder sees them. Containers that are not chaosbed's members
+(any image) are a foreign system (ForeignCompose): every network fault works on them; control only where they answer
+the control contract; their histories are checked against the history contract when they write them to the mounted
+folder (the attach writes a scenario.toml there naming the system). `chaosbed down` detaches (faults healed,
+namespaces unnamed, state removed); the containers stay until `docker compose down`. A container restarted by compose
+gets a new network namespace: attach again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestration.backends.compose_members import (
+    Found,
+    env_of,
+    foreign_system,
+    history_folders,
+    is_chaosbed_member,
+    project_members,
+)
 from orchestration.backends.docker import DockerCluster, member_pid
+from orchestration.backends.foreign import ForeignMembers
 from orchestration.backends.netns import check_netns_available, reap_namespaces
 from orchestration.backends.real import state_str
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo, new_label
@@ -26,67 +39,68 @@ from orchestration.host import docker_engine
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
-DATA_PORT = 7800
 HISTORY_MOUNT = "/history"
-
-
-def _replica(container: Container) -> str | None:
-    number = container.labels.get("com.docker.compose.container-number", "")
-    return chr(ord("A") + int(number) - 1) if number.isdigit() and 1 <= int(number) <= 26 else None
-
-
-def _env(container: Container) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
 
 
 class ComposeCluster(DockerCluster):
     backend_name = "compose"
 
     @classmethod
-    def attach_project(cls, project: str = "chaosbed", service: str = "member") -> ComposeCluster:
-        """Attaches the running members of a compose project (ClusterError if it has none)."""
+    def attach_project(
+        cls, project: str = "chaosbed", service: str | None = None, history: str = HISTORY_MOUNT
+    ) -> ComposeCluster:
+        """Attaches the running members of a compose project (ClusterError if it has none): of `service`, else of
+        its `member` service if it has one (chaosbed's compose file), else of every service. Containers that are not
+        chaosbed's members are attached as a foreign system (ForeignCompose)."""
         check_netns_available()
         client = docker_engine.client()
-        filters = {"label": [f"com.docker.compose.project={project}", f"com.docker.compose.service={service}"]}
-        containers = sorted(
-            (c for c in client.containers.list(filters=filters) if _replica(c)), key=lambda c: str(_replica(c))
-        )
-        if not containers:
-            raise ClusterError(
-                f"no running container of service {service!r} in compose project {project!r} "
-                "(docker compose -f compose/docker-compose.yml up -d)"
+        if service is None and client.containers.list(
+            filters={"label": [f"com.docker.compose.project={project}", "com.docker.compose.service=member"]}
+        ):
+            service = "member"
+        found = project_members(client, project, service)
+        containers = [f.container for f in found]
+        folders = history_folders(containers, history)
+        native = all(is_chaosbed_member(c) for c in containers)
+        if len(folders) > 1 or (native and len(folders) != 1):
+            raise ClusterError(f"the members do not share one history folder mounted at {history}: {folders}")
+        label = new_label()
+        if native:
+            env = env_of(containers[0])
+            spec = ClusterSpec(
+                members=[f.name for f in found],
+                stack=env.get("CHAOSBED_STACK", "unicast3+nakack2"),
+                transport=env.get("CHAOSBED_TRANSPORT", "udp"),
+                backend="compose",
             )
-        envs = [_env(c) for c in containers]
-        history = {m["Source"] for c in containers for m in c.attrs["Mounts"] if m["Destination"] == HISTORY_MOUNT}
-        if len(history) != 1:
-            raise ClusterError(f"the members do not share one history folder mounted at {HISTORY_MOUNT}: {history}")
-        spec = ClusterSpec(
-            members=[str(_replica(c)) for c in containers],
-            stack=envs[0].get("CHAOSBED_STACK", "unicast3+nakack2"),
-            transport=envs[0].get("CHAOSBED_TRANSPORT", "udp"),
-            backend="compose",
-        )
-        cluster = cls(spec, label=new_label(), workdir=Path(history.pop()).parent)
-        cluster.token = envs[0].get("CHAOSBED_TOKEN", "")
-        cluster._project, cluster._service = project, service
+        else:
+            system = foreign_system(project, containers)
+            spec = ClusterSpec([f.name for f in found], system.stack, "udp", backend="compose", system=system.to_dict())
+        workdir = Path(next(iter(folders))).parent if folders else Path("runs") / label
+        cluster = (cls if native else ForeignCompose)(spec, label=label, workdir=workdir)
+        cluster.token = env_of(containers[0]).get("CHAOSBED_TOKEN", "")
+        cluster._project, cluster._service = project, service or ""
         cluster._client = client
         cluster.state_dir.mkdir(parents=True, exist_ok=True)
         try:
-            for c in containers:
-                name = str(_replica(c))
-                ns = cluster.member_ns(name)
-                (net,) = c.attrs["NetworkSettings"]["Networks"].values()
-                pid = c.attrs["State"]["Pid"]
-                proc = subprocess.run(["ip", "netns", "attach", ns, str(pid)], capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise ClusterError(f"ip netns attach {ns} {pid}: {proc.stderr.strip()}")
-                cluster.members[name] = MemberInfo(name, net["IPAddress"], DATA_PORT, pid=member_pid(pid), netns=ns)
-                cluster._containers[name] = c.name
+            for f in found:
+                cluster._attach_member(f, next(iter(folders)) if folders and not native else "")
             cluster._save_state()
         except BaseException:
             cluster.down()
             raise
         return cluster
+
+    def _attach_member(self, f: Found, history_folder: str) -> None:
+        """Names the member container's network namespace on the host (L-<member>) and records the member."""
+        ns = self.member_ns(f.name)
+        pid = f.container.attrs["State"]["Pid"]
+        proc = subprocess.run(["ip", "netns", "attach", ns, str(pid)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ClusterError(f"ip netns attach {ns} {pid}: {proc.stderr.strip()}")
+        history = f"{history_folder}/{f.name}.jsonl" if history_folder else ""
+        self.members[f.name] = MemberInfo(f.name, f.ip, f.port, pid=member_pid(pid), netns=ns, history=history)
+        self._containers[f.name] = f.container.name
 
     def __init__(self, spec: ClusterSpec, *, label: str | None = None, workdir: Path | None = None) -> None:
         super().__init__(spec, label=label, workdir=workdir)
@@ -147,3 +161,13 @@ class ComposeCluster(DockerCluster):
         self._service = state_str(network, "service") or "member"
         containers = network.get("containers")
         self._containers = {str(k): str(v) for k, v in containers.items()} if isinstance(containers, dict) else {}
+
+
+class ForeignCompose(ComposeCluster, ForeignMembers):
+    """A compose project whose containers are not chaosbed's members: the same faults in their namespaces; control
+    only where they answer the control contract; leave is SIGTERM to the container."""
+
+    def _terminate(self, m: MemberInfo) -> None:
+        container = self._member_container(m)
+        if container is not None:
+            container.kill("SIGTERM")

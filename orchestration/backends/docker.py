@@ -133,24 +133,31 @@ class DockerCluster(NetnsCluster):
         self._write_config(m)
         if not self._image:
             self._image = docker_images.member_image(self.docker)
-        history = str(Path(m.history).parent)
         container = self.docker.containers.run(
-            self._image,
-            entrypoint=["python3", "-m", "node"],
-            command=[m.config],
             name=self._container_name(m),
             labels={LABEL: self.label, "chaosbed.role": "member", "chaosbed.member": m.name},
             init=True,  # SIGTERM reaches the member through docker-init, and `down` takes seconds
             network_mode=f"container:{self.member_ns(m.name)}",
-            volumes={
-                str(self.state_dir): {"bind": str(self.state_dir), "mode": "ro"},
-                history: {"bind": history, "mode": "rw"},
-            },
             detach=True,
+            **self._member_run(m),
         )
         container.reload()
         m.pid = container.attrs["State"]["Pid"]  # docker-init's host pid until the member runs (wait_ready)
         m.paused = False
+
+    def _member_run(self, m: MemberInfo) -> dict[str, object]:
+        """What a member's container runs: image, entrypoint, command, mounts (the config read-only, the histories),
+        and for a foreign member its environment and working directory (backends/foreign.py)."""
+        history = str(Path(m.history).parent)
+        return {
+            "image": self._image,
+            "entrypoint": ["python3", "-m", "node"],
+            "command": [m.config],
+            "volumes": {
+                str(self.state_dir): {"bind": str(self.state_dir), "mode": "ro"},
+                history: {"bind": history, "mode": "rw"},
+            },
+        }
 
     def wait_ready(self, name: str, timeout: float) -> None:
         m = self.members[name]

@@ -62,6 +62,14 @@ class RealCluster(Cluster):
     def _extra_config(self) -> dict[str, object]:
         return {}
 
+    def _member_env(self, m: MemberInfo) -> dict[str, str]:
+        """The environment a member starts with."""
+        return member_env()
+
+    def _signal(self, pid: int, sig: int) -> bool:
+        """Sends sig to a member's process if it is still this cluster's (False when it is gone)."""
+        return send_signal(pid, self.label, sig)
+
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> Cluster:
@@ -118,7 +126,7 @@ class RealCluster(Cluster):
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            env=member_env(),
+            env=self._member_env(m),
         )
         log.close()
         self._procs[m.name] = proc
@@ -149,9 +157,9 @@ class RealCluster(Cluster):
         """Stops every member (SIGTERM, then SIGKILL), removes the network and the state. Idempotent."""
         for m in self.members.values():
             if m.pid is not None and m.paused:
-                send_signal(m.pid, self.label, signal.SIGCONT)
+                self._signal(m.pid, signal.SIGCONT)
             if m.pid is not None:
-                send_signal(m.pid, self.label, signal.SIGTERM)
+                self._signal(m.pid, signal.SIGTERM)
         deadline = time.monotonic() + 5.0
         for m in self.members.values():
             proc = self._procs.get(m.name)
@@ -159,12 +167,13 @@ class RealCluster(Cluster):
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    if m.pid is None or not self._signal(m.pid, signal.SIGKILL):
+                        proc.kill()
                     proc.wait(5)
             elif m.pid is not None:
                 while alive(m.pid, self.label) and time.monotonic() < deadline:
                     time.sleep(0.02)
-                send_signal(m.pid, self.label, signal.SIGKILL)
+                self._signal(m.pid, signal.SIGKILL)
         self._teardown_network()
         claims.release(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -174,7 +183,7 @@ class RealCluster(Cluster):
     def kill(self, name: str) -> None:
         """SIGKILL: the member's history may end in a partial line."""
         m = self.members[name]
-        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGKILL):
+        if m.pid is None or not self._signal(m.pid, signal.SIGKILL):
             raise ClusterError(f"member {name} is not running")
         proc = self._procs.get(name)
         if proc is not None:
@@ -183,13 +192,13 @@ class RealCluster(Cluster):
 
     def pause(self, name: str) -> None:
         m = self.members[name]
-        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGSTOP):
+        if m.pid is None or not self._signal(m.pid, signal.SIGSTOP):
             raise ClusterError(f"member {name} is not running")
         m.paused = True
 
     def resume(self, name: str) -> None:
         m = self.members[name]
-        if m.pid is None or not send_signal(m.pid, self.label, signal.SIGCONT):
+        if m.pid is None or not self._signal(m.pid, signal.SIGCONT):
             raise ClusterError(f"member {name} is not running")
         m.paused = False
 
@@ -212,9 +221,14 @@ class RealCluster(Cluster):
         self._spawn(m)
         self._save_state()
         self.wait_ready(name, timeout)
-        for other in self.running():  # stacks without membership learn the new address from us
+        self._announce_incarnation(name)
+
+    def _announce_incarnation(self, name: str) -> None:
+        """Tells the other running members a restarted member's incarnation (stacks without membership learn the
+        new address from us)."""
+        for other in self.running():
             if other != name and not self.members[other].paused:
-                self.control(other, "incarnation", peer=name, incarnation=m.incarnation)
+                self.control(other, "incarnation", peer=name, incarnation=self.members[name].incarnation)
 
     # --- control --------------------------------------------------------------------------------------------------
 
@@ -246,7 +260,7 @@ class RealCluster(Cluster):
             m = self.members[name]
             if m.paused:
                 self.resume(name)
-            send_signal(m.pid, self.label, signal.SIGTERM)  # type: ignore[arg-type]
+            self._signal(m.pid, signal.SIGTERM)  # type: ignore[arg-type]
         for name, proc in self._procs.items():
             try:
                 proc.wait(10)

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 
 from node.stack import STACKS
+
+if TYPE_CHECKING:
+    from orchestration.cluster import ClusterSpec
 from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
@@ -38,19 +42,37 @@ from orchestration.cli.options import (
     default=None,
     help="folder for the members' histories (default runs/<label>)",
 )
-def up(members: int, stack: str, backend: str | None, transport: str, sets: tuple[str, ...], out: Path | None) -> None:
+@click.option("--system", default=None, help="a named system (`chaosbed systems`; default chaosbed, our own member)")
+@click.option(
+    "--scenario",
+    "scenario_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="start the [cluster] of this scenario file (its members, system, stack; its schedule is not run)",
+)
+def up(
+    members: int,
+    stack: str,
+    backend: str | None,
+    transport: str,
+    sets: tuple[str, ...],
+    out: Path | None,
+    system: str | None,
+    scenario_file: Path | None,
+) -> None:
     """Start a cluster of real member processes and leave it running."""
-    from orchestration.backends import backend_class
-    from orchestration.cluster import ClusterError, ClusterSpec, member_names, new_label
+    from orchestration.cluster import ClusterError, new_label
+    from orchestration.systems.clusters import forms_group, new_cluster
 
     backend = backend or default_backend()
     label = new_label()
     try:
-        spec = ClusterSpec(member_names(members), stack, transport, parse_set(list(sets)), backend)
-        cluster = backend_class(backend)(spec, label=label, workdir=out or Path("runs") / label)
+        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file)
+        members, stack, transport = len(spec.members), spec.stack, spec.transport
+        cluster = new_cluster(spec, label=label, workdir=out or Path("runs") / label)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
             cluster.start()
-        if "+" in stack:
+        if forms_group(cluster):
             with console.status(f"waiting for the {members} members to form one view"):
                 try:
                     view = cluster.wait_for_view(timeout=60)
@@ -61,9 +83,46 @@ def up(members: int, stack: str, backend: str | None, transport: str, sets: tupl
     except (ClusterError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
+    if spec.system is not None:
+        command = spec.system["command"]
+        argv = " ".join(map(str, command)) if isinstance(command, list) else str(command)
+        console.print(f"system {spec.system['name']}: {argv}", markup=False)
     for name, m in cluster.members.items():
         console.print(f"  {name}  {m.ip}:{m.port}  pid {m.pid}" + (f"  netns {m.netns}" if m.netns else ""))
     console.print(f"histories: {cluster.workdir / 'history'}   stop it with: chaosbed down --cluster {cluster.label}")
+
+
+def up_spec(
+    members: int,
+    stack: str,
+    backend: str,
+    transport: str,
+    sets: list[str],
+    system: str | None,
+    scenario_file: Path | None,
+) -> ClusterSpec:
+    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong."""
+    from orchestration.cluster import member_names
+    from orchestration.scenario import load
+    from orchestration.systems import CHAOSBED, named
+    from orchestration.systems.clusters import backend_problem, spec_of
+
+    if scenario_file is not None:
+        sc = load(scenario_file)  # a ScenarioError is a ValueError
+        chosen, names, stack, transport, props = sc.system, sc.members, sc.stack, sc.transport, sc.properties
+    else:
+        found = named(system) if system else CHAOSBED
+        if found is None:
+            raise ValueError(f"--system {system}: unknown system; see `chaosbed systems`")
+        chosen = found
+        names, props = member_names(members), parse_set(sets)
+        if not chosen.native and (sets or stack != "unicast3+nakack2"):
+            raise ValueError(
+                f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
+            )
+    if (why := backend_problem(chosen, backend)) is not None:
+        raise ValueError(why)
+    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props)
 
 
 @click.command()
@@ -75,6 +134,11 @@ def status(label: str | None) -> None:
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
+    if cluster.spec.system is not None:  # members chaosbed did not write: what can be known from outside
+        from orchestration.cli.status_foreign import print_foreign_status
+
+        print_foreign_status(cluster)
+        return
     table = Table(
         title=f"cluster {cluster.label} ({cluster.backend_name}, {cluster.spec.stack}, {cluster.spec.transport})"
     )

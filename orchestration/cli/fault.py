@@ -63,6 +63,9 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
     from chaos.faults import ChaosError
 
     cluster, chaos = _chaos(label)
+    refused = _refused(cluster, kind)
+    if refused:
+        raise click.ClickException(refused)
     duration = duration_arg(for_) if for_ else None
     try:
         record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
@@ -80,6 +83,14 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
         )
         chaos.add_timer(record.id, timer.pid)
         console.print(f"{record.id} heals in {for_} (timer pid {timer.pid})")
+
+
+def _refused(cluster: Cluster, kind: str) -> str | None:
+    """Why the cluster's system refuses this fault (a discard without a wire profile), as a scenario file would."""
+    from orchestration.systems import system_of
+    from orchestration.systems.definition import fault_refusal
+
+    return fault_refusal(system_of(cluster.spec.system), kind)
 
 
 def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:

@@ -1,10 +1,11 @@
 """The `chaosbed` command line: the `main` group, with one module per command group.
 
 cluster (up, status, send, down), run (run, check), demo (demo), fault (fault ..., nemesis), matrix (matrix,
-bugs ...), spark (spark ...), sim (sim), compose (compose ...), stacks (stacks). What they share (console, value
-parsers, backend choices, --cluster/--spark/--master, attaching to a cluster) is options.py, what several print about
-a run is output.py. Only this module adds the commands to `main`, so the command modules never import it;
-`python -m orchestration` and `python -m orchestration.cli` are the whole command line.
+bugs ...), spark (spark ...), sim (sim), compose (compose ...), stacks (stacks), systems (systems, conform), members
+(kill, restart, pause, resume, leave). What they share (console, value parsers, backend choices,
+--cluster/--spark/--master, attaching to a cluster) is options.py, what several print about a run is output.py. Only
+this module adds the commands to `main`, so the command modules never import it; `python -m orchestration` and
+`python -m orchestration.cli` are the whole command line.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from orchestration.cli.compose import compose
 from orchestration.cli.demo import demo
 from orchestration.cli.fault import fault, nemesis
 from orchestration.cli.matrix import bugs, matrix
+from orchestration.cli.members import kill, leave, pause, restart, resume
 from orchestration.cli.quick_exit import run_then_exit
 from orchestration.cli.run import check, run
 from orchestration.cli.sim import sim
 from orchestration.cli.spark import spark
 from orchestration.cli.stacks import stacks
+from orchestration.cli.systems import conform, systems
 
 
 @click.group()
@@ -28,7 +31,8 @@ def main() -> None:
     """chaosbed: reproduce partition-heal bugs of group-communication protocols on a laptop."""
 
 
-for _command in (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks):
+_COMMANDS = (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks)
+for _command in (*_COMMANDS, systems, conform, kill, restart, pause, resume, leave):
     main.add_command(_command)
 
 

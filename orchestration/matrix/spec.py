@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestration.runner import toml_value
-from orchestration.scenario import CHECKS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
+from orchestration.scenario import CHECKS, CLUSTER_KEYS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
 
 BACKENDS = ("sim", "process", "netns", "docker")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
 EXPECT_KEYS = {"scenario", "where", "result", "violates"}
-# Top-level scenario keys an axis may set besides those a scenario file already has.
-CLUSTER_KEYS = {"members", "stack", "transport", "properties"}
+# an axis may also set any [cluster] key a scenario file leaves out (scenario.CLUSTER_KEYS: system included)
 
 
 class MatrixError(ValueError):

@@ -1,7 +1,8 @@
 """The chaosbed pytest plugin (entry point `chaosbed`): users write their own chaos tests (docs/pytest.md).
 
 - `@pytest.mark.chaosbed(members=3, stack="unicast3+nakack2", backend=None, transport="udp", properties=None,
-  seed=0)` describes the test's cluster.
+  seed=0, system="chaosbed", member=None)` describes the test's cluster; `system` names a system (`chaosbed
+  systems`), or with `member={"command": [...], ...}` defines one inline as a scenario's [cluster.member] does.
 - `chaos_cluster`: that cluster, started (and formed into one group on membership stacks). Every fault done through
   it (`cluster.chaos.add/remove/heal`, `kill`, `restart`, `pause`, `resume`, `leave`, the control commands `close`
   and `set`) goes to `faults.jsonl` next to its histories in the test's tmp folder. It is taken down after the
@@ -117,9 +118,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture
 def chaos_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """A started cluster as the `chaosbed` marker describes it (see the module's docstring)."""
-    from node.stack import has_membership
     from orchestration.backends import backend_class
     from orchestration.cluster import ClusterError
+    from orchestration.systems import system_of
+    from orchestration.systems.clusters import backend_problem as system_problem
+    from orchestration.systems.clusters import forms_group
 
     options = marker_options(request.node)
     backend = choose_backend(request.config, options.backend)
@@ -127,13 +130,16 @@ def chaos_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cl
     if problem:
         pytest.skip(problem)
     spec = cluster_spec(options, backend, request.node.nodeid)
+    if (problem := system_problem(system_of(spec.system), backend)) is not None:
+        pytest.skip(problem)
     if backend == "docker":
         request.getfixturevalue("chaosbed_docker_engine")
-    cluster = recording_class(backend_class(backend))(spec, workdir=tmp_path / RUN_FOLDER)
+    cls = backend_class(backend, foreign=spec.system is not None)
+    cluster = recording_class(cls)(spec, workdir=tmp_path / RUN_FOLDER)
     try:
         try:
             cluster.start()
-            if has_membership(spec.stack):
+            if forms_group(cluster):
                 cluster.wait_for_view(timeout=FORM_TIMEOUT)
         except ClusterError as e:
             pytest.fail(f"chaosbed: the {backend} cluster did not start: {e}", pytrace=False)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 MARKER = "chaosbed"
 MARKER_HELP = (
-    "chaosbed(members=3, stack='unicast3+nakack2', backend=None, transport='udp', properties=None, seed=0): the "
-    "cluster of the chaos_cluster fixture (backend None: --chaosbed-backend, else netns as root, else process)"
+    "chaosbed(members=3, stack='unicast3+nakack2', backend=None, transport='udp', properties=None, seed=0, "
+    "system='chaosbed', member=None): the cluster of the chaos_cluster fixture (backend None: --chaosbed-backend, "
+    "else netns as root, else process; system: a named system, or with member={'command': [...], ...} one defined "
+    "as a scenario's [cluster.member] is)"
 )
 MARKER_DEFAULTS: dict[str, Any] = {  # Any: a user's marker arguments, validated by cluster_spec
     "members": 3,
@@ -25,6 +27,8 @@ MARKER_DEFAULTS: dict[str, Any] = {  # Any: a user's marker arguments, validated
     "transport": "udp",
     "properties": None,
     "seed": 0,
+    "system": "chaosbed",
+    "member": None,
 }
 
 
@@ -38,6 +42,8 @@ class ClusterOptions:
     transport: str
     properties: Properties | None
     seed: int
+    system: str = "chaosbed"
+    member: dict[str, Any] | None = None  # an inline system's [cluster.member] table
 
 
 def marker_options(node: pytest.Item) -> ClusterOptions:
@@ -117,6 +123,11 @@ def scenario_raw(spec: ClusterSpec, name: str, checks: TomlTable | None = None) 
     cluster: TomlTable = {"members": list(spec.members), "stack": spec.stack, "transport": spec.transport}
     if spec.properties:
         cluster["properties"] = spec.properties
+    if spec.system is not None:
+        from orchestration.systems import System
+
+        cluster = {"members": list(spec.members), "transport": spec.transport}
+        cluster.update(System.from_dict(spec.system).cluster_table())
     raw: TomlTable = {"name": name, "seed": spec.seed, "cluster": cluster}
     if checks is not None:
         raw["checks"] = checks
@@ -127,6 +138,7 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
     """The ClusterSpec of the marker's arguments, validated as a scenario's [cluster] table is."""
     from orchestration.cluster import ClusterSpec
     from orchestration.scenario import ScenarioError, parse
+    from orchestration.systems.clusters import spec_of
 
     members = options.members
     raw = scenario_raw(
@@ -136,8 +148,16 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
     cluster = raw["cluster"]
     assert isinstance(cluster, dict)  # scenario_raw's
     cluster["members"] = members  # a number or names, as the marker gives them: parse validates them
+    if options.system != "chaosbed" or options.member is not None:
+        foreign = {"system": options.system, **({"member": options.member} if options.member is not None else {})}
+        raw["cluster"] = {"members": members, "transport": options.transport, **foreign}
+        if options.stack != MARKER_DEFAULTS["stack"] or options.properties:
+            usage_error(
+                f"the chaosbed marker of {name}: stack and properties are chaosbed's own, not {options.system}'s"
+            )
     try:
         sc = parse(raw)
     except ScenarioError as e:
         usage_error(f"the chaosbed marker of {name}: {e}")
-    return ClusterSpec(sc.members, sc.stack, sc.transport, sc.properties, backend, seed=sc.seed)
+    return spec_of(sc.system, sc.members, backend, stack=sc.stack, transport=sc.transport, properties=sc.properties,
+                   seed=sc.seed)  # fmt: skip

@@ -32,7 +32,15 @@ class RecordingFaultTable:
         return self.inner.normalize(kind, args)
 
     def add(self, kind: str, args: Mapping[str, object], *, seed: int | None = None) -> FaultRecord:
-        """Applies the fault (with the cluster's seed unless given) and records it."""
+        """Applies the fault (with the cluster's seed unless given) and records it; a fault the cluster's system
+        cannot take (a discard without a wire profile) is refused as a scenario file's would be."""
+        from orchestration.cluster import ClusterError
+        from orchestration.systems import system_of
+        from orchestration.systems.definition import fault_refusal
+
+        refused = fault_refusal(system_of(self._cluster.spec.system), kind)
+        if refused:
+            raise ClusterError(refused)
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed
         record = self.inner.add(kind, args, seed=self._cluster.spec.seed if seed is None else seed)
         self._cluster.fault_log.fault(record, t=t)

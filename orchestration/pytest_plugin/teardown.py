@@ -31,9 +31,11 @@ def leftovers(cluster: Cluster) -> list[str]:
 
 
 def processes_naming(label: str) -> list[tuple[int, str]]:
-    """(pid, command line) of every process but this one whose command line contains `label`."""
+    """(pid, command line) of every process but this one that is the cluster's: its command line contains `label`,
+    or its environment sets CHAOSBED_CLUSTER to it (a foreign member, orchestration/host/processes.py)."""
+    from orchestration.host.processes import alive
+
     found = []
-    needle = label.encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -41,7 +43,7 @@ def processes_naming(label: str) -> list[tuple[int, str]]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if needle in cmdline:
+        if alive(int(entry.name), label):
             found.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace").strip()))
     return found
 

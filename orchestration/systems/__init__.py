@@ -1,0 +1,117 @@
+"""What a cluster's members run: a *system* (SCENARIO.md, "Foreign members").
+
+`chaosbed` (the default) is chaosbed's own member (node/), started on the native path: stacks, protocol properties,
+`set` and `close-connection` faults, discards on chaosbed's wire, every backend including the simulator. Any other
+system is *foreign*: a program started from a command with placeholders (orchestration/systems/launch.py), on the
+real backends (process, netns, docker), that writes the history contract and, with `control`, answers the control
+contract (docs/contracts/). A foreign system is named in the registry below (`chaosbed systems` lists it) or defined
+inline by a scenario's `[cluster.member]` table (orchestration/systems/definition.py parses both).
+
+Adding a named system is one entry in SYSTEMS; a wire profile becomes usable by `discard` faults once the fault engine
+can apply it (WIRE_PROFILES).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+NATIVE = "chaosbed"
+REAL_BACKENDS = ("process", "netns", "docker")
+# Wire profiles the fault engine (chaos/engine.py) can apply a `discard` rule to. "none": no discards.
+# chaos/profiles/ decodes more (jgroups212); a profile is listed here once `discard` faults can use it.
+WIRE_PROFILES = {
+    "none": "no protocol-aware discards: partitions, loss, delay, reorder and duplicate only",
+    "chaosbed": "chaosbed's own wire format (node/wire.py): discard rules such as UNICAST3.ACK(seqno=50)",
+}
+DEFAULT_SETTLE = 1.0  # seconds of unchanged histories that make a foreign member without `waiting_on` quiet
+
+
+@dataclass(frozen=True)
+class System:
+    """A system the members of a cluster run.
+
+    `command` is the argv template of a foreign member ({config}, {name}, ... see launch.PLACEHOLDERS); `image` the
+    docker backend's image (None: chaosbed's member image, with the working directory mounted); `control`: it answers
+    the control contract (else it runs its own workload and [[workload]] is refused); `wire`: its wire profile for
+    `discard` faults; `stack`: free text for reports; `settle`: how long its histories must stay unchanged before a
+    member that does not report `waiting_on` counts as quiet at the end of a run; `views`: its members install views
+    (a run waits for one common view before its schedule starts); `native`: chaosbed's own member on its native
+    path."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    image: str | None = None
+    control: bool = True
+    wire: str = "none"
+    stack: str = ""
+    settle: float = DEFAULT_SETTLE
+    native: bool = False
+    description: str = ""
+    inline: bool = False  # defined by a scenario's [cluster.member], not by the registry
+    views: bool = False
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return ("sim", *REAL_BACKENDS) if self.native else REAL_BACKENDS
+
+    @property
+    def label(self) -> str:
+        """The name with the stack, for reports: `my-gossip (gossip-v1)`."""
+        return f"{self.name} ({self.stack})" if self.stack and self.stack != self.name else self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able (a ClusterSpec keeps it, so a cluster attached from its state file knows its system)."""
+        d = asdict(self)
+        d["command"] = list(self.command)
+        return d
+
+    def cluster_table(self) -> dict[str, Any]:
+        """The system as a scenario's [cluster] keys: its name, and an inline system's [cluster.member] table."""
+        if not self.inline:
+            return {"system": self.name}
+        member: dict[str, Any] = {"command": list(self.command), "control": self.control, "wire": self.wire,
+                                  "stack": self.stack, "settle": self.settle, "views": self.views}  # fmt: skip
+        if self.image:
+            member["image"] = self.image
+        return {"system": self.name, "member": member}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> System:
+        return cls(**{**d, "command": tuple(d.get("command", ()))})
+
+
+CHAOSBED = System(
+    NATIVE,
+    command=("python3", "-m", "node", "{config}"),
+    image="chaosbed-member (compose/Dockerfile, built on demand)",
+    control=True,
+    wire="chaosbed",
+    stack="unicast3+nakack2 (any of `chaosbed stacks`)",
+    native=True,
+    description="chaosbed's own member (node/): stacks, [cluster.properties], set and close-connection faults",
+)
+
+SYSTEMS: dict[str, System] = {
+    NATIVE: CHAOSBED,
+    "chaosbed-contract": System(
+        "chaosbed-contract",
+        command=("python3", "-m", "foreign.chaosbed", "{config}", "--stack", "unicast3+nakack2"),
+        control=True,
+        wire="chaosbed",
+        stack="unicast3+nakack2",
+        views=True,
+        description="chaosbed's own member started as a foreign one (the contracts' config, command and environment;"
+        " run from the chaosbed checkout): parity and overhead of the foreign path",
+    ),
+}
+
+
+def named(name: str) -> System | None:
+    """The registry's system of this name (None if there is none)."""
+    return SYSTEMS.get(name)
+
+
+def system_of(spec_system: dict[str, Any] | None) -> System:
+    """The system a ClusterSpec carries (None: chaosbed's own)."""
+    return CHAOSBED if spec_system is None else System.from_dict(spec_system)

@@ -1,0 +1,155 @@
+"""A scenario's `[cluster] system` and `[cluster.member]` as a System, and what a foreign system cannot do.
+
+Every problem is a (dotted path, reason) pair, so orchestration/scenario.py raises it as a ScenarioError naming the
+key: `cluster.member.wire: unknown wire profile ...`, `faults[2].kind: ... refused for system 'my-gossip' ...`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node.units import parse_duration
+from orchestration.systems import NATIVE, SYSTEMS, WIRE_PROFILES, System, named
+from orchestration.systems.launch import template_problem
+
+MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views"}
+# what only chaosbed's own member understands: refused for a foreign system, naming the key and the system
+CHAOSBED_ONLY_FAULTS = {
+    "set": "it changes a property of chaosbed's own protocols",
+    "close-connection": "it asks chaosbed's own unicast protocol to close a connection",
+}
+
+
+class SystemProblem(ValueError):
+    """A system that cannot be used: `path` is the dotted key, `reason` what is wrong and how to fix it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _need(cond: bool, path: str, reason: str) -> None:
+    if not cond:
+        raise SystemProblem(path, reason)
+
+
+def from_cluster(cluster: dict[str, Any]) -> System:
+    """The system of a scenario's [cluster] table: `system` names a registered system (default chaosbed) or, with a
+    [cluster.member] table, an inline one."""
+    name = cluster.get("system", NATIVE)
+    _need(isinstance(name, str) and bool(name), "cluster.system", "a non-empty string: a system's name")
+    _need("/" not in name, "cluster.system", "no '/' in a system's name")
+    member = cluster.get("member")
+    known = named(name)
+    if member is None:
+        _need(
+            known is not None,
+            "cluster.system",
+            f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
+            "or define it inline with a [cluster.member] table (command = [...])",
+        )
+        return known  # type: ignore[return-value]
+    _need(
+        known is None,
+        "cluster.member",
+        f"{name!r} is a named system (`chaosbed systems`): [cluster.member] defines an inline system, so give it a "
+        "name of its own, or leave [cluster.member] out",
+    )
+    return inline(name, member)
+
+
+def inline(name: str, member: Any, path: str = "cluster.member") -> System:
+    """An inline system from its [cluster.member] table."""
+    _need(isinstance(member, dict), path, "must be a table: command = [...], image, control, wire, stack")
+    for key in member:
+        _need(
+            key in MEMBER_KEYS, f"{path}.{key}", f"unknown key; [cluster.member] has: {', '.join(sorted(MEMBER_KEYS))}"
+        )
+    command = member.get("command")
+    _need(
+        isinstance(command, list) and bool(command) and all(isinstance(a, str) for a in command),
+        f"{path}.command",
+        'an argv: a non-empty list of strings, e.g. ["python3", "member.py", "{config}"]',
+    )
+    for i, arg in enumerate(command):
+        problem = template_problem(arg)
+        _need(problem is None, f"{path}.command[{i}]", str(problem))
+    _need(bool(command[0].strip()), f"{path}.command[0]", "the program to run: not empty")
+    image = member.get("image")
+    _need(
+        image is None or (isinstance(image, str) and bool(image)),
+        f"{path}.image",
+        "an image reference, e.g. my/gossip:1",
+    )
+    control = member.get("control", True)
+    _need(isinstance(control, bool), f"{path}.control", "true (it answers the control contract) or false")
+    wire = member.get("wire", "none")
+    _need(
+        isinstance(wire, str) and wire in WIRE_PROFILES,
+        f"{path}.wire",
+        f"unknown wire profile {wire!r}; profiles the fault engine applies: {', '.join(WIRE_PROFILES)}",
+    )
+    stack = member.get("stack", "")
+    _need(isinstance(stack, str), f"{path}.stack", "free text (shown in reports)")
+    settle = parse_duration(member.get("settle", "1s"), f"{path}.settle", non_negative=True, error=_settle_error)
+    _need(settle <= 60, f"{path}.settle", "at most 60s")
+    views = member.get("views", False)
+    _need(isinstance(views, bool), f"{path}.views", "true (its members install views) or false")
+    return System(
+        name, tuple(command), image, control, wire, stack or name, settle, native=False, inline=True,
+        description="defined inline by the scenario", views=views,
+    )  # fmt: skip
+
+
+def _settle_error(message: str) -> SystemProblem:
+    path, _, reason = message.partition(": ")
+    return SystemProblem(path, reason or message)
+
+
+def cluster_refusals(system: System, cluster: dict[str, Any]) -> list[tuple[str, str]]:
+    """[cluster] keys that only chaosbed's own member understands, used with a foreign system."""
+    if system.native:
+        return []
+    found = []
+    if "properties" in cluster:
+        found.append(
+            (
+                "cluster.properties",
+                f"refused for system {system.name!r}: protocol properties are chaosbed's own (node/); a foreign "
+                "system is configured by its command",
+            )
+        )
+    if "stack" in cluster:
+        found.append(
+            (
+                "cluster.stack",
+                f"refused for system {system.name!r}: chaosbed's stacks run on system 'chaosbed' only; describe a "
+                "foreign system's stack in cluster.member.stack (free text) or its command",
+            )
+        )
+    return found
+
+
+def fault_refusal(system: System, kind: str) -> str | None:
+    """Why a fault of this kind is refused for the system (None: it is not)."""
+    if system.native:
+        return None
+    if kind in CHAOSBED_ONLY_FAULTS:
+        return f"{kind} is refused for system {system.name!r}: {CHAOSBED_ONLY_FAULTS[kind]}"
+    if kind == "discard" and system.wire == "none":
+        return (
+            f'discard is refused for system {system.name!r}: it has no wire profile (wire = "none"), so no rule can '
+            "read its messages; use partition, loss, delay, reorder or duplicate"
+        )
+    return None
+
+
+def workload_refusal(system: System) -> str | None:
+    """Why [[workload]] tables are refused (a member without control runs its own workload)."""
+    if system.control:
+        return None
+    return (
+        f"system {system.name!r} has no control (control = false): its members run their own workload, so a "
+        "scenario's [[workload]] cannot be sent; leave it out"
+    )

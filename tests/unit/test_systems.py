@@ -1,0 +1,159 @@
+"""Systems (orchestration/systems/): the [cluster] table refuses unknown keys, an inline [cluster.member] becomes a
+System, what a foreign system cannot do is refused at load time naming the key and the system, and a member's command
+gets its placeholders filled (the token never)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.scenario import ScenarioError, apply_settings, parse
+from orchestration.systems import CHAOSBED, SYSTEMS, System
+from orchestration.systems.launch import Launch, template_problem
+
+INLINE = {"command": ["python3", "examples/naive_rb/member.py", "{config}"], "stack": "naive-v1"}
+
+
+def scenario(cluster: dict[str, Any], **rest: Any) -> dict[str, Any]:
+    return {"cluster": {"members": 3, **cluster}, **rest}
+
+
+def refused(raw: dict[str, Any]) -> str:
+    with pytest.raises(ScenarioError) as e:
+        parse(raw)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("key", ["stak", "transprot", "propertes", "systen"])
+def test_an_unknown_cluster_key_is_refused_with_the_field(key: str) -> None:
+    message = refused(scenario({key: "x"}))
+    assert message.startswith(f"cluster.{key}: unknown key; [cluster] has: ")
+    assert "stack" in message and "transport" in message
+
+
+def test_the_default_system_is_chaosbed() -> None:
+    sc = parse(scenario({"stack": "unicast3+nakack2"}))
+    assert sc.system is CHAOSBED and sc.system.native and sc.stack == "unicast3+nakack2"
+
+
+def test_an_inline_system() -> None:
+    sc = parse(scenario({"system": "naive-rb", "member": INLINE}))
+    assert sc.system == System(
+        "naive-rb", tuple(INLINE["command"]), None, True, "none", "naive-v1", 1.0, False, sc.system.description, True
+    )
+    assert not sc.system.views and parse(scenario({"system": "g", "member": {**INLINE, "views": True}})).system.views
+    assert sc.stack == "naive-v1" and sc.properties == {}
+    assert "sim" not in sc.system.backends and "docker" in sc.system.backends
+
+
+def test_a_named_system_and_an_unknown_one() -> None:
+    assert parse(scenario({"system": "chaosbed-contract"})).system is SYSTEMS["chaosbed-contract"]
+    message = refused(scenario({"system": "my-gossip"}))
+    assert message.startswith("cluster.system: unknown system 'my-gossip'") and "[cluster.member]" in message
+
+
+def test_member_table_with_a_named_system_is_refused() -> None:
+    assert refused(scenario({"system": "chaosbed", "member": INLINE})).startswith(
+        "cluster.member: 'chaosbed' is a named"
+    )
+
+
+@pytest.mark.parametrize(
+    ("member", "path", "words"),
+    [
+        ({"command": []}, "cluster.member.command", "non-empty list"),
+        ({"command": ["m", "{token}"]}, "cluster.member.command[1]", "never on the command line"),
+        ({"command": ["m", "--at={nmae}"]}, "cluster.member.command[1]", "unknown placeholder {nmae}"),
+        ({"command": ["m", "{"]}, "cluster.member.command[1]", "lone"),
+        ({**INLINE, "wire": "jgroups-2.12"}, "cluster.member.wire", "unknown wire profile"),
+        ({**INLINE, "control": "yes"}, "cluster.member.control", "true"),
+        ({**INLINE, "imgae": "x"}, "cluster.member.imgae", "unknown key"),
+        ({**INLINE, "settle": "soon"}, "cluster.member.settle", "not a duration"),
+    ],
+)
+def test_a_bad_member_table_names_the_key(member: dict[str, Any], path: str, words: str) -> None:
+    message = refused(scenario({"system": "g", "member": member}))
+    assert message.startswith(f"{path}: ") and words in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "path", "words"),
+    [
+        ({"faults": [{"kind": "set", "member": "A", "property": "unicast3.xmit_interval", "value": 1}]},
+         "faults[0].kind", "set is refused for system 'g'"),
+        ({"faults": [{"kind": "close-connection", "member": "A", "peer": "B"}]}, "faults[0].kind",
+         "close-connection is refused for system 'g'"),
+        ({"faults": [{"kind": "discard", "match": "UNICAST3.ACK()"}]}, "faults[0].kind",
+         "discard is refused for system 'g': it has no wire profile"),
+    ],
+)  # fmt: skip
+def test_what_a_foreign_system_cannot_do_is_refused(extra: dict[str, Any], path: str, words: str) -> None:
+    message = refused(scenario({"system": "g", "member": INLINE}, **extra))
+    assert message.startswith(f"{path}: ") and words in message
+
+
+def test_chaosbed_only_cluster_keys_are_refused_for_a_foreign_system() -> None:
+    message = refused(scenario({"system": "g", "member": INLINE, "properties": {"unicast3": {}}}))
+    assert message.startswith("cluster.properties: refused for system 'g'")
+    assert refused(scenario({"system": "g", "member": INLINE, "stack": "unicast3"})).startswith(
+        "cluster.stack: refused for system 'g'"
+    )
+
+
+def test_a_discard_with_a_wire_profile_and_the_member_faults_are_allowed() -> None:
+    faults = [
+        {"at": "1s", "kind": "discard", "match": "UNICAST3.ACK()"},
+        *({"at": "2s", "kind": k, "member": "B"} for k in ("kill", "restart", "pause", "resume", "leave")),
+    ]
+    sc = parse(scenario({"system": "g", "member": {**INLINE, "wire": "chaosbed"}}, faults=faults))
+    assert [f.kind for f in sc.faults] == ["discard", "kill", "restart", "pause", "resume", "leave"]
+
+
+def test_workloads_need_control() -> None:
+    raw = scenario({"system": "g", "member": {**INLINE, "control": False}})
+    assert parse(raw).system.control is False
+    message = refused({**raw, "workload": [{"kind": "unicast", "from": "A", "to": "B"}]})
+    assert message.startswith("workload[0]: system 'g' has no control")
+
+
+def test_a_foreign_multicast_workload_needs_no_chaosbed_stack() -> None:
+    sc = parse(scenario({"system": "g", "member": INLINE}, workload=[{"kind": "multicast", "from": "A"}]))
+    assert sc.workloads[0].kind == "multicast"
+
+
+def test_placeholders_environment_and_config() -> None:
+    launch = Launch("B", "10.1.2.11", 7800, 2, "/h/B.jsonl", "/s/B.2.json", "cb123456", "239.1.2.3",
+                    {"A": ("10.1.2.10", 7800), "B": ("10.1.2.11", 7800)})  # fmt: skip
+    template = ["m", "{config}", "--me={name}@{address}", "{ip}:{port}", "{peers}", "{mcast_group}:{mcast_port}"]
+    argv = launch.argv([*template, "{{literal}}", "{history}", "{incarnation}", "{cluster}"])
+    assert argv == ["m", "/s/B.2.json", "--me=B@B/2", "10.1.2.11:7800", "A=10.1.2.10:7800", "239.1.2.3:17800",
+                    "{literal}", "/h/B.jsonl", "2", "cb123456"]  # fmt: skip
+    env = launch.env("secret")
+    assert env["CHAOSBED_PEERS"] == "A=10.1.2.10:7800" and env["CHAOSBED_TOKEN"] == "secret"
+    assert env["CHAOSBED_ADDRESS"] == "B/2" and env["CHAOSBED_MCAST_PORT"] == "17800"
+    doc = launch.config_doc("secret", "udp", "g")
+    assert doc["peers"] == {"A": ["10.1.2.10", 7800], "B": ["10.1.2.11", 7800]} and doc["token"] == "secret"
+    assert {"name", "address", "ip", "port", "history", "incarnation", "cluster", "mcast_group", "mcast_port"} <= set(
+        doc
+    )
+    assert "secret" not in " ".join(argv)
+    assert template_problem("{peers}") is None and template_problem("}") is not None
+
+
+def test_a_matrix_may_have_the_system_as_an_axis(tmp_path: Path) -> None:
+    from orchestration.matrix.spec import load_matrix
+
+    (tmp_path / "s.toml").write_text(
+        'name = "s"\n[cluster]\nmembers = 3\n[[workload]]\nkind = "unicast"\nfrom = "A"\nto = "B"\n'
+    )
+    (tmp_path / "m.toml").write_text(
+        'name = "m"\nscenarios = ["s.toml"]\n[axes]\n"cluster.system" = ["chaosbed", "chaosbed-contract"]\n'
+        'backend = ["netns"]\n'
+    )
+    cells = load_matrix(tmp_path / "m.toml").cells
+    assert [c.settings for c in cells] == [{"cluster.system": "chaosbed"}, {"cluster.system": "chaosbed-contract"}]
+    loaded = [parse(apply_settings(tomllib.loads((tmp_path / "s.toml").read_text()), c.settings)) for c in cells]
+    assert [sc.system.name for sc in loaded] == ["chaosbed", "chaosbed-contract"]
