@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -135,11 +136,11 @@ def print_verdict(console: Console, analysis: Analysis) -> None:
     if every:
         console.print(f"violations (first {min(SHOWN, len(every))} of {len(every)}):")
         for v in every[:SHOWN]:
-            where = " ".join(
-                f"{k} {x}" for k, x in (("conn", v.conn_id), ("seqno", v.seqno), ("msg", v.msg_id)) if x is not None
+            where = v.where()
+            console.print(
+                f"  [red]{v.check}[/] {escape(v.run or '')}{' ' + escape(where) if where else ''}: {escape(v.detail)}",
+                soft_wrap=True,
             )
-            link = f"{v.sender or '-'}->{v.receiver or '-'}"
-            console.print(f"  [red]{v.check}[/] {v.run} {link} {v.kind or ''} {where}: {v.detail}", soft_wrap=True)
     for run in analysis.runs:
         for note in analysis.stats[run.name].notes:
             console.print(f"[dim]{run.name}: {note}[/]", soft_wrap=True)

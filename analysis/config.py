@@ -8,7 +8,8 @@ from pathlib import Path
 
 from node import units
 
-# The verdict's order: SCENARIO.md's checks, the runner's timeout, then the bounds (off unless a scenario sets them).
+# The verdict's order: docs/scenario-format.md's checks, the runner's timeout, then the bounds (off unless a scenario
+# sets them).
 CHECKS = (
     "fifo",
     "exactly_once",

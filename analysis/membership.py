@@ -1,4 +1,4 @@
-"""Who was alive, in which incarnation and in which view: derived from explicit events only (DESIGN.md).
+"""Who was alive, in which incarnation and in which view: derived from explicit events only (docs/architecture.md).
 
 - Incarnations: each `restart` of a member in faults.jsonl starts a new one; an event at time t belongs to
   incarnation (number of restarts of its member at or before t). The final incarnation is the last one.
@@ -156,8 +156,8 @@ def addressed_incarnation(dest: object, dest_address: object) -> int | None:
 
 
 def read_schedule_start(path: Path) -> int | None:
-    """The instant the schedule's clock read 0 (SCENARIO.md "Fault timing": faults.jsonl's first line), or None when
-    the file does not start with one."""
+    """The instant the schedule's clock read 0 (docs/scenario-format.md "Fault timing": faults.jsonl's first line), or
+    None when the file does not start with one."""
     try:
         with path.open(errors="replace") as f:
             first = next((line for line in f if line.strip()), "")
@@ -187,7 +187,7 @@ def read_faults(path: Path) -> tuple[list[dict], int]:
         except json.JSONDecodeError:
             rec = None
         if isinstance(rec, dict) and rec.get("event") == "start" and isinstance(rec.get("t"), int):
-            continue  # the schedule's clock start (SCENARIO.md "Fault timing"), not a fault
+            continue  # the schedule's clock start (docs/scenario-format.md "Fault timing"), not a fault
         if not isinstance(rec, dict) or not isinstance(rec.get("t"), int) or "kind" not in rec:
             if i == len(lines) - 1:
                 skipped += 1

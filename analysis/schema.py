@@ -1,4 +1,4 @@
-"""The history format of SCENARIO.md as Spark and Arrow schemas, and where the files of a run live.
+"""The history format of docs/scenario-format.md as Spark and Arrow schemas, and where the files of a run live.
 
 Every event is one JSON object per line in `history/<member>.jsonl` (faults in `faults.jsonl`):
 

@@ -10,7 +10,7 @@ A "spark target" names where the checks run (one notion everywhere: the CLI's --
   "sc://H:P"    that Spark Connect server
   anything else a classic master URL (spark://..., yarn, k8s://...), as --master always did
 
-Settings measured on a 2-core machine (see DESIGN.md, "Performance notes"): no UI, 2 shuffle partitions, bound to
+Settings measured on a 2-core machine (docs/benchmarks.md): no UI, 2 shuffle partitions, bound to
 127.0.0.1, an ERROR-level log4j2 file given to the driver JVM at start (setLogLevel comes too late), 1 GiB driver.
 Both the in-process session (spark.py) and the Spark service's server (spark_service.py) use them.
 """

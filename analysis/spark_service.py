@@ -1,11 +1,11 @@
 """The warm Spark service: one local Spark Connect server per state root, shared by every check on the machine.
 
-A check in a fresh process pays 7-11 s of JVM and session start-up (DESIGN.md); against a running Spark Connect
-server it pays only the client's imports and its jobs. The server is started by `start()` (`chaosbed spark start`)
-or on demand by a check (no target, or the target `auto`), and lives in its own session: a small supervisor process
-(`python -m analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the state
-file once the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using it
-(DEFAULT_IDLE_TIMEOUT for `start`, ON_DEMAND_IDLE_TIMEOUT for a service a check started).
+A check in a fresh process pays 7-11 s of JVM and session start-up (docs/architecture.md); against a running Spark
+Connect server it pays only the client's imports and its jobs. The server is started by `start()` (`chaosbed spark
+start`) or on demand by a check (no target, or the target `auto`), and lives in its own session: a small supervisor
+process (`python -m analysis.spark_service serve ...`, the group leader) starts the JVM with spark-submit, writes the
+state file once the gRPC port accepts connections, and stops the group after `idle_timeout` seconds with no check using
+it (DEFAULT_IDLE_TIMEOUT for `start`, ON_DEMAND_IDLE_TIMEOUT for a service a check started).
 
 State (`$CHAOSBED_STATE/spark/`, else /run/chaosbed/spark as root or /tmp/chaosbed/spark, as for clusters):
   state.json   the ServiceInfo of the running server (written by the supervisor when the port is open)

@@ -1,4 +1,4 @@
-"""A run's statistics: the `stats` of its verdict.json (SCENARIO.md, docs/analysis.md) as typed dataclasses.
+"""A run's statistics: the `stats` of its verdict.json (docs/scenario-format.md, docs/analysis.md) as typed dataclasses.
 
 `RunStats.to_json()` is exactly verdict.json's `stats` object, key for key. A RunStats is also a read-only Mapping
 over that JSON, so code written against the dict it used to be (`result.run_stats["required"]["unicast"]`, in users'

@@ -3,8 +3,8 @@
 Spark groups the send and deliver events by (run, sender) — one shuffle — and calls `check_sender` per group:
 the sender's sends and every delivery of a message claiming that sender, at any receiver.
 
-Order of the work (DESIGN.md): phantoms and duplicates are taken out first; FIFO compares each delivery with the
-running maximum seqno of its stream; then each message owed to a receiver is either delivered, a FIFO gap (a later
+Order of the work (docs/architecture.md): phantoms and duplicates are taken out first; FIFO compares each delivery with
+the running maximum seqno of its stream; then each message owed to a receiver is either delivered, a FIFO gap (a later
 seqno of the same stream was delivered) or a lost tail (`complete`); an owed message that was delivered is timed
 against the later of its send and the last heal before the delivery (`delivered_within`). A unicast is owed to the
 receiver's final incarnation when it was addressed to it (`dest_address`), or, without an address, sent once it had

@@ -1,4 +1,4 @@
-"""Synthetic run folders in the SCENARIO.md history format, with injectable faults and violations.
+"""Synthetic run folders in the docs/scenario-format.md history format, with injectable faults and violations.
 
 Used by the tests (one violation of each kind, found exactly once) and by the checker benchmark (millions of
 events). Each member's file is written in its own time order, as a real member appends it.

@@ -1,4 +1,4 @@
-"""Violations, their stable order, and verdict.json exactly as SCENARIO.md specifies it."""
+"""Violations, their stable order, and verdict.json exactly as docs/scenario-format.md specifies it."""
 
 from __future__ import annotations
 
@@ -38,6 +38,26 @@ class Violation:
     run: str | None = None
     kind: str | None = None
     t: int | None = None
+
+    def where(self) -> str:
+        """Which members and message, as one line shows them ("A->B unicast conn 7 seqno 12 msg A>B#12"), leaving
+        out what does not apply (a run's `timeout` has no members and no message: "")."""
+        parts = []
+        if self.sender is not None or self.receiver is not None:
+            parts.append(f"{self.sender or '*'}->{self.receiver or '*'}")
+        if self.kind:
+            parts.append(self.kind)
+        parts += [
+            f"{k} {x}"
+            for k, x in (("conn", self.conn_id), ("seqno", self.seqno), ("msg", self.msg_id))
+            if x is not None
+        ]
+        return " ".join(parts)
+
+    def line(self) -> str:
+        """The violation as one line: check, members and message, then the checker's sentence."""
+        where = self.where()
+        return f"{self.check}{' ' + where if where else ''}: {self.detail}"
 
     def sort_key(self) -> tuple:
         return (

@@ -1,7 +1,7 @@
 """Kernel rules in a receiving member's namespace: partitions, random loss, stateless header drops, and the
 packets handed to the NFQUEUE handler.
 
-Faults are applied where packets arrive (DESIGN.md principle 4): in the receiver's namespace, by source address, so
+Faults are applied where packets arrive (docs/architecture.md): in the receiver's namespace, by source address, so
 unicast and multicast from a member are treated alike and one-way faults are exact. Each namespace's rules are
 rendered from the full list of faults in force and replaced in one transaction, so a change is atomic and removing
 a fault can never leave a piece of it behind:

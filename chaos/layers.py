@@ -4,7 +4,7 @@ Why they exist: DISCARD rules are written in the terms of these layers (`UNICAST
 reading a capture (`rdpcap`, `sniff`, `pkt.show()`) should see our protocol decoded, not hex. They are for meaning,
 never for the hot path: dissecting one datagram with scapy costs a fraction of a millisecond against about a
 microsecond for a struct parse, so rules are compiled to kernel rules or to an NFQUEUE handler that parses with
-struct (the design notes, DESIGN.md principles 2 and 3: "one wire format, many readers", "scapy for meaning,
+struct (the design notes, docs/architecture.md: "one wire format, many readers", "scapy for meaning,
 not for the hot path").
 
 One source of truth: node/wire.py owns the bytes. Every row of its table becomes one `Packet` class here, named

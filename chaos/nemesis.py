@@ -2,7 +2,7 @@
 bridge, one-way isolation, a flapping link, kill/restart, pause/resume, or a mix).
 
 `schedule(kind, members, seed=..., start=..., interval=..., duration=..., rounds=...)` returns raw fault tables in
-the scenario-file format (../shared/SCENARIO.md, `[[faults]]`: `at` and `for` as strings like "2.5s"), so the
+the scenario-file format (docs/scenario-format.md, `[[faults]]`: `at` and `for` as strings like "2.5s"), so the
 runner applies and logs them exactly like hand-written faults. Scenario files ask for them with `[[nemesis]]`
 (orchestration/scenario.py).
 

@@ -1,7 +1,7 @@
 """tc netem where the kernel has it, for per-link delay, jitter, reorder and duplicate; and the probe that says
 whether it does.
 
-netem is an egress qdisc, but faults are applied where packets arrive (DESIGN.md principle 4), per source: the
+netem is an egress qdisc, but faults are applied where packets arrive (docs/architecture.md), per source: the
 receiver's eth0 ingress redirects packets from the shaped sources to an ifb device, whose htb root has one class per
 source with a netem leaf. Multicast from a source is shaped for this receiver only, as with every other fault.
 

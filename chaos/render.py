@@ -1,7 +1,7 @@
 """What each receiving namespace must have for a set of faults: kernel rules (chaos/kernel.py), netem shaping
 (chaos/netem.py) and the NFQUEUE handler's rules (chaos/nfqueue/), rendered without touching a kernel.
 
-Faults act on the receiver's side, per link (DESIGN.md principle 4): every fault is rendered into the namespace of each
+Faults act on the receiver's side, per link (docs/architecture.md): every fault is rendered into the namespace of each
 receiver of its links, keyed by the source's address. A planned fault (with a window) is installed ahead of time and
 gated by time: partitions and losses as nft rules bounded by `meta time` (CLOCK_REALTIME = monotonic + clock_offset)
 where the kernel has time gates, else as link rules of the handler; delay, reorder, duplicate and every discard as

@@ -1,9 +1,10 @@
-"""A member's history: its events as JSON lines in the format of SCENARIO.md, appended as they happen.
+"""A member's history: its events as JSON lines in the format of docs/scenario-format.md, appended as they happen.
 
 This module is the one place that shapes history events: the real member (node/runtime.py) and the simulator
 (orchestration/sim/simulation.py) both build them with the methods of `HistoryWriter` (`start`, `sent`, `delivered`,
 `protocol_events`, `stop`) and encode them with the one encoder (`encode`), so the same event has the same keys in
-the same order and the same bytes on every backend. Field list (SCENARIO.md, shared with analysis/schema.py):
+the same order and the same bytes on every backend. Field list (docs/scenario-format.md, shared with
+analysis/schema.py):
 
     t (ns: CLOCK_MONOTONIC, or the simulator's virtual time), member, incarnation, event, and per event:
     start: address (e.g. "B/2"), stack, transport

@@ -54,8 +54,8 @@ class TaskProgress(TypedDict):
 
 
 class ControlReply(TypedDict, total=False):
-    """A member's reply to a control command (node/control.py; SCENARIO.md's control contract): `ok`, and the keys
-    of the command that was asked."""
+    """A member's reply to a control command (node/control.py; docs/scenario-format.md's control contract): `ok`, and
+    the keys of the command that was asked."""
 
     ok: bool
     error: str

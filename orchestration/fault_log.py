@@ -1,6 +1,6 @@
-"""faults.jsonl, the orchestrator's part of a run's history (SCENARIO.md "Fault timing", docs/history.md): the one
-writer of its lines, for the scheduler (orchestration/schedule.py), `chaosbed fault` (orchestration/cli/fault.py),
-the pytest plugin's recording cluster and the simulator's own log (Simulation.write_run).
+"""faults.jsonl, the orchestrator's part of a run's history (docs/scenario-format.md "Fault timing", docs/history.md):
+the one writer of its lines, for the scheduler (orchestration/schedule.py), `chaosbed fault`
+(orchestration/cli/fault.py), the pytest plugin's recording cluster and the simulator's own log (Simulation.write_run).
 
 A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend`; every other line
 `t, event ("fault"), seed, kind`, then the kind's fields (a network fault: `id`, its keys as node/fault_kinds.py

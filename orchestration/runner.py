@@ -1,4 +1,4 @@
-"""`chaosbed run`: executes a scenario on a backend and leaves a run folder (SCENARIO.md) for the checker.
+"""`chaosbed run`: executes a scenario on a backend and leaves a run folder (docs/scenario-format.md) for the checker.
 
 One runner for every backend (sim, process, netns): the same Cluster API, the same scheduler. The run folder gets
 `scenario.toml` (as run, seed filled in), `history/<member>.jsonl`, `faults.jsonl` (the start of the schedule's clock,
@@ -32,7 +32,8 @@ OUTCOME_FILE = "outcome.json"  # the runner's own result in a run folder (analys
 
 
 class Violation(TypedDict):
-    """A violation as verdict.json and outcome.json list it (SCENARIO.md): here, the runner's own `timeout`."""
+    """A violation as verdict.json and outcome.json list it (docs/scenario-format.md): here, the runner's own
+    `timeout`."""
 
     check: str
     sender: str | None

@@ -1,4 +1,4 @@
-"""Scenario files (../shared/SCENARIO.md): parsed, validated, with `--set` overrides.
+"""Scenario files (docs/scenario-format.md): parsed, validated, with `--set` overrides.
 
 A bad file raises ScenarioError naming the field (as a dotted path, e.g. `faults[2].kind`) and the reason.
 `[[nemesis]]` entries (seeded fault schedules, chaos/nemesis.py) expand into faults, merged into `Scenario.faults`.

@@ -1,6 +1,7 @@
 """chaosbed's own member (node/) started as a foreign member is: from the contracts' config file and environment
-(SCENARIO.md "Foreign members", docs/contracts/), so the foreign path can be measured against the native one with the
-same program (bench/bench_foreign.py) and checked for parity. The registry's `chaosbed-contract` system runs it:
+(docs/scenario-format.md "Foreign members", docs/contracts/), so the foreign path can be measured against the native one
+with the same program (bench/bench_foreign.py) and checked for parity. The registry's `chaosbed-contract` system runs
+it:
 
     python3 -m foreign.chaosbed CONFIG.json [--stack unicast3+nakack2] [--set PROTO.PROP=VALUE ...]
 

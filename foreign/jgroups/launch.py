@@ -232,7 +232,7 @@ class JGroupsCluster:
         return f"{self.label}-sw"
 
     def config_of(self, m: JMember) -> dict[str, Any]:
-        """The member's config: the keys chaosbed's foreign-member contract names (SCENARIO.md)."""
+        """The member's config: the keys chaosbed's foreign-member contract names (docs/scenario-format.md)."""
         return {
             "name": m.name,
             "address": m.address,

@@ -50,8 +50,8 @@ class Deliver(NamedTuple):
 
 
 class Event(NamedTuple):
-    """A history event (SCENARIO.md) without t and member: `kind` is its `event`, `fields` the rest in order; a
-    `peer` field holding an address is written as the peer's name."""
+    """A history event (docs/scenario-format.md) without t and member: `kind` is its `event`, `fields` the rest in
+    order; a `peer` field holding an address is written as the peer's name."""
 
     kind: str
     fields: dict[str, EventValue]

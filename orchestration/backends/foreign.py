@@ -1,6 +1,6 @@
 """Members of a foreign system on the real backends (process, netns, docker): the same placement, network faults,
 member faults, histories and checks as chaosbed's own members; only how a member starts, becomes ready, leaves and
-ends a run differs (SCENARIO.md "Foreign members", docs/foreign.md).
+ends a run differs (docs/scenario-format.md "Foreign members", docs/foreign.md).
 
 - start: the system's command with its placeholders filled (orchestration/systems/launch.py), the contract's config
   file, CHAOSBED_* in the environment (the token there and in the config, never on the command line), in a session

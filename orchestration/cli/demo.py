@@ -65,7 +65,7 @@ def _demo_real(seed: int, out: Path | None) -> None:
         sys.exit(2)
     console.print(f"ran {sc.name} (seed {seed}) on the netns backend in {time.perf_counter() - started:.1f} s")
     faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
-    t0 = faults[0]["t"]  # the schedule's start (SCENARIO.md "Fault timing"): every `at` counts from it
+    t0 = faults[0]["t"]  # the schedule's start (docs/scenario-format.md "Fault timing"): every `at` counts from it
     faults = faults[1:]
     warn_late(outcome)
     console.print("faults and views, in seconds after the schedule's start:")

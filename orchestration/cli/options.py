@@ -101,7 +101,7 @@ def spark_target(spark: str | None, master: str | None) -> str | None:
 
 
 def default_backend() -> str:
-    """netns as root with namespaces, else process (SCENARIO.md's default)."""
+    """netns as root with namespaces, else process (docs/scenario-format.md's default)."""
     from orchestration.backends.netns import check_netns_available
     from orchestration.cluster import ClusterError
 

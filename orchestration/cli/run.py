@@ -48,7 +48,7 @@ def run(
     master: str | None,
     spark: str | None,
 ) -> None:
-    """Run a scenario file (SCENARIO.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
+    """Run a scenario file (docs/scenario-format.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
     from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load
 

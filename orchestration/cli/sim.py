@@ -216,7 +216,7 @@ def sim(
     print_handled(outcome.handled)
     console.print(f"{result.events:,} events; the run took {elapsed:.2f} s real; run folder: {folder}")
     for v in result.violations[:5]:
-        console.print(f"  {v.check} {v.sender}->{v.receiver} seqno {v.seqno}: {v.detail}", markup=False)
+        console.print(f"  {v.line()}", markup=False)
     args = {k: opts[k] for k in ("stack", "members", "seed", "count", "rate", "size")}
     for k in ("loss", "duplicate", "reorder", "delay", "jitter", "fault_for"):
         if opts[k] not in ("0", "0ms", "0s"):

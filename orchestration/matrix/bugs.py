@@ -1,4 +1,5 @@
-"""The known-bug catalogue (scenarios/bugs/*.toml, SCENARIO.md): each file is a scenario with a `[bug]` table.
+"""The known-bug catalogue (scenarios/bugs/*.toml, docs/scenario-format.md): each file is a scenario with a `[bug]`
+table.
 
 Running a bug = a matrix of two cells per backend, the flawed variant (expected to fail with exactly the checks the
 file names) and the fixed one (expected to pass), checked in one pass like any matrix.

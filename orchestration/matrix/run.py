@@ -225,8 +225,8 @@ def check_all(result: MatrixResult, master: str | None) -> None:
 
 
 def matrix_doc(result: MatrixResult) -> JsonObject:
-    """matrix.json (SCENARIO.md): ok and one entry per cell; extended with status, expect, seconds, warnings and
-    timings."""
+    """matrix.json (docs/scenario-format.md): ok and one entry per cell; extended with status, expect, seconds, warnings
+    and timings."""
     cells = []
     for r in result.results:
         c = r.cell

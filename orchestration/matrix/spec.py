@@ -1,4 +1,4 @@
-"""Matrix files (SCENARIO.md "Matrices"): scenarios crossed with axes, expanded into cells.
+"""Matrix files (docs/scenario-format.md "Matrices"): scenarios crossed with axes, expanded into cells.
 
 A cell is one `chaosbed run`: a scenario file, settings (dotted keys, applied like --set), a backend and a seed.
 This module only reads and validates; `matrix_run.py` runs the cells and checks them in one pass.
@@ -274,7 +274,7 @@ def _slug(name: str) -> str:
 
 
 def default_backend_name() -> str:
-    """netns as root with the ip tool, else process (SCENARIO.md's default)."""
+    """netns as root with the ip tool, else process (docs/scenario-format.md's default)."""
     from orchestration.cli.options import default_backend as _default_backend
 
     return _default_backend()

@@ -92,7 +92,7 @@ class RecordingCluster(Cluster):
         return FaultLog(self.faults_file)
 
     def record_start(self) -> None:
-        """The `start` line (SCENARIO.md "Fault timing"): the clock, seed and backend of the test's run."""
+        """The `start` line (docs/scenario-format.md "Fault timing"): the clock, seed and backend of the test's run."""
         self.faults_file.unlink(missing_ok=True)
         self.fault_log.start(t=self.clock.now_ns(), seed=self.spec.seed, backend=self.backend_name)
 

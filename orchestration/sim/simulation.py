@@ -531,7 +531,7 @@ class Simulation:
         self.fault_log.action(str(fields.pop("kind")), fields, t=self._t(), seed=self.seed)
 
     def finish(self) -> None:
-        """Writes the `stop` event of every live member (SCENARIO.md: the end of a run), once."""
+        """Writes the `stop` event of every live member (docs/scenario-format.md: the end of a run), once."""
         for m in self.members.values():
             if m.alive and not m.finished:
                 m.finished = True
@@ -546,7 +546,7 @@ class Simulation:
         return out
 
     def write_run(self, out_dir: str | Path) -> Path:
-        """Writes history/<member>.jsonl and faults.jsonl in the SCENARIO.md format."""
+        """Writes history/<member>.jsonl and faults.jsonl in the docs/scenario-format.md format."""
         out = self.write_histories(out_dir)
         self.fault_log.save(out / FILE)
         return out

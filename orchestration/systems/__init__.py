@@ -1,4 +1,4 @@
-"""What a cluster's members run: a *system* (SCENARIO.md, "Foreign members").
+"""What a cluster's members run: a *system* (docs/scenario-format.md, "Foreign members").
 
 `chaosbed` (the default) is chaosbed's own member (node/), started on the native path: stacks, protocol properties,
 `set` and `close-connection` faults, discards on chaosbed's wire, every backend including the simulator. Any other

@@ -1,8 +1,8 @@
 """How a foreign member is started: its config JSON, the placeholders of its command, its environment.
 
-The values (SCENARIO.md, "Foreign members"): `{config}` (the config file), `{name}`, `{address}` ("B", "B/2" after one
-restart), `{ip}`, `{port}` (data; the control endpoint is port + 1), `{history}`, `{incarnation}`, `{cluster}` (the
-cluster's label), `{mcast_group}`, `{mcast_port}`, `{peers}` (the other members, `B=10.0.0.2:7800,C=...`). The same
+The values (docs/scenario-format.md, "Foreign members"): `{config}` (the config file), `{name}`, `{address}` ("B", "B/2"
+after one restart), `{ip}`, `{port}` (data; the control endpoint is port + 1), `{history}`, `{incarnation}`, `{cluster}`
+(the cluster's label), `{mcast_group}`, `{mcast_port}`, `{peers}` (the other members, `B=10.0.0.2:7800,C=...`). The same
 values are in the environment as CHAOSBED_<NAME> in upper case, and the control token as CHAOSBED_TOKEN; the token is
 in the config and the environment, never on the command line. `{{` and `}}` are literal braces.
 """

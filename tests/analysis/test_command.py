@@ -1,4 +1,4 @@
-"""`check()`: exit codes, verdict.json as SCENARIO.md specifies it, and a self-contained report.html."""
+"""`check()`: exit codes, verdict.json as docs/scenario-format.md specifies it, and a self-contained report.html."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from analysis.command import check
 from analysis.synth import write_run
+from analysis.verdict import Violation
 from tests.analysis.helpers import write_lines
 
 pytestmark = pytest.mark.spark
@@ -226,3 +227,12 @@ def test_the_table_fits_a_terminal(three_runs: Path, spark: object, width: int) 
     end = rows[0].index("verdict")  # the run column ends where the verdict column starts
     names = "".join(line[:end].strip(" │┃") for line in rows[1:] if not set(line) <= set("━─┡┩└┘┴╇ "))
     assert names == LONG_NAME + "run-0run-1"  # folded, in order, nothing lost
+
+
+def test_a_violation_line_leaves_out_what_does_not_apply() -> None:
+    timeout = Violation("timeout", None, None, None, None, None, "the run did not finish", run="r1")
+    assert timeout.where() == "" and timeout.line() == "timeout: the run did not finish"
+    gap = Violation("fifo", "A", "B", "7", 12, "A>B#12", "B never delivered seqno 12", run="r1", kind="unicast")
+    assert gap.line() == "fifo A->B unicast conn 7 seqno 12 msg A>B#12: B never delivered seqno 12"
+    history = Violation("history", None, "C", None, None, None, "line 3: t is negative")
+    assert history.line() == "history *->C: line 3: t is negative"

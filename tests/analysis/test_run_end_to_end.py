@@ -88,7 +88,7 @@ def test_a_clean_simulated_run_passes_and_writes_its_report(tmp_path: Path) -> N
 def test_a_lost_last_message_of_unicast2_fails_with_exactly_its_violations(tmp_path: Path) -> None:
     code, output, verdict = _run(tmp_path, LAST_LOST)
     assert code == 1, output
-    # in the verdict's stable order (SCENARIO.md's checks, then timeout): the runner's timeout comes last
+    # in the verdict's stable order (docs/scenario-format.md's checks, then timeout): the runner's timeout comes last
     assert [(v["check"], v["msg_id"]) for v in verdict["violations"]] == [("complete", "A>B#50"), ("timeout", None)]
     assert "replay: chaosbed run" in output.strip().splitlines()[-1]
 

@@ -1,6 +1,6 @@
-"""tests/foreign: foreign members (SCENARIO.md, "Foreign members"). The JGroups tests run the real JGroups 2.12 jar
-(marked `jgroups`; skipped with the reason when no JDK or jar is found) on loopback, and in network namespaces too
-when root is there (that half marked `netns`)."""
+"""tests/foreign: foreign members (docs/scenario-format.md, "Foreign members"). The JGroups tests run the real JGroups
+2.12 jar (marked `jgroups`; skipped with the reason when no JDK or jar is found) on loopback, and in network namespaces
+too when root is there (that half marked `netns`)."""
 
 from __future__ import annotations
 

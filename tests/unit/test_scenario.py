@@ -1,4 +1,4 @@
-"""Scenario files: the SCENARIO.md example parses; every kind of mistake names its field and the reason."""
+"""Scenario files: the docs/scenario-format.md example parses; every kind of mistake names its field and the reason."""
 
 from __future__ import annotations
 
