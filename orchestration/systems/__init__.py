@@ -18,7 +18,7 @@ from typing import Any
 
 NATIVE = "chaosbed"
 REAL_BACKENDS = ("process", "netns", "docker")
-# Wire profiles the fault engine (chaos/engine.py) can apply a `discard` rule to. "none": no discards.
+# Wire profiles the fault engine (chaos/netns_engine.py) can apply a `discard` rule to. "none": no discards.
 # chaos/profiles/ decodes more (jgroups212); a profile is listed here once `discard` faults can use it.
 WIRE_PROFILES = {
     "none": "no protocol-aware discards: partitions, loss, delay, reorder and duplicate only",
