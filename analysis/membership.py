@@ -57,6 +57,7 @@ class Fault:
     def details(self) -> str:
         """The record's other keys (probability, delay, action, ...)."""
         skip = {"t", "event", "seed", "kind", "member", "peer", "from", "to", "groups", "rule", "match"}
+        skip |= {"nemesis", "round"}  # a report groups faults by them
         return ", ".join(f"{k}={v}" for k, v in self.record.items() if k not in skip)
 
     @property

@@ -16,6 +16,7 @@ import numpy as np
 from analysis.config import BOUND_CHECKS, CORE_CHECKS
 from analysis.histogram import bin_value, percentiles_from_hist
 from analysis.membership import NEVER, RunInfo
+from analysis.report_lanes import fault_rounds, faults_to_draw, grouped, lanes_figure
 from analysis.streams import PROGRESS_BUCKETS
 from analysis.verdict import sort_violations
 
@@ -98,9 +99,10 @@ _MEMBER_FAULTS = ("kill", "restart", "leave")  # drawn as instants, whatever the
 _LABEL_BOX = {"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1}  # keeps a label readable over lines
 
 
-def timeline_figure(res: RunResult) -> Figure:
+def timeline_figure(res: RunResult, label_faults: bool = True) -> Figure:
     """Cumulative deliveries per member over time, with fault intervals, kills/restarts, view changes and
-    violations drawn on the same time axis."""
+    violations drawn on the same time axis; without `label_faults` (a long run: its lanes name the faults) the faults
+    are shaded and marked but not labelled."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,7 +132,8 @@ def timeline_figure(res: RunResult) -> Figure:
         x0 = (f.t - t0) / 1e9
         x1 = (min(f.end, info.t_max) - t0) / 1e9 if f.end != NEVER else span / 1e9
         ax.axvspan(x0, x1, color="#f9ab00", alpha=0.18)
-        ax.text(x0, top * (0.02 + 0.07 * row), f" {f.label}", fontsize=8, va="bottom", bbox=_LABEL_BOX)
+        if label_faults:
+            ax.text(x0, top * (0.02 + 0.07 * row), f" {f.label}", fontsize=8, va="bottom", bbox=_LABEL_BOX)
     for f in info.faults:
         if f.end == f.t or f.kind in _MEMBER_FAULTS:  # instantaneous faults at the same time share a line and a label
             instants.setdefault((f.t, f.kind), []).append(f.label)
@@ -139,7 +142,8 @@ def timeline_figure(res: RunResult) -> Figure:
         x0 = (t - t0) / 1e9
         text = labels[0] if len(labels) == 1 else f"{len(labels)} x {kind}"
         ax.axvline(x0, color=colors.get(kind, "#888"), ls="--" if kind in colors else ":", lw=1)
-        ax.text(x0, top * 0.98, f" {text}", rotation=90, va="top", fontsize=8, color=colors.get(kind, "#555"))
+        if label_faults:
+            ax.text(x0, top * 0.98, f" {text}", rotation=90, va="top", fontsize=8, color=colors.get(kind, "#555"))
     start = scenario_start(info)
     if start is not None:
         ax.axvline(start, color="#444", ls="-.", lw=1)
@@ -293,6 +297,26 @@ def _fault_table(info: RunInfo) -> str:
     return note + _table(["at (s)", "until (s)", "scenario time (s)", "fault", "details"], rows, {0, 1, 2})
 
 
+def _round_table(info: RunInfo) -> str:
+    """The faults of a long run, one row per round (faults whose windows overlap); each row opens on its faults."""
+    start = scenario_start(info)
+    rows: list[list[object]] = []
+    for r in fault_rounds(info):
+        inner = [[f"{(f.t - info.t_min) / 1e9:.3f}", f.label, f.details] for f in r.faults]
+        faults = f"<details><summary>{len(r.faults)}</summary>{_table(['at (s)', 'fault', 'details'], inner)}</details>"
+        row: list[object] = [r.number, f"{(r.t - info.t_min) / 1e9:.3f}", f"{(r.end - info.t_min) / 1e9:.3f}"]
+        if start is not None:
+            row.append(f"{(r.t - info.t_min) / 1e9 - start:.3f}")
+        rows.append([*row, Html(faults), r.summary()])
+    headers = ["round", "from (s)", "until (s)", *(["scenario time (s)"] if start is not None else []), "faults"]
+    note = (
+        f'<p class="muted">{len(faults_to_draw(info))} faults in {len(rows)} rounds (a nemesis round; else faults '
+        "whose windows overlap, a kill lasting until its restart). Times are seconds since the first event; open a row "
+        "for its faults.</p>"
+    )
+    return note + _table([*headers, "what"], rows, {0, 1, 2, 3} if start is not None else {0, 1, 2})
+
+
 def render_run(name: str, res: RunResult, stats: RunStats) -> str:
     """The HTML report of one run."""
     badge = '<span class="badge ok">OK</span>' if not res.violations else '<span class="badge fail">FAIL</span>'
@@ -305,10 +329,13 @@ def render_run(name: str, res: RunResult, stats: RunStats) -> str:
         *(f'<p class="muted">{_e(note)}</p>' for note in stats.notes),
         *_violation_section(res),
         "<h2>Faults and delivery progress</h2>",
-        _png(timeline_figure(res)),
     ]
-    if res.info.faults:
-        parts.append(_fault_table(res.info))
+    if grouped(res.info):  # a long run: lanes per member, faults by round
+        parts += [_png(timeline_figure(res, label_faults=False)), _png(lanes_figure(res)), _round_table(res.info)]
+    else:
+        parts.append(_png(timeline_figure(res)))
+        if res.info.faults:
+            parts.append(_fault_table(res.info))
     parts += _latency_section(res, stats.latency_ms)
     parts += ["<h2>Counters</h2>", _member_table(stats.members), _counter_table(stats)]
     parts += _bound_sections(stats)

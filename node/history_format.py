@@ -128,6 +128,8 @@ FAULT_FIELDS: dict[str, Field] = {
     "late": Field("bool", False, "a member action that started more than 20 ms after its instant"),
     "lag_ms": Field("number", False, "with late: how late, in ms"),
     "observed_t": Field("int", False, "a probe run: when probes saw the network fault take effect (first one dropped)"),
+    "nemesis": Field("int", False, "made by the scenario's [[nemesis]] entry with this index (0-based)"),
+    "round": Field("int", False, "with nemesis: the entry's round (1-based) the fault belongs to"),
     "from": Field("list[str]", False, "the sending members of the links"),
     "to": Field("list[str]", False, "the receiving members of the links"),
     "one_way": Field("bool", False, "partition: only from -> to"),

@@ -4,8 +4,9 @@ the one writer of its lines, for the scheduler (orchestration/schedule.py), `cha
 
 A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend`; every other line
 `t, event ("fault"), seed, kind`, then the kind's fields (a network fault: `id`, its keys as node/fault_kinds.py
-names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at`, a late member
-action's `late` and `lag_ms`, and where a probe run measured it a network fault's `observed_t`.
+names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at` (and, made by a
+[[nemesis]], its `nemesis` and `round`), a late member action's `late` and `lag_ms`, and where a probe run measured it a
+network fault's `observed_t`.
 """
 
 from __future__ import annotations
@@ -34,13 +35,20 @@ class FaultLog:
         return self._log({"event": "start", "t": t, "seed": seed, "backend": backend})
 
     def fault(
-        self, record: FaultRecord, *, t: int, duration: float | None = None, at: float | None = None
+        self,
+        record: FaultRecord,
+        *,
+        t: int,
+        duration: float | None = None,
+        at: float | None = None,
+        nemesis: tuple[int, int] | None = None,
     ) -> JsonObject:
-        """A network fault that took effect at `t`: its id, its keys, its `for` and its planned `at` (seconds)."""
+        """A network fault that took effect at `t`: its id, its keys, its `for`, its planned `at` (seconds) and, made
+        by a [[nemesis]] entry, which one and its round."""
         event = _line(t, record.seed, record.kind, {"id": record.id, **record.fault.event_fields()})
         if duration is not None:
             event["for"] = f"{duration:g}s"
-        return self._log(_at(event, at))
+        return self._log(_round(_at(event, at), nemesis))
 
     def heal(self, ids: Sequence[str] | None, *, t: int, seed: int, at: float | None = None) -> JsonObject:
         """A heal: of every network fault (ids None), or of just these (a partial heal, e.g. a `for` running out)."""
@@ -56,10 +64,11 @@ class FaultLog:
         seed: int,
         at: float | None = None,
         lag_ms: float | None = None,
+        nemesis: tuple[int, int] | None = None,
     ) -> JsonObject:
         """A member action (kill, restart, ..., with its arguments) that started at `t`, or a fault the simulator's
         own API made; `lag_ms`: how late it started (it is then marked `late`)."""
-        event = _at(_line(t, seed, kind, fields), at)
+        event = _round(_at(_line(t, seed, kind, fields), at), nemesis)
         if lag_ms is not None:
             event.update(late=True, lag_ms=round(lag_ms, 1))
         return self._log(event)
@@ -99,6 +108,12 @@ def encode(event: JsonObject) -> str:
 
 def _line(t: int, seed: int, kind: str, fields: Mapping[str, object]) -> JsonObject:
     return {"t": t, "event": "fault", "seed": seed, "kind": kind, **fields}
+
+
+def _round(event: JsonObject, nemesis: tuple[int, int] | None) -> JsonObject:
+    if nemesis is not None:
+        event["nemesis"], event["round"] = nemesis
+    return event
 
 
 def _at(event: JsonObject, at: float | None) -> JsonObject:

@@ -60,6 +60,7 @@ class Fault:
     kind: str
     args: dict[str, object]
     duration: float | None = None  # `for`: removed automatically after this long
+    nemesis: tuple[int, int] | None = None  # made by [[nemesis]] entry i in its round r (1-based): (i, r)
 
     def members(self, key: str) -> list[str]:
         value = self.args.get(key)
@@ -499,4 +500,7 @@ def _nemesis(n: TomlTable, path: str, index: int, scenario_seed: int, members: l
         )
     except nemesis.NemesisError as e:
         raise ScenarioError(f"{path}.{e.key}: {e.reason}") from None
-    return [_fault(f, path, members) for f in raws]
+    faults = [_fault(f, path, members) for f in raws]
+    for f in faults:  # a round's faults (and a kill's restart) start within [start + i * interval, + interval)
+        f.nemesis = (index, int((f.at - start) // interval + 1e-9) + 1)
+    return faults

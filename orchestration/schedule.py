@@ -154,7 +154,8 @@ def run_schedule(
         for _ in inst.heals:
             log.heal(None, t=planned_t, seed=seed, at=inst.at)
         for p in inst.on:
-            log.fault(FaultRecord(p.id, p.record, seed), t=planned_t, duration=p.fault.duration, at=inst.at)
+            record = FaultRecord(p.id, p.record, seed)
+            log.fault(record, t=planned_t, duration=p.fault.duration, at=inst.at, nemesis=p.fault.nemesis)
         for w in inst.workloads:
             workloads.start(w)
         if inst.actions:
@@ -171,9 +172,8 @@ def run_schedule(
             elif f.kind == "restart":
                 workloads.after_restart(f.member, inst.at)  # an application keeps sending after a crash
             lag_ms = (started - planned_t) / 1e6
-            event = log.action(
-                f.kind, f.args, t=started, seed=seed, at=inst.at, lag_ms=lag_ms if lag_ms > LATE_MS else None
-            )
+            late_ms = lag_ms if lag_ms > LATE_MS else None
+            event = log.action(f.kind, f.args, t=started, seed=seed, at=inst.at, lag_ms=late_ms, nemesis=f.nemesis)
             if "late" in event:
                 late.append(event)
     warnings = _clock_check(cluster) if schedule.planned else []
