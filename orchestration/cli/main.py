@@ -14,6 +14,7 @@ import click
 from orchestration.cli.cluster import down, send, status, up
 from orchestration.cli.compose import compose
 from orchestration.cli.demo import demo
+from orchestration.cli.explore import explore
 from orchestration.cli.fault import fault, nemesis
 from orchestration.cli.matrix import bugs, matrix
 from orchestration.cli.quick_exit import run_then_exit
@@ -30,6 +31,7 @@ def main() -> None:
 
 for _command in (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks):
     main.add_command(_command)
+main.add_command(explore)
 
 
 def entry() -> None:
