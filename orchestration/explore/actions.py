@@ -14,6 +14,7 @@ from typing import Any
 
 from chaos import nemesis
 from orchestration.explore.context import Context
+from orchestration.explore.fairness import LEAVE_LEAD
 from orchestration.explore.moves import Move
 from orchestration.explore.plan import FOREVER, Plan, table
 
@@ -59,7 +60,9 @@ def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> 
 
 def leave(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
     """A graceful leave (membership stacks): the member is gone for good. The coordinator (the first member) leaves
-    half the time, as its leave hands the group over."""
+    half the time, as its leave hands the group over. Not near the workload's end (fairness.py)."""
+    if at > ctx.end - LEAVE_LEAD:
+        return []
     first = ctx.members[0]
     candidates = [first] if rng.random() < 0.5 and plan.free(first, at, FOREVER) else list(ctx.members)
     victim = plan.pick(rng, candidates, at, FOREVER)
@@ -81,6 +84,9 @@ def close_connection(rng: random.Random, ctx: Context, plan: Plan, at: float, d:
     both = rng.random() < 1 / 3
     if not plan.free(member, at, at) or (both and not plan.free(peer, at, at)):
         return []
+    plan.touch(member, at)
+    if both:
+        plan.touch(peer, at)
     out = [table("close-connection", at, member=member, peer=peer)]
     if both:
         out.append(table("close-connection", at, member=peer, peer=member))

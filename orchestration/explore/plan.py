@@ -26,11 +26,18 @@ class Plan:
     """Member actions drawn so far, as busy intervals per member."""
 
     ctx: Context
-    busy: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    busy: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # out: killed, paused, left
+    touched: dict[str, list[float]] = field(default_factory=dict)  # instants it must be up (closes a connection)
 
     def free(self, member: str, t0: float, t1: float) -> bool:
-        """Whether the member runs undisturbed from t0 to t1 (no other action of the generator touches it)."""
-        return all(t1 + MARGIN <= a or t0 >= b + MARGIN for a, b in self.busy.get(member, []))
+        """Whether the member runs undisturbed from t0 to t1: it is not out then, and no instant at which it must be
+        up falls in it."""
+        spans = all(t1 + MARGIN <= a or t0 >= b + MARGIN for a, b in self.busy.get(member, []))
+        return spans and all(not t0 - MARGIN <= t <= t1 + MARGIN for t in self.touched.get(member, []))
+
+    def touch(self, member: str, t: float) -> None:
+        """The member must be up (running, not paused) at t."""
+        self.touched.setdefault(member, []).append(t)
 
     def down(self, t0: float, t1: float) -> int:
         """How many members are taken out at some time in [t0, t1]."""
