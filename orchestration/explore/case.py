@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.scenario import ScenarioError, apply_overrides, parse
+from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse
 
 SEARCH_KEYS = ("faults", "nemesis", "bug")  # what the base of a search leaves out of the file (faults unless kept)
 DETAILS = 5  # violations a case result keeps, as sentences
@@ -47,6 +47,11 @@ class CaseResult:
         return cls(tuple(doc["violated"]), doc["error"], doc["events"], doc["seconds"], tuple(doc["details"]))
 
 
+def scenario_of(raw: dict[str, Any]) -> Scenario:
+    """The parsed scenario of a raw table, which stays as it was (parse() writes parsed values into `[checks]`)."""
+    return parse(copy.deepcopy(raw))
+
+
 def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> dict[str, Any]:
     """The base scenario of a search: FILE with `--set` applied, validated; its faults, nemeses and `[bug]` table
     left out (faults and nemeses kept with keep_faults). Raises ScenarioError naming what is wrong."""
@@ -57,7 +62,7 @@ def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
     raw = apply_overrides(raw, list(sets))
-    parse(raw)  # the file as given must be valid, faults included
+    scenario_of(raw)  # the file as given must be valid, faults included
     drop = ("bug",) if keep_faults else SEARCH_KEYS
     return {k: v for k, v in raw.items() if k not in drop}
 
@@ -81,7 +86,7 @@ def run_case(raw: dict[str, Any], out: Path, *, keep: bool = False) -> CaseResul
 
     t0 = time.perf_counter()
     try:
-        sc = parse(copy.deepcopy(raw))
+        sc = scenario_of(raw)
         run(sc, "sim", out)
         res = check_run(RunFolder(out.name, out))
     except (ScenarioError, InputError) as e:

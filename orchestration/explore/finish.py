@@ -5,7 +5,6 @@ difference is reported, as it would be a checker bug."""
 
 from __future__ import annotations
 
-import copy
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 from orchestration.explore.minimal import Provenance, write_minimal
 from orchestration.explore.search import Found
 from orchestration.explore.shrink import Shrunk
-from orchestration.scenario import ScenarioError, parse
+from orchestration.scenario import ScenarioError
 
 MINIMAL = "minimal.toml"
 RUN = "run"
@@ -88,10 +87,3 @@ def normal_check(run: Path, spark: str | None) -> tuple[tuple[str, ...] | None, 
         return None, f"the normal check did not run: {e}"
     (res,) = analysis.results.values()
     return tuple(sorted({v.check for v in res.violations})), None
-
-
-def scenario_of(failure: Failure) -> dict[str, Any]:
-    """The minimal scenario (parsed, as a raw table) for the report."""
-    raw = copy.deepcopy(failure.shrunk.raw)
-    parse(copy.deepcopy(raw))
-    return raw

@@ -7,7 +7,8 @@ so the same seed finds the same first failure whatever the number of workers: wi
 stops handing out schedules at the first failure and waits for those already out, and the failure with the lowest
 index is the first one.
 
-The budget is a number of schedules (`schedules`), a time (`budget`, seconds) or both (whichever ends first).
+The budget is a number of schedules (`schedules`: indices below it), a time (`budget`, seconds) or both (whichever
+ends first); `first` starts at a later index (a search going on past a failure it has dealt with).
 Ctrl-C (KeyboardInterrupt) ends the search; what was found is kept and the result says it was interrupted.
 """
 
@@ -43,6 +44,7 @@ class SearchSpec:
     budget: float | None = None  # seconds of searching at most
     stop_at_first: bool = False
     want: tuple[str, ...] | None = None  # only failures violating exactly these checks count
+    first: int = 0  # the index of the first schedule (a search that goes on past an earlier one's failure)
 
     def __post_init__(self) -> None:
         if self.schedules is None and self.budget is None:
@@ -111,6 +113,7 @@ def search(
 ) -> SearchResult:
     """Runs schedules until the budget ends (or the first failure); failures sorted by index."""
     st = _State(spec, time.monotonic(), Progress(budget=spec.budget, schedules=spec.schedules), SearchResult(0))
+    st.next_index = spec.first
     try:
         while True:
             while st.may_hand_out() and pool.pending() < pool.capacity:

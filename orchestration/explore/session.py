@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestration.explore.case import load_base
+from orchestration.explore.case import load_base, scenario_of
 from orchestration.explore.confirm import check_backend, confirm, confirm_line
 from orchestration.explore.context import context_of
 from orchestration.explore.finish import Failure, write_failure
@@ -28,7 +28,6 @@ from orchestration.explore.report import write_index
 from orchestration.explore.result import explore_doc, write_explore_json
 from orchestration.explore.search import Found, SearchResult, SearchSpec, search
 from orchestration.explore.shrink import MAX_RUNS, Shrunk, shrink
-from orchestration.scenario import parse
 
 
 @dataclass
@@ -80,7 +79,7 @@ def command_line(spec: ExploreSpec) -> str:
 def prepare(spec: ExploreSpec) -> tuple[dict, Generator]:
     """The base scenario and its generator; ScenarioError / GeneratorError for bad input (exit 2)."""
     base = load_base(spec.file, spec.sets, keep_faults=spec.keep_faults)
-    generator = Generator(context_of(parse(base)), spec.kinds, spec.shape)
+    generator = Generator(context_of(scenario_of(base)), spec.kinds, spec.shape)
     if spec.confirm:
         check_backend(spec.confirm)
     return base, generator
