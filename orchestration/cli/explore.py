@@ -39,13 +39,18 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
     names = tuple(sorted({v.strip() for v in value.split(",") if v.strip()}))
     bad = [n for n in names if n not in VIOLATIONS]
     if bad or not names:
-        raise click.BadParameter(f"unknown check {bad[0] if bad else value!r}; checks: {', '.join(sorted(VIOLATIONS))}")
+        known = ", ".join(sorted(VIOLATIONS))
+        raise click.BadParameter(
+            f"unknown check {bad[0] if bad else value!r}; checks: {known}", param_hint="--violates"
+        )
     return names
 
 
 @click.command()
 @click.argument("scenario_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--budget", type=duration_arg, default=None, help="search this long, e.g. 10m (default 10m)")
+@click.option(
+    "--budget", type=duration_arg, default=None, metavar="DURATION", help="search this long, e.g. 10m (default 10m)"
+)
 @click.option("--schedules", type=click.IntRange(min=1), default=None, help="search this many schedules")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="worker processes (default: one per core)")
 @click.option("--backend", type=BACKEND, default="sim", show_default=True, help="where schedules run: the simulator")
@@ -60,6 +65,7 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
 )
 @click.option("--confirm-runs", type=click.IntRange(min=1), default=5, show_default=True, help="replays per failure")
 @click.option("--shrink-runs", type=click.IntRange(min=0), default=None, help="runs a shrink may take (default 300)")
+@click.option("--no-check", is_flag=True, help="leave each failure's run unchecked (chaosbed check DIR does it)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/explore-*")
 @spark_option
 def explore(
@@ -77,6 +83,7 @@ def explore(
     confirm: str | None,
     confirm_runs: int,
     shrink_runs: int | None,
+    no_check: bool,
     out: Path | None,
     spark: str | None,
 ) -> None:
@@ -119,6 +126,7 @@ def explore(
             kinds=_kinds(kinds),
             confirm=confirm,
             confirm_runs=confirm_runs,
+            check=not no_check,
             spark=spark,
             shrink_runs=MAX_RUNS if shrink_runs is None else shrink_runs,
         )

@@ -11,6 +11,8 @@ A schedule is 1-4 moves (Shape.moves), each one round of faults of one kind (KIN
 starts at `at` and is over `d` later: `layout` "overlap" places moves independently (they may overlap), "rounds" one
 after another with a gap, "mixed" either, per schedule. Every fault heals by itself (`for`, restart, resume) within
 the window, whose end (the context's horizon) leaves the views time to converge before the scenario's timeout.
+Where discards are drawn, a move comes at times with a companion discard of the messages it makes matter
+(companions.py: the first DATA after a close, the VIEW of a leave, MERGE.INFO across a split, ...).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from chaos import nemesis
 from node.units import parse_duration
 from orchestration.explore import actions, discards, moves
+from orchestration.explore.companions import companion
 from orchestration.explore.context import Context
 from orchestration.explore.plan import Plan
 
@@ -72,6 +75,7 @@ MOVES: dict[str, moves.Move] = {
 assert set(KINDS) == set(WEIGHTS) == set(MOVES)
 
 LAYOUTS = ("overlap", "rounds", "mixed")
+COMPANION = 0.3  # the chance that a move comes with a companion discard (companions.py; when discards are drawn)
 # Over tcp the simulator still moves datagrams: what a real member's TCP connection would retransmit (a packet lost
 # to a partition, to loss, to a discard rule) the simulator loses for good, so only faults that drop nothing are
 # drawn there: delay and member actions (a simulator parity gap, docs/explore.md).
@@ -193,6 +197,8 @@ class Generator:
                 if faults:
                     break
             out += faults
+            if faults and "discard" in self.weights and rng.random() < COMPANION:
+                out += companion(rng, self.ctx, faults, d)
             if layout == "rounds":
                 t = t + d + rng.choice(shape.gaps)
         return sorted(out, key=lambda f: parse_duration(f["at"]))

@@ -1,6 +1,6 @@
 """Live progress of explore: schedules tried and per second, failures so far, the time left of a time budget (or
 the schedules left of a count), then each shrink and confirmation. On a terminal one live line (rich, as the rest
-of the CLI); elsewhere (logs, CI, pipes) a plain line every PLAIN_EVERY_S seconds and at each change of phase."""
+of the CLI); elsewhere (logs, CI, pipes) a plain line every PLAIN_EVERY_S seconds, and whenever a failure is found."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Reporter:
         self.live: Live | None = None
         self.last_plain = 0.0
         self.last_text = ""
+        self.failures = 0
 
     def __enter__(self) -> Reporter:
         if self.live_mode:
@@ -68,7 +69,9 @@ class Reporter:
             self.console.print(text, markup=False, highlight=False)
 
     def search(self, p: Progress) -> None:
-        self.status(search_line(p), force=p.tried == 1)
+        changed = p.failures != self.failures
+        self.failures = p.failures
+        self.status(search_line(p), force=p.tried == 1 or changed)
 
     def say(self, text: str) -> None:
         """A line that stays (above the live line)."""
