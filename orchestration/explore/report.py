@@ -17,7 +17,7 @@ CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em} h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.9em} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
-th{background:#f4f4f4} pre{background:#f8f8f8;border:1px solid #eee;padding:.6em;font-size:.8em;overflow-x:auto}
+th{background:#f4f4f4} pre{background:#f8f8f8;border:1px solid #eee;padding:.6em;font-size:.8em;white-space:pre-wrap}
 .fail{color:#c5221f;font-weight:bold} .ok{color:#137333;font-weight:bold} .muted{color:#666;font-size:.9em}
 code{background:#f1f3f4;padding:0 .3em} img{max-width:100%;border:1px solid #eee}
 """

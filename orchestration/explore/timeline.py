@@ -1,6 +1,7 @@
 """The timeline of a run in Jepsen-style lanes, one per member: its views as coloured bands (labelled with their
-members), its deliveries per 100 ms as a line across the band, and the faults that touch it as bars below (network
-faults in the lanes of the members that stop hearing someone; kills, pauses and leaves in the victim's lane).
+members), its deliveries per 100 ms as a line across the band, its retransmissions as ticks, and the faults that
+touch it as bars below (network faults in the lanes of the members that stop hearing someone; kills, pauses and
+leaves in the victim's lane).
 Times are seconds from the schedule's start (faults.jsonl's `start` line), as `at` in the scenario file.
 
 Read from the run folder alone (history/*.jsonl, faults.jsonl), drawn with matplotlib as analysis/report.py draws.
@@ -39,6 +40,7 @@ class Lanes:
     end: float
     views: dict[str, list[tuple[float, str, list[str]]]] = field(default_factory=dict)  # (t, view_id, members)
     delivered: dict[str, list[float]] = field(default_factory=dict)  # delivery times
+    xmits: dict[str, list[float]] = field(default_factory=dict)  # retransmission times
     bars: dict[str, list[Bar]] = field(default_factory=dict)
     marks: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # (t, kill|restart|leave|close...)
 
@@ -47,6 +49,7 @@ def read_lanes(run: Path) -> Lanes:
     t0 = read_schedule_start(run / "faults.jsonl") or 0
     views: dict[str, list[tuple[float, str, list[str]]]] = defaultdict(list)
     delivered: dict[str, list[float]] = defaultdict(list)
+    xmits: dict[str, list[float]] = defaultdict(list)
     last = 0.0
     for path in sorted((run / "history").glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
@@ -60,8 +63,10 @@ def read_lanes(run: Path) -> Lanes:
                 views[e["member"]].append((t, str(e.get("view_id")), list(e.get("members") or [])))
             elif e.get("event") == "deliver":
                 delivered[e["member"]].append(t)
+            elif e.get("event") == "xmit":
+                xmits[e["member"]].append(t)
     members = sorted(set(views) | set(delivered) | {p.stem for p in (run / "history").glob("*.jsonl")})
-    lanes = Lanes(members, last, dict(views), dict(delivered))
+    lanes = Lanes(members, last, dict(views), dict(delivered), dict(xmits))
     _add_faults(lanes, run, t0)
     return lanes
 
@@ -102,12 +107,16 @@ def figure(lanes: Lanes, title: str = "") -> Figure:
         y = row * 1.0
         _draw_views(ax, lanes.views.get(m, []), y, end, palette, view_colour)
         _draw_deliveries(ax, lanes.delivered.get(m, []), y, end)
+        xs = lanes.xmits.get(m, [])
+        if xs:
+            ax.plot(xs, [y + 0.33] * len(xs), "|", color="#e37400", markersize=5, alpha=0.7)
         _draw_faults(ax, lanes.bars.get(m, []), lanes.marks.get(m, []), y)
     ax.set_yticks([i + 0.5 for i in range(n)], list(reversed(lanes.members)))
     ax.set_ylim(-0.1, n)
     ax.set_xlim(min(0.0, *(v[0][0] for v in lanes.views.values() if v)) if lanes.views else 0.0, end)
     ax.set_xlabel("seconds from the schedule's start (as `at` in the scenario)")
-    ax.set_title(title or "views (bands), deliveries per 100 ms (line), faults (bars below)", fontsize=10)
+    legend = "views (bands), deliveries per 100 ms (blue line), retransmissions (orange ticks), faults (bars below)"
+    ax.set_title(f"{title}: {legend}" if title else legend, fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -115,6 +124,8 @@ def figure(lanes: Lanes, title: str = "") -> Figure:
 
 def _draw_views(ax: Any, views: list[tuple[float, str, list[str]]], y: float, end: float, palette: Any,
                 colour: dict[str, Any]) -> None:  # fmt: skip
+    if not views:  # a stack without membership: a plain lane
+        ax.broken_barh([(0.0, end)], (y + 0.3, 0.6), facecolors="#f1f3f4", edgecolor="white")
     for i, (t, vid, members) in enumerate(views):
         until = views[i + 1][0] if i + 1 < len(views) else end
         c = colour.setdefault(vid, palette[len(colour) % len(palette)])
