@@ -69,10 +69,12 @@ def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_
 
 def with_faults(base: dict[str, Any], faults: list[dict[str, Any]], seed: int) -> dict[str, Any]:
     """The scenario of one schedule: the base with `faults` after its own (kept) ones, and the seed."""
-    raw = copy.deepcopy(base)
+    raw = {k: copy.deepcopy(v) for k, v in base.items() if k != "checks"}
     raw["seed"] = seed
     if faults:
         raw["faults"] = raw.get("faults", []) + copy.deepcopy(faults)
+    if "checks" in base:  # last, so that a scenario file reads cluster, workload, faults, checks
+        raw["checks"] = copy.deepcopy(base["checks"])
     return raw
 
 
@@ -95,14 +97,20 @@ def run_case(raw: dict[str, Any], out: Path, *, keep: bool = False) -> CaseResul
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
     violated = tuple(sorted({v.check for v in res.violations}))
-    details = tuple(_sentence(v) for v in res.violations[:DETAILS])
-    return CaseResult(violated, None, res.events, time.perf_counter() - t0, details)
+    return CaseResult(violated, None, res.events, time.perf_counter() - t0, sentences(res.violations))
+
+
+def sentences(violations: list[Any]) -> tuple[str, ...]:
+    """The first DETAILS violations, a line each."""
+    return tuple(_sentence(v) for v in violations[:DETAILS])
 
 
 def _sentence(v: Any) -> str:
     """A violation in one line: `complete A->B seqno 7 msg A>B#7: missing`."""
     parts = [v.check]
-    if v.sender or v.receiver:
-        parts.append(f"{v.sender or '-'}->{v.receiver or '-'}")
+    if v.sender and v.receiver:
+        parts.append(f"{v.sender}->{v.receiver}")
+    elif v.sender or v.receiver:
+        parts.append(f"({v.sender or v.receiver})")
     parts += [f"{k} {x}" for k, x in (("seqno", v.seqno), ("msg", v.msg_id)) if x is not None]
     return f"{' '.join(parts)}: {v.detail}"

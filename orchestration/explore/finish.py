@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestration.explore.case import sentences
 from orchestration.explore.minimal import Provenance, write_minimal
 from orchestration.explore.search import Found
 from orchestration.explore.shrink import Shrunk
@@ -31,6 +32,7 @@ class Failure:
     check_error: str | None = None
     same_checks: list[int] = field(default_factory=list)  # seeds of later failures with the same checks
     confirm: dict[str, Any] | None = None
+    details: tuple[str, ...] = ()  # the minimal run's first violations (the reference checker)
 
     @property
     def minimal(self) -> Path:
@@ -64,13 +66,17 @@ def write_failure(
 
 
 def run_minimal(failure: Failure) -> None:
-    """minimal.toml through the runner in the simulator, into the failure's run folder."""
+    """minimal.toml through the runner in the simulator, into the failure's run folder; its first violations."""
+    from analysis.config import InputError
+    from analysis.reference import check_run
+    from analysis.schema import RunFolder
     from orchestration.runner import run
     from orchestration.scenario import load
 
     try:
         run(load(failure.minimal), "sim", failure.run)
-    except ScenarioError as e:
+        failure.details = sentences(check_run(RunFolder(failure.run.name, failure.run)).violations)
+    except (ScenarioError, InputError) as e:
         failure.check_error = f"the minimal scenario did not run: {e}"
 
 

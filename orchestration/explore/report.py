@@ -82,9 +82,7 @@ def _failure(root: Path, k: int, f: dict[str, Any]) -> str:
         rows.append(("also failing this way", ", ".join(f"seed {s}" for s in f["same_checks"][:20])))
     parts.append(_rows(rows))
     if f.get("details"):
-        parts.append(
-            "<p>What the search's check said (first violations):</p><pre>" + _e("\n".join(f["details"])) + "</pre>"
-        )
+        parts.append("<p>The minimal run's first violations:</p><pre>" + _e("\n".join(f["details"])) + "</pre>")
     if (run / "history").is_dir():
         parts.append("<h3>Timeline of the minimal run</h3>" + _png(figure(read_lanes(run), f"failure {k}")))
     if minimal.exists():

@@ -32,7 +32,7 @@ def failure_doc(f: Failure, root: Path) -> dict[str, Any]:
         "check_error": f.check_error,
         "replay": f"chaosbed run {f.minimal.relative_to(root).as_posix()} --backend sim",
         "same_checks": f.same_checks,
-        "details": list(f.found.result.details),
+        "details": list(f.details),  # the minimal run's first violations
     }
 
 
