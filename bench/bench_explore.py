@@ -3,7 +3,7 @@
 (a) Throughput: a 4-member cluster (unicast3+nakack2) streaming unicasts between every pair and multicasts from two
 members (~2,000 messages over ~10 s of virtual time); explore's search draws schedules over it for --seconds and
 runs and checks each one on -j workers, as `chaosbed explore` does. Printed: schedules per hour (target >= 10,000
-on a 2-core machine), and what one schedule was (virtual seconds, messages sent, events checked).
+on a 2-core machine), and what a schedule is (the means over the first 10: virtual seconds, messages, events).
 
 (b) Rediscovery: for each bug of scenarios/bugs/*.toml, its scenario with the flawed property set and none of its
 faults is explored until a schedule fails with exactly the bug's checks, is shrunk (keeping the failure on the
@@ -59,29 +59,32 @@ THROUGHPUT_BASE = {
 }
 
 
-def one_schedule(scratch: Path) -> tuple[float, int, int]:
-    """(virtual seconds, messages sent, events) of the first schedule of the throughput search."""
+def sample(scratch: Path, n: int = 10) -> tuple[float, float, float]:
+    """Means over the first n schedules of the throughput search: virtual seconds (from the schedule's start to the
+    last event), messages sent, events checked."""
     from analysis.membership import read_schedule_start
 
-    seed = schedule_seed(1, 0)
     gen = Generator(context_of(scenario_of(THROUGHPUT_BASE)))
-    raw = copy.deepcopy(THROUGHPUT_BASE)
-    raw["seed"], raw["faults"] = seed, gen.draw(schedule_rng(seed))
-    out = scratch / "one"
-    res = run_case(raw, out, keep=True)
-    sends, last = 0, 0
-    for path in (out / "history").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            sends += '"event":"send"' in line
-            last = max(last, int(line[5 : line.index(",")]))
-    start = read_schedule_start(out / "faults.jsonl") or 0
-    shutil.rmtree(out, ignore_errors=True)
-    return (last - start) / 1e9, sends, res.events
+    virtual = sends = events = 0.0
+    for i in range(n):
+        seed = schedule_seed(1, i)
+        raw = copy.deepcopy(THROUGHPUT_BASE)
+        raw["seed"], raw["faults"] = seed, gen.draw(schedule_rng(seed))
+        out = scratch / "one"
+        events += run_case(raw, out, keep=True).events
+        last = 0
+        for path in (out / "history").glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                sends += '"event":"send"' in line
+                last = max(last, int(line[5 : line.index(",")]))
+        virtual += (last - (read_schedule_start(out / "faults.jsonl") or 0)) / 1e9
+        shutil.rmtree(out, ignore_errors=True)
+    return virtual / n, sends / n, events / n
 
 
 def throughput(seconds: float, jobs: int, scratch: Path) -> None:
-    virtual, sends, events = one_schedule(scratch)
-    print(f"one schedule: {virtual:.1f} s of virtual time, {sends:,} messages sent, {events:,} events checked")
+    virtual, sends, events = sample(scratch)
+    print(f"a schedule (mean of 10): {virtual:.1f} s of virtual time, {sends:,.0f} messages sent, {events:,.0f} events")
     pool = make_pool(jobs)
     try:
         gen = Generator(context_of(scenario_of(THROUGHPUT_BASE)))
