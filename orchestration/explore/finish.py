@@ -5,7 +5,6 @@ difference is reported, as it would be a checker bug."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,6 @@ class Failure:
     @property
     def run(self) -> Path:
         return self.folder / RUN
-
-    def replay(self, root: Path) -> str:
-        return f"chaosbed run {shlex.quote(str(root / self.folder.name / MINIMAL))} --backend sim"
 
 
 def folder_name(number: int, found: Found) -> str:

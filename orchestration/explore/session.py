@@ -145,8 +145,9 @@ def _shrink(
         reporter.status(f"shrinking failure {number} ({checks}): {faults} -> {now} faults, {s.runs} runs")
 
     step(Shrunk(found.raw, found.result.violated))
-    batch = getattr(pool, "capacity", 1)
-    shrunk = shrink(found.raw, found.result.violated, pool.map, batch=batch, max_runs=spec.shrink_runs, on_step=step)
+    shrunk = shrink(
+        found.raw, found.result.violated, pool.map, batch=pool.capacity, max_runs=spec.shrink_runs, on_step=step
+    )
     if not shrunk.complete and shrunk.runs < spec.shrink_runs:
         ex.interrupted = True
     after = len(shrunk.raw.get("faults", []))
