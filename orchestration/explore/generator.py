@@ -28,6 +28,7 @@ from node.units import parse_duration
 from orchestration.explore import actions, discards, moves
 from orchestration.explore.companions import companion
 from orchestration.explore.context import Context
+from orchestration.explore.fairness import unfair_leaves
 from orchestration.explore.plan import Plan
 
 KINDS: dict[str, str] = {
@@ -201,6 +202,8 @@ class Generator:
                 out += companion(rng, self.ctx, faults, d)
             if layout == "rounds":
                 t = t + d + rng.choice(shape.gaps)
+        for i in reversed(unfair_leaves(out, self.ctx)):  # a leave that a partition drawn later makes unfair
+            del out[i]
         return sorted(out, key=lambda f: parse_duration(f["at"]))
 
 

@@ -15,6 +15,7 @@ from node import wire
 from node.units import parse_duration
 from orchestration.explore.case import load_base, scenario_of, with_faults
 from orchestration.explore.context import Context, context_of
+from orchestration.explore.fairness import unfair, unfair_leaves
 from orchestration.explore.generator import KINDS, Generator, GeneratorError, Shape, applicable, parse_kinds
 from orchestration.explore.search import schedule_rng
 from orchestration.scenario import ScenarioError
@@ -179,3 +180,25 @@ def test_moves_come_with_companion_discards_only_where_discards_are_drawn() -> N
     assert any(matches[m] for m in ("GMS.VIEW()", "GMS.LEAVE_REQ()", "GMS.LEAVE_RSP()", "GMS.VIEW_ACK()")), matches
     gen = Generator(ctx_of(base()), ["close-connection", "leave", "split"])
     assert not any(f["kind"] == "discard" for faults in draws(gen) for f in faults)
+
+
+def test_no_leave_the_scenario_could_not_survive() -> None:
+    """No leave within 1 s of the workload's end (the run would end before it is over), and, where failure detection
+    is slower than the views' bound, none while a partition or split is in force (members cut off from the leaver
+    keep its view until failure detection suspects it); the shrinker leaves such scenarios out too."""
+    slow = base()
+    slow["cluster"]["properties"] = {"fd": {"timeout": "30s"}}
+    for raw in (base(), slow):
+        ctx = ctx_of(raw)
+        gen = Generator(ctx, ["leave", "split", "partition"])
+        leaves = 0
+        for faults in draws(gen):
+            assert unfair_leaves(faults, ctx) == []
+            assert unfair(with_faults(raw, faults, 1)) is None
+            leaves += sum(f["kind"] == "leave" for f in faults)
+        assert leaves > 20
+    late = with_faults(base(), [{"at": "4.5s", "kind": "leave", "member": "A"}], 1)  # the workload ends at 5 s
+    assert "unfair leave of A" in (unfair(late) or "")
+    cut = [{"at": "1s", "kind": "split", "groups": [["A", "B"], ["C", "D"]], "for": "3s"},
+           {"at": "2s", "kind": "leave", "member": "A"}]  # fmt: skip
+    assert unfair(with_faults(slow, cut, 1)) is not None and unfair(with_faults(base(), cut, 1)) is None
