@@ -61,7 +61,7 @@ def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> 
 def leave(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
     """A graceful leave (membership stacks): the member is gone for good. The coordinator (the first member) leaves
     half the time, as its leave hands the group over. Not near the workload's end (fairness.py)."""
-    if at > ctx.end - LEAVE_LEAD:
+    if at > ctx.sends_until - LEAVE_LEAD:
         return []
     first = ctx.members[0]
     candidates = [first] if rng.random() < 0.5 and plan.free(first, at, FOREVER) else list(ctx.members)

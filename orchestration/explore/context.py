@@ -30,7 +30,7 @@ class Context:
     transport: str
     protocols: tuple[str, ...]  # the wire names of the stack's protocols (UNICAST3, NAKACK2, GMS, ...)
     start: float  # when the first workload starts (s after the schedule's t0)
-    end: float  # when the last workload is expected to have sent everything
+    end: float  # when the last workload is expected to have sent everything (at least MIN_SPAN after `start`)
     horizon: float  # every fault is over by then
     unicast_links: frozenset[tuple[str, str]] = frozenset()  # (sender, receiver) pairs a unicast workload uses
     senders: frozenset[str] = frozenset()
@@ -39,6 +39,7 @@ class Context:
     delivery_bound: float | None = None  # delivered_within (s)
     views_bound: float | None = None  # views_converge (s); None: off, or no membership
     detect: float = 0.0  # how long failure detection takes to exclude a crashed member (fd timeout + check)
+    sends_until: float = 0.0  # when the last message is expected to be sent (`end` without the MIN_SPAN padding)
 
     @property
     def membership(self) -> bool:
@@ -59,13 +60,18 @@ class Context:
         return min(0.5, self.delivery_bound / 4) if self.delivery_bound else 0.5
 
 
+def last_send(sc: Scenario) -> float:
+    """When the last workload is expected to have sent its last message (0 without workloads)."""
+    return max((w.start + w.count / (w.rate or UNPACED_RATE) for w in sc.workloads), default=0.0)
+
+
 def workload_span(sc: Scenario) -> tuple[float, float]:
-    """(first start, last expected end) of the scenario's workloads; (0, MIN_SPAN) without any."""
+    """The window schedules are drawn in: (first start, last expected end) of the scenario's workloads, at least
+    MIN_SPAN long; (0, MIN_SPAN) without any."""
     if not sc.workloads:
         return 0.0, MIN_SPAN
     start = min(w.start for w in sc.workloads)
-    end = max(w.start + w.count / (w.rate or UNPACED_RATE) for w in sc.workloads)
-    return start, max(end, start + MIN_SPAN)
+    return start, max(last_send(sc), start + MIN_SPAN)
 
 
 def seqno_hints(sc: Scenario) -> tuple[int, ...]:
@@ -115,4 +121,5 @@ def context_of(sc: Scenario) -> Context:
         delivery_bound=None if delivery in (None, False) else float(delivery),
         views_bound=views,
         detect=fd.timeout + fd.timeout_check_interval if has_membership(sc.stack) else 0.0,
+        sends_until=last_send(sc),
     )

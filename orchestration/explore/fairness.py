@@ -17,7 +17,7 @@ from typing import Any
 
 from node.units import parse_duration
 from orchestration.explore.case import scenario_of
-from orchestration.explore.context import Context, context_of, workload_span
+from orchestration.explore.context import Context, context_of
 from orchestration.scenario import ScenarioError
 
 LEAVE_LEAD = 1.0  # seconds a leave comes before the end of the workload at the latest
@@ -38,7 +38,7 @@ def unfair_leaves(faults: list[dict[str, Any]], ctx: Context) -> list[int]:
         if f.get("kind") != "leave":
             continue
         at = parse_duration(f.get("at", "0s"))
-        late = at > ctx.end - LEAVE_LEAD
+        late = at > ctx.sends_until - LEAVE_LEAD
         cut_off = not ctx.crashes_converge and any(s <= at + LEAVE_CUT_OFF and e >= at for s, e in cuts)
         if late or cut_off:
             out.append(i)
@@ -58,5 +58,4 @@ def unfair(raw: dict[str, Any]) -> str | None:
     if not bad:
         return None
     f = faults[bad[0]]
-    _, end = workload_span(scenario_of(raw))
-    return f"an unfair leave of {f.get('member')} at {f.get('at')} (workload ends at {end:g}s)"
+    return f"an unfair leave of {f.get('member')} at {f.get('at')} (the workload ends at {ctx.sends_until:g}s)"

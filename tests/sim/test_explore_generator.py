@@ -199,6 +199,9 @@ def test_no_leave_the_scenario_could_not_survive() -> None:
         assert leaves > 20
     late = with_faults(base(), [{"at": "4.5s", "kind": "leave", "member": "A"}], 1)  # the workload ends at 5 s
     assert "unfair leave of A" in (unfair(late) or "")
+    one = base()
+    one["workload"] = [{"kind": "unicast", "from": "*", "to": "*", "count": 1, "rate": 200}]  # all sent at once
+    assert unfair(with_faults(one, [{"at": "0s", "kind": "leave", "member": "A"}], 1)) is not None
     cut = [{"at": "1s", "kind": "split", "groups": [["A", "B"], ["C", "D"]], "for": "3s"},
            {"at": "2s", "kind": "leave", "member": "A"}]  # fmt: skip
     assert unfair(with_faults(slow, cut, 1)) is not None and unfair(with_faults(base(), cut, 1)) is None
