@@ -41,6 +41,7 @@ class Lanes:
     views: dict[str, list[tuple[float, str, list[str]]]] = field(default_factory=dict)  # (t, view_id, members)
     delivered: dict[str, list[float]] = field(default_factory=dict)  # delivery times
     xmits: dict[str, list[float]] = field(default_factory=dict)  # retransmission times
+    last: dict[str, float] = field(default_factory=dict)  # each member's last event (a member that left stops there)
     bars: dict[str, list[Bar]] = field(default_factory=dict)
     marks: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # (t, kill|restart|leave|close...)
 
@@ -50,6 +51,7 @@ def read_lanes(run: Path) -> Lanes:
     views: dict[str, list[tuple[float, str, list[str]]]] = defaultdict(list)
     delivered: dict[str, list[float]] = defaultdict(list)
     xmits: dict[str, list[float]] = defaultdict(list)
+    last_of: dict[str, float] = {}
     last = 0.0
     for path in sorted((run / "history").glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
@@ -59,6 +61,7 @@ def read_lanes(run: Path) -> Lanes:
                 continue
             t = (e.get("t", t0) - t0) / 1e9
             last = max(last, t)
+            last_of[e.get("member", path.stem)] = max(last_of.get(e.get("member", path.stem), t), t)
             if e.get("event") == "view":
                 views[e["member"]].append((t, str(e.get("view_id")), list(e.get("members") or [])))
             elif e.get("event") == "deliver":
@@ -66,7 +69,7 @@ def read_lanes(run: Path) -> Lanes:
             elif e.get("event") == "xmit":
                 xmits[e["member"]].append(t)
     members = sorted(set(views) | set(delivered) | {p.stem for p in (run / "history").glob("*.jsonl")})
-    lanes = Lanes(members, last, dict(views), dict(delivered), dict(xmits))
+    lanes = Lanes(members, last, dict(views), dict(delivered), dict(xmits), last_of)
     _add_faults(lanes, run, t0)
     return lanes
 
@@ -105,7 +108,7 @@ def figure(lanes: Lanes, title: str = "") -> Figure:
     end = max(lanes.end, 0.1)
     for row, m in enumerate(reversed(lanes.members)):
         y = row * 1.0
-        _draw_views(ax, lanes.views.get(m, []), y, end, palette, view_colour)
+        _draw_views(ax, lanes.views.get(m, []), y, lanes.last.get(m, end), palette, view_colour)
         _draw_deliveries(ax, lanes.delivered.get(m, []), y, end)
         xs = lanes.xmits.get(m, [])
         if xs:
