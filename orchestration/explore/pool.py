@@ -59,11 +59,11 @@ class InlinePool:
 
 
 class _Worker:
-    def __init__(self, index: int, log_dir: Path) -> None:
+    def __init__(self, index: int, log_dir: Path, scratch: Path) -> None:
         self.log = log_dir / f"worker{index}.log"
         self.log_file = self.log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestration.explore.worker"],
+            [sys.executable, "-m", "orchestration.explore.worker", str(scratch / f"w{index}")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,
@@ -117,7 +117,8 @@ class ProcessPool:
 
     def __init__(self, jobs: int) -> None:
         self.logs = Path(tempfile.mkdtemp(prefix="chaosbed-explore-logs-"))
-        self.workers = [_Worker(i, self.logs) for i in range(jobs)]
+        self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
+        self.workers = [_Worker(i, self.logs, self.scratch) for i in range(jobs)]
         self.capacity = jobs * PREFETCH
         self.queue: deque[tuple[Hashable, dict[str, Any]]] = deque()
         self.selector = selectors.DefaultSelector()
@@ -172,6 +173,7 @@ class ProcessPool:
         for w in self.workers:
             w.stop(now=now)
         shutil.rmtree(self.logs, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def make_pool(jobs: int) -> InlinePool | ProcessPool:

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from orchestration.cli.main import main
 from orchestration.explore.case import load_base, run_case
+from orchestration.explore.worker import SCRATCH_ENV
 
 pytestmark = pytest.mark.sim
 
@@ -100,7 +101,9 @@ def test_ctrl_c_keeps_what_was_found(tmp_path: Path) -> None:
     """A search with a long budget, interrupted (SIGINT, as Ctrl-C) once it has found a failure: it exits 1 with
     explore.json and the failure's folder (minimal.toml replays it), and leaves no worker process behind."""
     out = tmp_path / "x"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", SCRATCH_ENV: str(scratch)}
     command = [sys.executable, "-m", "orchestration", "explore", str(BUG), *FLAWED, "--budget", "10m", "-j", "2"]
     proc = subprocess.Popen(
         [*command, "--out", str(out), "--no-check"],
@@ -130,5 +133,6 @@ def test_ctrl_c_keeps_what_was_found(tmp_path: Path) -> None:
     replay = run_case(load_base(minimal, keep_faults=True), tmp_path / "replay")
     assert list(replay.violated) == doc["failures"][0]["violated"]
     assert (out / "index.html").is_file()
-    gone = psutil.wait_procs(workers, timeout=10)[1]
-    assert not gone, f"worker processes left behind: {gone}"
+    alive = psutil.wait_procs(workers, timeout=10)[1]
+    assert not alive, f"worker processes left behind: {alive}"
+    assert not list(scratch.iterdir()), "the workers' scratch folders are removed"
