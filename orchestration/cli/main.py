@@ -15,6 +15,7 @@ import click
 from orchestration.cli.cluster import down, send, status, up
 from orchestration.cli.compose import compose
 from orchestration.cli.demo import demo
+from orchestration.cli.explore import explore
 from orchestration.cli.fault import fault, nemesis
 from orchestration.cli.matrix import bugs, matrix
 from orchestration.cli.members import kill, leave, pause, restart, resume
@@ -34,6 +35,7 @@ def main() -> None:
 _COMMANDS = (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks)
 for _command in (*_COMMANDS, systems, conform, kill, restart, pause, resume, leave):
     main.add_command(_command)
+main.add_command(explore)
 
 
 def entry() -> None:

@@ -150,6 +150,9 @@ def cut_intervals(sim: Simulation) -> dict[frozenset[str], list[tuple[float, flo
     return intervals
 
 
+Cuts = dict[frozenset[str], list[tuple[float, float]]]  # pair of members -> intervals a link between them was cut
+
+
 @dataclass
 class MulticastReport:
     checked: int = 0  # (message, receiver) pairs that had to be delivered
@@ -158,16 +161,21 @@ class MulticastReport:
     problems: list[str] = field(default_factory=list)
 
 
-def connected_sends(sim: Simulation, window: float = DELIVERY_WINDOW) -> dict[tuple[str, str], list[str]]:
+def connected_sends(
+    sim: Simulation,
+    window: float = DELIVERY_WINDOW,
+    cuts: Cuts | None = None,
+) -> dict[tuple[str, str], list[str]]:
     """(sender, receiver) -> msg_ids the receiver must deliver: the multicasts "sent while connected".
 
     A multicast sent by s at time t was sent while connected to r (r != s) iff
     1. s and r had installed the same view (same view id) before t (their last view events before t), and
     2. in [t, t + window] no link between s and r, in either direction, was cut, and
     3. in [t, t + window] neither s nor r installed a view without the other.
-    Both are running for the whole test (no crashes here). Only the histories and recorded faults are used.
+    Both are running for the whole test (no crashes here). Only the histories and recorded faults are used, or the
+    cut intervals given (`cuts`: faults put on the simulation's fault table, which records none).
     """
-    cuts = cut_intervals(sim)
+    cuts = cut_intervals(sim) if cuts is None else cuts
     views = {n: view_events(sim, n) for n in sim.history}
     times = {n: [v.t for v in vs] for n, vs in views.items()}
 
@@ -203,11 +211,15 @@ def connected_sends(sim: Simulation, window: float = DELIVERY_WINDOW) -> dict[tu
     return required
 
 
-def check_multicast(sim: Simulation, window: float = DELIVERY_WINDOW) -> MulticastReport:
+def check_multicast(
+    sim: Simulation,
+    window: float = DELIVERY_WINDOW,
+    cuts: Cuts | None = None,
+) -> MulticastReport:
     """Every multicast sent while connected was delivered, and each receiver delivered each sender's multicasts
     exactly once and in send (seqno) order — across views, merges included."""
     rep = MulticastReport()
-    required = connected_sends(sim, window)
+    required = connected_sends(sim, window, cuts)
     names = list(sim.history)
     for s in names:
         order = {mid: i for i, mid in enumerate(sim.multicast_sent(s))}

@@ -7,18 +7,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchestration.explore.generator import Generator, Shape
 from orchestration.sim.simulation import Simulation
+from tests.sim.schedules import apply_faults, context
 from tests.sim.util import FAST_U3, assert_exactly_once_in_order, settle
 
 pytestmark = pytest.mark.sim
 
-LINK_FAULTS = {
-    "loss": st.floats(0.0, 0.5),
-    "duplicate": st.floats(0.0, 0.3),
-    "reorder": st.floats(0.0, 0.3),
-    "jitter": st.floats(0.0, 0.02),
-    "cut": st.just(True),
-}
+# Faults drawn by explore's generator (the one source of random schedules): 0-8 of them, each starting in the first
+# 13 s and lasting 0.1-5 s, overlapping at will: loss, duplication, reordering, delay and jitter, one-way cuts (or
+# partitions of random sets) and graceful connection closes (pending messages must still be flushed).
+KINDS = ["loss", "duplicate", "reorder", "delay", "partition", "close-connection"]
+SHAPE = Shape(moves=(0, 8), duration=(0.1, 5.0), layout="overlap", window=(0.0, 13.0))
 
 
 @st.composite
@@ -30,12 +30,8 @@ def scenarios(draw: st.DrawFn) -> dict:
         (s, d, draw(st.integers(0, 200)), draw(st.floats(20, 2000)), draw(st.floats(0, 5)))
         for s, d in draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=len(pairs), unique=True))
     ]
-    faults = []
-    for _ in range(draw(st.integers(0, 8))):
-        kind = draw(st.sampled_from([*LINK_FAULTS, "close"]))
-        src, dst = draw(st.sampled_from(pairs))
-        value = draw(LINK_FAULTS[kind]) if kind in LINK_FAULTS else None
-        faults.append((kind, src, dst, value, draw(st.floats(0, 8)), draw(st.floats(0.1, 5))))
+    ctx = context(names, "unicast3", workload=[{"kind": "unicast", "from": s, "to": d} for s, d, *_ in workload])
+    faults = Generator(ctx, KINDS, SHAPE).draw(draw(st.randoms(use_true_random=False)))
     return {"names": names, "seed": draw(st.integers(0, 2**32 - 1)), "workload": workload, "faults": faults}
 
 
@@ -43,18 +39,7 @@ def run(sc: dict) -> Simulation:
     sim = Simulation(sc["names"], seed=sc["seed"], properties=FAST_U3)
     for s, d, count, rate, start in sc["workload"]:
         sim.stream(s, d, count, rate=rate, start=start)
-    last = 0.0
-    for kind, src, dst, value, start, duration in sc["faults"]:
-        if kind == "close":  # graceful close of a connection: pending messages must still be flushed
-            member = sim.member(src)
-            sim.at(
-                start,
-                lambda m=member, p=dst: m.stack.unicast.close_connection(sim.member(p).address, sim.now, m.stack.out),
-            )
-        else:
-            sim.at(start, lambda k=kind, s=src, d=dst, v=value, t=duration: sim.set_link(s, d, duration=t, **{k: v}))
-        last = max(last, start + duration)
-    sim.at(last, sim.heal)
+    apply_faults(sim, sc["faults"], t0=0.0)
     return sim
 
 

@@ -15,7 +15,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SCENARIO_FORMAT = ROOT / "docs" / "scenario-format.md"
 
 # Pages written on other branches that README.md and docs/ already link to. Remove an entry once its page is merged.
-PENDING = {"docs/explore.md"}
+PENDING: set[str] = set()
 
 # A path into the repository as the docs write it: a top-level folder of the project, then path parts (a trailing
 # `:12` line number, `*` glob or `<member>` placeholder ends it, so `tests/x.py:12` and `scenarios/*.toml` check

@@ -1,0 +1,163 @@
+"""`chaosbed explore FILE`: search random fault schedules over FILE's cluster and workload in the simulator, shrink
+what fails to minimal scenarios, confirm them on real members (SCENARIO.md, "Explore"; orchestration/explore/).
+Exit 0: no failure found; 1: failures found (each shrunk); 2: could not run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from orchestration.cli.options import BACKEND, console, duration_arg, spark_option
+
+if TYPE_CHECKING:
+    from orchestration.explore.session import Explored
+
+DEFAULT_BUDGET_S = 600.0
+
+
+def _kinds(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    from orchestration.explore.generator import GeneratorError, parse_kinds
+
+    try:
+        return parse_kinds(value)
+    except GeneratorError as e:
+        raise click.BadParameter(str(e), param_hint="--nemesis") from None
+
+
+def _checks(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    from orchestration.scenario import VIOLATIONS
+
+    names = tuple(sorted({v.strip() for v in value.split(",") if v.strip()}))
+    bad = [n for n in names if n not in VIOLATIONS]
+    if bad or not names:
+        known = ", ".join(sorted(VIOLATIONS))
+        raise click.BadParameter(
+            f"unknown check {bad[0] if bad else value!r}; checks: {known}", param_hint="--violates"
+        )
+    return names
+
+
+@click.command()
+@click.argument("scenario_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--budget", type=duration_arg, default=None, metavar="DURATION", help="search this long, e.g. 10m (default 10m)"
+)
+@click.option("--schedules", type=click.IntRange(min=1), default=None, help="search this many schedules")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="worker processes (default: one per core)")
+@click.option("--backend", type=BACKEND, default="sim", show_default=True, help="where schedules run: the simulator")
+@click.option("--nemesis", "kinds", default=None, metavar="KINDS", help="fault kinds to draw, comma-separated (all)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override any key of FILE, as `run --set`")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="the search's seed (default: FILE's seed)")
+@click.option("--stop-at-first", is_flag=True, help="stop at the first failure")
+@click.option("--keep-faults", is_flag=True, help="keep FILE's own faults under every schedule")
+@click.option("--violates", "want", default=None, metavar="CHECKS", help="count only failures of exactly these checks")
+@click.option(
+    "--confirm", type=click.Choice(["netns", "docker"]), default=None, help="replay each minimal on real members"
+)
+@click.option("--confirm-runs", type=click.IntRange(min=1), default=5, show_default=True, help="replays per failure")
+@click.option("--shrink-runs", type=click.IntRange(min=0), default=None, help="runs a shrink may take (default 300)")
+@click.option("--no-check", is_flag=True, help="leave each failure's run unchecked (chaosbed check DIR does it)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/explore-*")
+@spark_option
+def explore(
+    scenario_file: Path,
+    budget: float | None,
+    schedules: int | None,
+    jobs: int | None,
+    backend: str,
+    kinds: str | None,
+    sets: tuple[str, ...],
+    seed: int | None,
+    stop_at_first: bool,
+    keep_faults: bool,
+    want: str | None,
+    confirm: str | None,
+    confirm_runs: int,
+    shrink_runs: int | None,
+    no_check: bool,
+    out: Path | None,
+    spark: str | None,
+) -> None:
+    """Search fault schedules for failures, shrink each to a minimal scenario: exit 0 none, 1 found, 2 could not run."""
+    from orchestration.explore.generator import GeneratorError
+    from orchestration.explore.pool import PoolError
+    from orchestration.explore.progress import Reporter
+    from orchestration.explore.search import SearchSpec
+    from orchestration.explore.session import ExploreSpec
+    from orchestration.explore.session import explore as run_explore
+    from orchestration.explore.shrink import MAX_RUNS
+    from orchestration.runner import first_interrupt_only
+    from orchestration.scenario import ScenarioError, load
+
+    if backend != "sim":
+        raise click.BadParameter(
+            "explore searches in the simulator (--backend sim); replay what it finds on real members with "
+            "--confirm netns|docker",
+            param_hint="--backend",
+        )
+    try:
+        sc = load(scenario_file, list(sets))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = out or Path("runs") / f"explore-{sc.name}-{stamp}"
+        if out.exists() and any(out.iterdir()):
+            raise ScenarioError(f"--out {out}: the folder exists and is not empty")
+        spec = ExploreSpec(
+            file=scenario_file,
+            out=out,
+            search=SearchSpec(
+                seed=sc.seed if seed is None else seed,
+                schedules=schedules,
+                budget=budget if budget is not None or schedules is not None else DEFAULT_BUDGET_S,
+                stop_at_first=stop_at_first,
+                want=_checks(want),
+            ),
+            sets=sets,
+            keep_faults=keep_faults,
+            jobs=jobs or os.cpu_count() or 1,
+            kinds=_kinds(kinds),
+            confirm=confirm,
+            confirm_runs=confirm_runs,
+            check=not no_check,
+            spark=spark,
+            shrink_runs=MAX_RUNS if shrink_runs is None else shrink_runs,
+        )
+        restore = first_interrupt_only()
+        try:
+            with Reporter(console) as reporter:
+                explored = run_explore(spec, reporter)
+        finally:
+            restore()
+    except (ScenarioError, GeneratorError, PoolError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    _summary(explored, out)
+    sys.exit(1 if explored.failures else 0)
+
+
+def _summary(explored: Explored, out: Path) -> None:
+    from orchestration.explore.confirm import confirm_line
+
+    for f in explored.failures:
+        n_before, n_after = len(f.found.faults), len(f.shrunk.raw.get("faults", []))
+        shrunk = "shrunk" if f.shrunk.complete else "shrinking stopped"
+        console.print(
+            f"failure {f.number}: [bold red]{', '.join(f.found.result.violated)}[/] (schedule seed {f.found.seed}); "
+            f"{shrunk}: {n_before} -> {n_after} faults; minimal: {f.minimal}",
+            soft_wrap=True,
+        )
+        if f.confirm:
+            console.print(f"  {confirm_line(f.confirm)}", markup=False, soft_wrap=True)
+        console.print(f"  replay: chaosbed run {f.minimal} --backend sim", markup=False, soft_wrap=True)
+    r = explored.result
+    state = " (interrupted)" if explored.interrupted else ""
+    verdict = f"{len(explored.failures)} failure(s)" if explored.failures else "no failure found"
+    console.print(f"explore{state}: {r.tried:,} schedules, {verdict}; {out / 'index.html'}", markup=False)

@@ -1,0 +1,116 @@
+"""A schedule is a scenario: the base scenario (its file with `--set` applied, its own faults left out unless
+--keep-faults) with a schedule's `[[faults]]` and seed. `run_case` runs one in the simulator through the normal
+runner and checks it with the plain-Python checker (analysis/reference.py), which the tests hold to the Spark
+pipeline's verdicts, at a fraction of its cost per run."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse
+
+SEARCH_KEYS = ("faults", "nemesis", "bug")  # what the base of a search leaves out of the file (faults unless kept)
+DETAILS = 5  # violations a case result keeps, as sentences
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What one case did: the checks it violated (sorted names; empty: it passed), or why it could not run."""
+
+    violated: tuple[str, ...] = ()
+    error: str | None = None
+    events: int = 0
+    seconds: float = 0.0
+    details: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violated) and self.error is None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "violated": list(self.violated),
+            "error": self.error,
+            "events": self.events,
+            "seconds": round(self.seconds, 4),
+            "details": list(self.details),
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CaseResult:
+        return cls(tuple(doc["violated"]), doc["error"], doc["events"], doc["seconds"], tuple(doc["details"]))
+
+
+def scenario_of(raw: dict[str, Any]) -> Scenario:
+    """The parsed scenario of a raw table, which stays as it was (parse() writes parsed values into `[checks]`)."""
+    return parse(copy.deepcopy(raw))
+
+
+def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> dict[str, Any]:
+    """The base scenario of a search: FILE with `--set` applied, validated; its faults, nemeses and `[bug]` table
+    left out (faults and nemeses kept with keep_faults). Raises ScenarioError naming what is wrong."""
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    raw = apply_overrides(raw, list(sets))
+    scenario_of(raw)  # the file as given must be valid, faults included
+    drop = ("bug",) if keep_faults else SEARCH_KEYS
+    return {k: v for k, v in raw.items() if k not in drop}
+
+
+def with_faults(base: dict[str, Any], faults: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """The scenario of one schedule: the base with `faults` after its own (kept) ones, and the seed."""
+    raw = {k: copy.deepcopy(v) for k, v in base.items() if k != "checks"}
+    raw["seed"] = seed
+    if faults:
+        raw["faults"] = raw.get("faults", []) + copy.deepcopy(faults)
+    if "checks" in base:  # last, so that a scenario file reads cluster, workload, faults, checks
+        raw["checks"] = copy.deepcopy(base["checks"])
+    return raw
+
+
+def run_case(raw: dict[str, Any], out: Path, *, keep: bool = False) -> CaseResult:
+    """Runs a scenario in the simulator into `out` and checks it with the reference checker. `out` is removed
+    afterwards unless `keep`. A scenario that cannot run (ScenarioError) or cannot be checked is an `error`."""
+    from analysis.config import InputError
+    from analysis.reference import check_run
+    from analysis.schema import RunFolder
+    from orchestration.runner import run
+
+    t0 = time.perf_counter()
+    try:
+        sc = scenario_of(raw)
+        run(sc, "sim", out)
+        res = check_run(RunFolder(out.name, out))
+    except (ScenarioError, InputError) as e:
+        return CaseResult(error=str(e), seconds=time.perf_counter() - t0)
+    finally:
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
+    violated = tuple(sorted({v.check for v in res.violations}))
+    return CaseResult(violated, None, res.events, time.perf_counter() - t0, sentences(res.violations))
+
+
+def sentences(violations: list[Any]) -> tuple[str, ...]:
+    """The first DETAILS violations, a line each."""
+    return tuple(_sentence(v) for v in violations[:DETAILS])
+
+
+def _sentence(v: Any) -> str:
+    """A violation in one line: `complete A->B seqno 7 msg A>B#7: missing`."""
+    parts = [v.check]
+    if v.sender and v.receiver:
+        parts.append(f"{v.sender}->{v.receiver}")
+    elif v.sender or v.receiver:
+        parts.append(f"({v.sender or v.receiver})")
+    parts += [f"{k} {x}" for k, x in (("seqno", v.seqno), ("msg", v.msg_id)) if x is not None]
+    return f"{' '.join(parts)}: {v.detail}"

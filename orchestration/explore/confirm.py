@@ -1,0 +1,82 @@
+"""`--confirm netns|docker`: a minimal scenario replayed N times on real members, through the runner as `chaosbed
+run` does (same file, same seed), each run checked (with the reference checker, as in the search); the failure is
+reproduced by a run that violates the same checks. A failure the simulator shows and real members never do is
+labelled a possible parity bug: the simulator and the real stack disagree, which is itself a bug to fix.
+
+The runs go into `confirm-<backend>-<k>/` next to minimal.toml; a backend that cannot run here (no root, no Docker)
+is found out before the search starts (`check_backend`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orchestration.scenario import ScenarioError, load
+
+CONFIRM_BACKENDS = ("netns", "docker")
+
+
+def check_backend(backend: str) -> None:
+    """Raises ScenarioError (naming --confirm) when the backend cannot run here."""
+    from orchestration.cluster import ClusterError
+
+    try:
+        if backend == "netns":
+            from orchestration.backends.netns import check_netns_available
+
+            check_netns_available()
+        elif backend == "docker":
+            from orchestration.backends.netns import check_netns_available
+            from orchestration.host.docker_engine import client
+
+            check_netns_available()  # the docker backend's faults enter the containers' namespaces as root
+            client(timeout=10.0)
+        else:
+            raise ScenarioError(f"--confirm {backend}: replays on real members: {' or '.join(CONFIRM_BACKENDS)}")
+    except ClusterError as e:
+        raise ScenarioError(f"--confirm {backend}: {e}") from None
+
+
+def confirm(
+    minimal: Path,
+    violated: tuple[str, ...],
+    backend: str,
+    runs: int,
+    on_run: Callable[[int, tuple[str, ...] | None], None] | None = None,
+) -> dict[str, Any]:
+    """Replays `minimal` `runs` times on `backend`; returns explore.json's `confirm` entry: {backend, runs,
+    reproduced, violated: [per run: its checks, or null if it could not run], parity}."""
+    from analysis.config import InputError
+    from analysis.reference import check_run
+    from analysis.schema import RunFolder
+    from orchestration.runner import run
+
+    per_run: list[list[str] | None] = []
+    errors: list[str] = []
+    for k in range(1, runs + 1):
+        out = minimal.parent / f"confirm-{backend}-{k}"
+        try:
+            run(load(minimal), backend, out)
+            got: tuple[str, ...] | None = tuple(
+                sorted({v.check for v in check_run(RunFolder(out.name, out)).violations})
+            )
+        except (ScenarioError, InputError) as e:
+            got = None
+            errors.append(str(e))
+        per_run.append(list(got) if got is not None else None)
+        if on_run is not None:
+            on_run(k, got)
+    reproduced = sum(1 for v in per_run if v is not None and tuple(v) == violated)
+    doc: dict[str, Any] = {"backend": backend, "runs": runs, "reproduced": reproduced, "violated": per_run}
+    doc["parity"] = reproduced == 0 and not errors
+    if errors:
+        doc["errors"] = errors[:3]
+    return doc
+
+
+def confirm_line(doc: dict[str, Any]) -> str:
+    line = f"reproduced {doc['reproduced']}/{doc['runs']} on {doc['backend']}"
+    if doc.get("parity"):
+        line += " (simulator only: a possible parity bug between the simulator and real members)"
+    return line

@@ -1,0 +1,162 @@
+"""The search: draw schedule after schedule, run each (in parallel on the pool), keep the failures.
+
+Schedule i of a search with seed S has its own seed, `schedule_seed(S, i)`, which seeds both its generator
+(`random.Random("chaosbed-explore/<seed>")`) and its scenario (the simulation's randomness): a failure is known by
+that one number, and replays from it. Schedules are handed out in index order and a failure counts by its index,
+so the same seed finds the same first failure whatever the number of workers: with --stop-at-first, the search
+stops handing out schedules at the first failure and waits for those already out, and the failure with the lowest
+index is the first one.
+
+The budget is a number of schedules (`schedules`: indices below it), a time (`budget`, seconds) or both (whichever
+ends first); `first` starts at a later index (a search going on past a failure it has dealt with).
+Ctrl-C (KeyboardInterrupt) ends the search; what was found is kept and the result says it was interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestration.explore.case import CaseResult, with_faults
+from orchestration.explore.generator import Generator
+from orchestration.explore.pool import InlinePool, ProcessPool
+
+
+def schedule_seed(seed: int, index: int) -> int:
+    """The seed of the index-th schedule (from 0) of a search with seed `seed`."""
+    digest = hashlib.sha256(f"chaosbed-explore/{seed}/{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def schedule_rng(schedule: int) -> random.Random:
+    """The generator's random source for a schedule seed."""
+    return random.Random(f"chaosbed-explore/{schedule}")
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    seed: int = 0
+    schedules: int | None = None  # at most this many schedules
+    budget: float | None = None  # seconds of searching at most
+    stop_at_first: bool = False
+    want: tuple[str, ...] | None = None  # only failures violating exactly these checks count
+    first: int = 0  # the index of the first schedule (a search that goes on past an earlier one's failure)
+
+    def __post_init__(self) -> None:
+        if self.schedules is None and self.budget is None:
+            raise ValueError("a search needs a budget: a number of schedules, a time, or both")
+
+
+@dataclass
+class Found:
+    """A failing schedule: its index and seed, its faults and scenario, what it violated, when it was found."""
+
+    index: int
+    seed: int
+    faults: list[dict[str, Any]]
+    raw: dict[str, Any]
+    result: CaseResult
+    elapsed: float  # seconds since the search started
+    tried: int  # schedules finished by then, this one included
+
+
+@dataclass
+class Progress:
+    tried: int = 0
+    failures: int = 0
+    errors: int = 0
+    other: int = 0  # failures left aside: they did not violate the wanted checks
+    elapsed: float = 0.0
+    budget: float | None = None
+    schedules: int | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class SearchResult:
+    tried: int
+    failures: list[Found] = field(default_factory=list)  # by index
+    errors: int = 0
+    other: int = 0
+    interrupted: bool = False
+    seconds: float = 0.0
+    error_samples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    spec: SearchSpec
+    t0: float
+    progress: Progress
+    result: SearchResult
+    next_index: int = 0
+    stopped: bool = False
+    out: dict[int, tuple[int, list[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+
+    def may_hand_out(self) -> bool:
+        s = self.spec
+        if self.stopped or (s.schedules is not None and self.next_index >= s.schedules):
+            return False
+        return s.budget is None or time.monotonic() - self.t0 < s.budget
+
+
+def search(
+    base: dict[str, Any],
+    generator: Generator,
+    spec: SearchSpec,
+    pool: InlinePool | ProcessPool,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> SearchResult:
+    """Runs schedules until the budget ends (or the first failure); failures sorted by index."""
+    st = _State(spec, time.monotonic(), Progress(budget=spec.budget, schedules=spec.schedules), SearchResult(0))
+    st.next_index = spec.first
+    try:
+        while True:
+            while st.may_hand_out() and pool.pending() < pool.capacity:
+                _hand_out(st, base, generator, pool)
+            if not pool.pending():
+                break
+            index, res = pool.next_result()
+            assert isinstance(index, int)
+            _record(st, index, res)
+            if on_progress is not None:
+                on_progress(st.progress)
+    except KeyboardInterrupt:
+        st.result.interrupted = True
+    st.result.failures.sort(key=lambda f: f.index)
+    st.result.seconds = time.monotonic() - st.t0
+    return st.result
+
+
+def _hand_out(st: _State, base: dict[str, Any], generator: Generator, pool: InlinePool | ProcessPool) -> None:
+    i = st.next_index
+    st.next_index += 1
+    seed = schedule_seed(st.spec.seed, i)
+    faults = generator.draw(schedule_rng(seed))
+    raw = with_faults(base, faults, seed)
+    st.out[i] = (seed, faults, raw)
+    pool.submit(i, raw)
+
+
+def _record(st: _State, index: int, res: CaseResult) -> None:
+    seed, faults, raw = st.out.pop(index)
+    r, p = st.result, st.progress
+    r.tried += 1
+    p.tried, p.elapsed = r.tried, time.monotonic() - st.t0
+    if res.error is not None:
+        r.errors += 1
+        p.errors, p.last_error = r.errors, res.error
+        if len(r.error_samples) < 5:
+            r.error_samples.append(f"schedule seed {seed}: {res.error}")
+    elif res.failed and (st.spec.want is None or res.violated == st.spec.want):
+        r.failures.append(Found(index, seed, faults, raw, res, p.elapsed, r.tried))
+        p.failures = len(r.failures)
+        if st.spec.stop_at_first:
+            st.stopped = True
+    elif res.failed:
+        r.other += 1
+        p.other = r.other
