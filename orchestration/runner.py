@@ -26,6 +26,7 @@ from orchestration.schedule import run_schedule
 
 if TYPE_CHECKING:
     from chaos.fault_table import FaultTable
+    from orchestration.cluster import Cluster
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
 OUTCOME_FILE = "outcome.json"  # the runner's own result in a run folder (analysis.schema reads it)
@@ -52,7 +53,15 @@ class OutcomeDoc(TypedDict, total=False):
     late: list[JsonObject]
     warnings: list[str]
     handled: list[JsonObject]
+    usage: dict[str, MemberUsage]
     error: str
+
+
+class MemberUsage(TypedDict):
+    """A real member's resource use at the end of a run, as its `stats` reply says (ru_maxrss, CPU seconds)."""
+
+    max_rss_kib: int
+    cpu_s: float
 
 
 @dataclass
@@ -63,6 +72,7 @@ class RunOutcome:
     late: list[JsonObject] = field(default_factory=list)  # member actions that started late (schedule.LATE_MS)
     handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
+    usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
 
 
 def scenario_toml(sc: Scenario) -> str:
@@ -148,11 +158,12 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
         warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
+        usage = member_usage(cluster) if backend != "sim" and sc.system.control else {}
         cluster.stop_members()
         # a member without control runs its own workload: the timeout is the end of its run, not a violation
         ended = result.settled or not sc.system.control
         extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings)
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
@@ -160,6 +171,19 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
     finally:
         with deferred_interrupts():
             cluster.down()
+
+
+def member_usage(cluster: Cluster) -> dict[str, MemberUsage]:
+    """Each live member's peak RSS and CPU time (its `stats` reply); a member that does not answer is left out."""
+    usage: dict[str, MemberUsage] = {}
+    for name in cluster.running():
+        try:
+            reply = cluster.control(name, "stats", timeout=5.0)
+        except (OSError, RuntimeError):  # ClusterError is a RuntimeError
+            continue
+        if isinstance(reply.get("max_rss_kib"), int):
+            usage[name] = {"max_rss_kib": reply["max_rss_kib"], "cpu_s": float(reply.get("cpu_s", 0.0))}
+    return usage
 
 
 def warning_lines(late: list[JsonObject], warnings: list[str]) -> list[str]:
@@ -188,6 +212,8 @@ def write_outcome(outcome: RunOutcome) -> None:
         "warnings": outcome.warnings,
         "handled": [f.to_json() for f in outcome.handled],
     }
+    if outcome.usage:
+        doc["usage"] = outcome.usage
     (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 

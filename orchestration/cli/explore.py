@@ -1,6 +1,7 @@
 """`chaosbed explore FILE`: search random fault schedules over FILE's cluster and workload in the simulator, shrink
-what fails to minimal scenarios, confirm them on real members (SCENARIO.md, "Explore"; orchestration/explore/).
-Exit 0: no failure found; 1: failures found (each shrunk); 2: could not run."""
+what fails to minimal scenarios, confirm them on real members (docs/scenario-format.md, "Explore";
+orchestration/explore/); with --backend netns|docker|process, a soak (orchestration/cli/soak.py). Exit 0: no failure
+found; 1: failures found (each shrunk); 2: could not run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from orchestration.cli.options import BACKEND, console, duration_arg, spark_option
 
@@ -53,8 +55,23 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
 )
 @click.option("--schedules", type=click.IntRange(min=1), default=None, help="search this many schedules")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="worker processes (default: one per core)")
-@click.option("--backend", type=BACKEND, default="sim", show_default=True, help="where schedules run: the simulator")
-@click.option("--nemesis", "kinds", default=None, metavar="KINDS", help="fault kinds to draw, comma-separated (all)")
+@click.option(
+    "--backend",
+    type=BACKEND,
+    default="sim",
+    show_default=True,
+    help="sim: search schedules in the simulator; netns, docker, process: soak (one long nemesis on real members)",
+)
+@click.option(
+    "--nemesis",
+    "kinds",
+    default=None,
+    metavar="KINDS",
+    help="fault kinds to draw, comma-separated (all); a soak: its nemesis kind (combined)",
+)
+@click.option(
+    "--interval", type=duration_arg, default=None, metavar="DURATION", help="a soak: a nemesis round every (10s)"
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override any key of FILE, as `run --set`")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="the search's seed (default: FILE's seed)")
 @click.option("--stop-at-first", is_flag=True, help="stop at the first failure")
@@ -75,6 +92,7 @@ def explore(
     jobs: int | None,
     backend: str,
     kinds: str | None,
+    interval: float | None,
     sets: tuple[str, ...],
     seed: int | None,
     stop_at_first: bool,
@@ -99,11 +117,13 @@ def explore(
     from orchestration.scenario import ScenarioError, load
 
     if backend != "sim":
-        raise click.BadParameter(
-            "explore searches in the simulator (--backend sim); replay what it finds on real members with "
-            "--confirm netns|docker",
-            param_hint="--backend",
-        )
+        _refuse_for_soak(backend)
+        from orchestration.cli.soak import soak
+
+        soak(scenario_file, backend, budget or DEFAULT_BUDGET_S, kinds, interval, sets, seed, out, spark)
+        return
+    if interval is not None:
+        raise click.BadParameter("a nemesis round's interval is for a soak (--backend netns|docker|process)")
     try:
         sc = load(scenario_file, list(sets))
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -141,6 +161,23 @@ def explore(
         sys.exit(2)
     _summary(explored, out)
     sys.exit(1 if explored.failures else 0)
+
+
+_SEARCH_ONLY = ("schedules", "jobs", "stop_at_first", "keep_faults", "want", "confirm", "confirm_runs", "shrink_runs",
+                "no_check")  # fmt: skip
+
+
+def _refuse_for_soak(backend: str) -> None:
+    """A soak takes none of the search's options: the first one given on the command line is named."""
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if param.name in _SEARCH_ONLY and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
+            option = max(param.opts, key=len)
+            raise click.BadParameter(
+                f"{option} is for the simulator's search; --backend {backend} runs a soak (one long nemesis on real "
+                "members, checked)",
+                param_hint=option,
+            )
 
 
 def _summary(explored: Explored, out: Path) -> None:

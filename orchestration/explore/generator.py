@@ -2,7 +2,7 @@
 their schedules here.
 
 `Generator(context, kinds, shape).draw(rng)` returns `[[faults]]` tables in the scenario-file format
-(../shared/SCENARIO.md), so a schedule is just a scenario: the base scenario with these faults. Every random choice
+(docs/scenario-format.md), so a schedule is just a scenario: the base scenario with these faults. Every random choice
 comes from the `rng` given (a `random.Random`; never the global generator): explore seeds one per schedule, so the
 same seed gives the same schedule on every machine, and the property tests pass hypothesis' `st.randoms()`, which
 lets hypothesis drive and shrink the choices.

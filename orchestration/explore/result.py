@@ -1,4 +1,4 @@
-"""explore.json (../shared/SCENARIO.md, "Explore"): `{"schedules": N, "failures": [{"seed", "violated", "minimal",
+"""explore.json (docs/scenario-format.md, "Explore"): `{"schedules": N, "failures": [{"seed", "violated", "minimal",
 "faults_before", "faults_after", "confirm"}]}`, extended (never changed) with what else a search knows: its command,
 seed and time, errors, the schedule index of each failure, when it was found, its shrink trail, its run folder and
 replay command, the normal check's verdict, and the seeds of later schedules that failed with the same checks."""

@@ -1,6 +1,6 @@
-"""`chaosbed explore` (SCENARIO.md, "Explore"): exit codes 0/1/2, explore.json's shape, a clean stack under a budget,
-determinism (the same seed and --schedules find the same first failure and the same minimal.toml, byte for byte,
-whatever -j), and Ctrl-C keeping what was found.
+"""`chaosbed explore` (docs/scenario-format.md, "Explore"): exit codes 0/1/2, explore.json's shape, a clean stack
+under a budget, determinism (the same seed and --schedules find the same first failure and the same minimal.toml, byte
+for byte, whatever -j), and Ctrl-C keeping what was found.
 
 The failing scenario is the catalogue's unicast3-duplicates-not-reacked with its flawed property (two members, runs of
 a few milliseconds: it fails within a few dozen schedules); the clean one is tests/fixtures/explore-clean.toml.
@@ -69,7 +69,8 @@ def test_failures_exit_1_with_explore_json_as_scenario_md_says(tmp_path: Path) -
         (["no-such.toml"], "cannot read"),
         ([BUG, "--set", "cluster.stack=nope"], "cluster.stack"),
         ([BUG, "--nemesis", "split,nope"], "--nemesis"),
-        ([BUG, "--backend", "netns"], "--backend"),
+        ([BUG, "--backend", "netns", "--stop-at-first"], "--stop-at-first is for the simulator's search"),
+        ([BUG, "--interval", "5s"], "interval is for a soak"),
         ([BUG, "--violates", "fifo,nope"], "--violates"),
         ([BUG, "--budget", "soon"], "--budget"),
         ([BUG, "--schedules", "0"], "--schedules"),

@@ -1,0 +1,64 @@
+"""`chaosbed explore FILE --backend netns|docker|process`: a soak (orchestration/explore/soak.py) — one long random
+nemesis against FILE's workload on real members, checked like `chaosbed run`, with what the cluster held up to.
+Exit codes as `chaosbed run`: 0 clean, 1 violations, 2 could not run."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from orchestration.cli.options import console, spark_target
+from orchestration.cli.output import print_handled, run_checks, warn_late
+
+
+def soak(
+    scenario_file: Path,
+    backend: str,
+    budget: float,
+    nemesis: str | None,
+    interval: float | None,
+    sets: tuple[str, ...],
+    seed: int | None,
+    out: Path | None,
+    spark: str | None,
+) -> None:
+    from orchestration.explore.case import load_base
+    from orchestration.explore.soak import ROUND_S, SoakPlan, soak_scenario, summarize, write_summary
+    from orchestration.runner import run as run_scenario
+    from orchestration.scenario import ScenarioError, parse
+
+    try:
+        base = load_base(scenario_file, sets)
+        plan = SoakPlan(
+            budget,
+            nemesis or "combined",
+            interval or ROUND_S,
+            seed if seed is not None else int(base.get("seed", 0)),
+        )
+        sc = parse(soak_scenario(base, plan))
+        out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out.exists() and any(out.iterdir()):
+            raise ScenarioError(f"--out {out}: the folder exists and is not empty")
+        what = f"{plan.nemesis} nemesis, {plan.rounds} rounds of {plan.interval:g}s, {len(sc.members)} members"
+        console.print(f"soak: {sc.name} on {backend} for {budget:g}s ({what}); run folder {out}", markup=False)
+        with console.status(f"soaking on {backend}"):
+            outcome = run_scenario(sc, backend, out)
+    except ScenarioError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    warn_late(outcome)
+    print_handled(outcome.handled)
+    code = run_checks(out, spark_target(spark, None))
+    summary = summarize(out, plan, backend, len(sc.members), code)
+    write_summary(out, summary)
+    for line in summary.lines():
+        console.print(line, markup=False, soft_wrap=True)
+    args = [str(scenario_file), "--backend", backend, "--budget", f"{budget:g}s", "--seed", str(plan.seed)]
+    args += ["--nemesis", plan.nemesis, "--interval", f"{plan.interval:g}s"]
+    args += [a for s in sets for a in ("--set", s)]
+    console.print(f"replay: chaosbed explore {shlex.join(args)}; {out / 'soak.json'}", markup=False, soft_wrap=True)
+    sys.exit(code)

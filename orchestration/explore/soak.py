@@ -1,0 +1,205 @@
+"""A soak: `chaosbed explore FILE --backend netns|docker|process --budget 10m` runs one long random nemesis against
+FILE's workload on real members, checks the run and says what the cluster held up to.
+
+Where the simulator's search runs many short schedules, a soak runs one: FILE's cluster, its paced workloads
+stretched to send for the whole budget, and a [[nemesis]] (combined by default) whose rounds fill it; killed members
+are restarted by the nemesis and resume their share of the workload (orchestration/workloads.py), so the load holds
+as the run goes on. The run folder is an ordinary one (`chaosbed check DIR`, report.html with a lane per member);
+soak.json and the summary add what a soak is for: messages sent and delivered, faults applied, retransmissions,
+the send rate over the run (first and last tenth: did the load hold?) and the members' peak RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.nemesis import KINDS, MIN_MEMBERS
+from orchestration.scenario import ScenarioError
+
+SETTLE_S = 15.0  # the workload and the nemesis end this long before the budget: the last heal's recovery
+ROUND_S = 10.0  # default: a nemesis round every 10 s, its faults in force for half of it
+FIRST_ROUND_S = 2.0
+TIMEOUT_SLACK_S = 120.0  # the run's timeout past the budget (the runner waits for the cluster to go quiet)
+BUCKETS = 10
+_SEND = re.compile(rb'"event"\s*:\s*"send"')
+_T = re.compile(rb'"t"\s*:\s*(\d+)')
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    seconds: float  # the budget
+    nemesis: str = "combined"
+    interval: float = ROUND_S
+    seed: int = 0
+
+    @property
+    def sending(self) -> float:
+        """How long the workloads send (and the nemesis acts)."""
+        return self.seconds - SETTLE_S
+
+    @property
+    def rounds(self) -> int:
+        return math.floor((self.sending - FIRST_ROUND_S) / self.interval + 1e-9)
+
+
+def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
+    """The soak's scenario: `base` (load_base: no faults of its own) with its paced workloads sending for the whole
+    run and one [[nemesis]] of plan.nemesis filling it. Raises ScenarioError naming what cannot be soaked."""
+    if plan.nemesis not in KINDS:
+        known = ", ".join(sorted(KINDS))
+        raise ScenarioError(f"--nemesis {plan.nemesis!r}: a soak runs one nemesis kind: {known}")
+    if plan.rounds < 1:
+        need = SETTLE_S + FIRST_ROUND_S + plan.interval
+        raise ScenarioError(
+            f"--budget: a soak needs at least {need:g}s (one {plan.interval:g}s round and the settling)"
+        )
+    raw = json.loads(json.dumps(base))  # a deep copy of plain TOML values
+    members = raw.get("cluster", {}).get("members", [])
+    count = members if isinstance(members, int) else len(members)
+    if count < MIN_MEMBERS.get(plan.nemesis, 1):
+        raise ScenarioError(f"cluster.members: the {plan.nemesis} nemesis needs {MIN_MEMBERS[plan.nemesis]} members")
+    workloads = raw.get("workload", [])
+    if not workloads:
+        raise ScenarioError("workload: a soak needs a workload to hold (a paced [[workload]] with a rate)")
+    for i, w in enumerate(workloads):
+        rate = w.get("rate")
+        if not isinstance(rate, int | float) or isinstance(rate, bool):
+            raise ScenarioError(
+                f"workload[{i}].rate: a soak stretches paced workloads over its budget; give this one a rate "
+                f"(messages/s per sender), e.g. --set workload.{i}.rate=100"
+            )
+        start = float(_seconds(w.get("start", 0)))
+        w["count"] = max(1, math.ceil(rate * (plan.sending - start)))
+    interval = f"{plan.interval:g}s"
+    raw["nemesis"] = [
+        {
+            "kind": plan.nemesis,
+            "start": f"{FIRST_ROUND_S:g}s",
+            "interval": interval,
+            "for": f"{plan.interval / 2:g}s",
+            "rounds": plan.rounds,
+            "seed": plan.seed,
+        }
+    ]
+    raw["timeout"] = f"{plan.seconds + TIMEOUT_SLACK_S:g}s"
+    raw["name"] = f"{raw.get('name', 'scenario')}-soak"
+    raw["seed"] = plan.seed
+    return raw
+
+
+def _seconds(value: object) -> float:
+    from node.units import parse_duration
+
+    return parse_duration(value, "workload.start") if isinstance(value, str) else float(str(value))
+
+
+@dataclass
+class SoakSummary:
+    """What a soak held up to (soak.json)."""
+
+    backend: str
+    members: int
+    nemesis: str
+    seconds: float
+    rounds: int
+    faults: dict[str, int]  # applied, by kind (heals not counted)
+    sent: int
+    delivered: int
+    retransmissions: int
+    verdict: str  # PASS, FAIL, UNREADABLE
+    violated: list[str]
+    send_rate: list[float] = field(default_factory=list)  # messages/s over the run, in BUCKETS equal parts
+    peak_rss_kib: dict[str, int] = field(default_factory=dict)  # members alive at the end (ru_maxrss)
+
+    def held(self) -> float | None:
+        """The last tenth's send rate over the first's (1.0: the load held)."""
+        if len(self.send_rate) < 2 or self.send_rate[0] <= 0:
+            return None
+        return self.send_rate[-1] / self.send_rate[0]
+
+    def lines(self) -> list[str]:
+        faults = ", ".join(f"{n} {kind}" for kind, n in sorted(self.faults.items(), key=lambda kv: -kv[1]))
+        out = [
+            f"soak: {self.seconds:g} s on {self.backend}, {self.members} members, {self.nemesis} nemesis: "
+            f"{self.rounds} rounds, {sum(self.faults.values())} faults applied ({faults or 'none'})",
+            f"messages: {self.sent:,} sent, {self.delivered:,} delivered; retransmissions: {self.retransmissions:,}",
+        ]
+        if self.send_rate:
+            held = self.held()
+            rates = " ".join(f"{r:,.0f}" for r in self.send_rate)
+            out.append(f"send rate (msgs/s, each tenth of the run): {rates}" + (f"; held {held:.0%}" if held else ""))
+        if self.peak_rss_kib:
+            member, kib = max(self.peak_rss_kib.items(), key=lambda kv: kv[1])
+            out.append(f"peak RSS: {kib / 1024:.1f} MiB ({member}; the members alive at the end)")
+        out.append(f"verdict: {self.verdict}" + (f" ({', '.join(self.violated)})" if self.violated else ""))
+        return out
+
+
+def summarize(out: Path, plan: SoakPlan, backend: str, members: int, code: int) -> SoakSummary:
+    """The soak's summary from its run folder: verdict.json's counts, faults.jsonl, outcome.json's usage and the
+    histories' send events (streamed: a soak's histories are large)."""
+    verdict = _json(out / "verdict.json")
+    per_member = verdict.get("stats", {}).get("members", {})
+    faults: dict[str, int] = {}
+    for line in _lines(out / "faults.jsonl"):
+        event = json.loads(line)
+        if event.get("event") == "fault" and event.get("kind") != "heal":
+            faults[event["kind"]] = faults.get(event["kind"], 0) + 1
+    usage = _json(out / "outcome.json").get("usage", {})
+    return SoakSummary(
+        backend=backend,
+        members=members,
+        nemesis=plan.nemesis,
+        seconds=plan.seconds,
+        rounds=plan.rounds,
+        faults=faults,
+        sent=sum(m.get("send", 0) for m in per_member.values()),
+        delivered=sum(m.get("deliver", 0) for m in per_member.values()),
+        retransmissions=sum(m.get("xmit", 0) for m in per_member.values()),
+        verdict={0: "PASS", 1: "FAIL"}.get(code, "UNREADABLE"),
+        violated=sorted({v["check"] for v in verdict.get("violations", [])}),
+        send_rate=send_rate(out / "history", plan.sending),
+        peak_rss_kib={m: u["max_rss_kib"] for m, u in usage.items() if isinstance(u.get("max_rss_kib"), int)},
+    )
+
+
+def write_summary(out: Path, summary: SoakSummary) -> None:
+    (out / "soak.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
+
+
+def send_rate(history: Path, sending: float, buckets: int = BUCKETS) -> list[float]:
+    """Messages sent per second in `buckets` equal parts of the sending time, from the first send on."""
+    times = sorted(_send_times(history))
+    if not times:
+        return []
+    width = sending * 1e9 / buckets
+    counts = [0] * buckets
+    for t in times:
+        counts[min(buckets - 1, int((t - times[0]) // width))] += 1
+    return [n / (width / 1e9) for n in counts]
+
+
+def _send_times(history: Path) -> Iterator[int]:
+    for path in sorted(history.glob("*.jsonl")):
+        with path.open("rb") as f:
+            for line in f:
+                if _SEND.search(line) and (m := _T.search(line)):
+                    yield int(m.group(1))
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
