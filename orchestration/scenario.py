@@ -203,18 +203,23 @@ def load(
 ) -> Scenario:
     """A scenario file with `settings` (dotted key -> value: matrix axes, bug variants) then `--set` overrides
     applied, and the seed if given."""
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    raw = read_raw(path)
     if settings:
         raw = apply_settings(raw, settings, origin="setting")
     raw = apply_overrides(raw, overrides or [])
     if seed is not None:
         raw["seed"] = seed
     return parse(raw)
+
+
+def read_raw(path: str | Path) -> TomlTable:
+    """A scenario file's TOML table, unparsed (ScenarioError if it cannot be read or is not TOML)."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
 
 
 def parse(raw: TomlTable) -> Scenario:

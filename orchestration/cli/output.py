@@ -16,6 +16,7 @@ from orchestration.cli.options import console
 
 if TYPE_CHECKING:
     from orchestration.runner import RunOutcome
+    from orchestration.scenario import Scenario
 
 
 def describe(f: Fault | Mapping[str, object]) -> str:
@@ -77,6 +78,21 @@ def warn_late(outcome: RunOutcome) -> None:
 
     for w in warning_lines(outcome.late, outcome.warnings):
         console.print(f"[bold red]WARNING[/bold red]: {escape(w)}", soft_wrap=True)
+
+
+def run_shown(sc: Scenario, backend: str, out: Path, status: str) -> RunOutcome:
+    """Runs `sc` into the run folder `out` (new, or empty: else ScenarioError) under a status line, then says what
+    started late and what the protocol-aware rules acted on."""
+    from orchestration.runner import run as run_scenario
+    from orchestration.scenario import ScenarioError
+
+    if out.exists() and any(out.iterdir()):
+        raise ScenarioError(f"--out {out}: the folder exists and is not empty")
+    with console.status(status):
+        outcome = run_scenario(sc, backend, out)
+    warn_late(outcome)
+    print_handled(outcome.handled)
+    return outcome
 
 
 def run_checks(folder: Path, master: str | None) -> int:

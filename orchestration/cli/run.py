@@ -12,13 +12,12 @@ import click
 from orchestration.cli.options import (
     BACKEND,
     DEFAULT_BACKEND_HELP,
-    console,
     default_backend,
     master_option,
     spark_option,
     spark_target,
 )
-from orchestration.cli.output import print_handled, run_checks, warn_late
+from orchestration.cli.output import run_checks, run_shown
 
 
 @click.command()
@@ -49,7 +48,6 @@ def run(
     spark: str | None,
 ) -> None:
     """Run a scenario file (docs/scenario-format.md) and check it: exit 0 clean, 1 violations, 2 could not run."""
-    from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, load
 
     master = spark_target(spark, master)
@@ -58,15 +56,10 @@ def run(
         sc = load(scenario_file, list(sets), seed)
         backend = backend or default_backend()
         out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if out.exists() and any(out.iterdir()):
-            raise ScenarioError(f"--out {out}: the folder exists and is not empty")
-        with console.status(f"running {sc.name} on {backend} (seed {sc.seed})"):
-            outcome = run_scenario(sc, backend, out)
+        run_shown(sc, backend, out, f"running {sc.name} on {backend} (seed {sc.seed})")
     except ScenarioError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    warn_late(outcome)
-    print_handled(outcome.handled)
     code = run_checks(out, master)
     replay = f"chaosbed run {shlex.quote(str(scenario_file))} --backend {backend} --seed {sc.seed}" + "".join(
         f" --set {shlex.quote(s)}" for s in sets

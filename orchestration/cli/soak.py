@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from orchestration.cli.options import console, spark_target
-from orchestration.cli.output import print_handled, run_checks, warn_late
+from orchestration.cli.output import run_checks, run_shown
 
 
 def soak(
@@ -28,7 +28,6 @@ def soak(
 ) -> None:
     from orchestration.explore.case import load_base
     from orchestration.explore.soak import ROUND_S, SoakPlan, soak_scenario, summarize, write_summary
-    from orchestration.runner import run as run_scenario
     from orchestration.scenario import ScenarioError, parse
 
     try:
@@ -41,17 +40,12 @@ def soak(
         )
         sc = parse(soak_scenario(base, plan))
         out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if out.exists() and any(out.iterdir()):
-            raise ScenarioError(f"--out {out}: the folder exists and is not empty")
         what = f"{plan.nemesis} nemesis, {plan.rounds} rounds of {plan.interval:g}s, {len(sc.members)} members"
         console.print(f"soak: {sc.name} on {backend} for {budget:g}s ({what}); run folder {out}", markup=False)
-        with console.status(f"soaking on {backend}"):
-            outcome = run_scenario(sc, backend, out)
+        run_shown(sc, backend, out, f"soaking on {backend}")
     except ScenarioError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    warn_late(outcome)
-    print_handled(outcome.handled)
     code = run_checks(out, spark_target(spark, None))
     summary = summarize(out, plan, backend, len(sc.members), code)
     write_summary(out, summary)

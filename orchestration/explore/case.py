@@ -8,12 +8,11 @@ from __future__ import annotations
 import copy
 import shutil
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse
+from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse, read_raw
 
 SEARCH_KEYS = ("faults", "nemesis", "bug")  # what the base of a search leaves out of the file (faults unless kept)
 DETAILS = 5  # violations a case result keeps, as sentences
@@ -55,13 +54,7 @@ def scenario_of(raw: dict[str, Any]) -> Scenario:
 def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> dict[str, Any]:
     """The base scenario of a search: FILE with `--set` applied, validated; its faults, nemeses and `[bug]` table
     left out (faults and nemeses kept with keep_faults). Raises ScenarioError naming what is wrong."""
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
-    raw = apply_overrides(raw, list(sets))
+    raw = apply_overrides(read_raw(path), list(sets))
     scenario_of(raw)  # the file as given must be valid, faults included
     drop = ("bug",) if keep_faults else SEARCH_KEYS
     return {k: v for k, v in raw.items() if k not in drop}
