@@ -37,7 +37,7 @@ def _preflight(matrix: Matrix) -> None:
     from orchestration.cluster import ClusterError
     from orchestration.runner import backend_problem
 
-    if any(c.backend == "netns" for c in matrix.cells):
+    if any(c.backend == "netns" and not c.skip for c in matrix.cells):
         from orchestration.backends.netns import check_netns_available
 
         try:
@@ -45,6 +45,8 @@ def _preflight(matrix: Matrix) -> None:
         except ClusterError as e:
             _fail(str(e))
     for c in matrix.cells:
+        if c.skip:
+            continue
         problem = backend_problem(c.load(), c.backend)
         if problem:
             _fail(f"{c.scenario.name} on {c.backend}: {problem}")
@@ -99,6 +101,8 @@ def execute(matrix: Matrix, out: Path, jobs: int, master: str | None) -> MatrixR
 
 
 def _outcome(r: CellResult) -> str:
+    if r.status == "skipped":
+        return "skipped"
     return ("PASS" if r.passed else "FAIL " + ", ".join(r.violated)) if r.checked else (r.error or r.status)
 
 
@@ -142,7 +146,7 @@ def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
         ok = all(v.ok for v in variants.values())
         below = ids.get(path, "") + (f", {backend}" if len(backends) > 1 else "")
         row = [f"{path.stem}\n[dim]{escape(below)}[/]", must, _outcome(flawed) if flawed else "-"]
-        row.append(_outcome(fixed) if fixed else "-")
+        row.append(_outcome(fixed) if fixed else "no fix" if flawed else "-")
         table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")
     return table
 
@@ -157,11 +161,16 @@ def summarize(result: MatrixResult, table: Table | None = None) -> int:
     for r in result.results:
         for w in r.warnings:
             console.print(f"[bold red]WARNING[/] {escape(r.cell.id)}: {escape(w)}", soft_wrap=True)
-    n_ok = sum(r.ok for r in result.results)
+    skipped = [r for r in result.results if r.status == "skipped"]
+    for r in skipped:
+        console.print(f"{r.cell.id} {r.cell.folder} skipped: {r.error}", markup=False, soft_wrap=True)
+    counted = [r for r in result.results if r.status != "skipped"]
+    n_ok = sum(r.ok for r in counted)
+    timing = f"runs {result.run_seconds:.1f} s, one check pass {result.check_seconds:.1f} s"
     summary = (
-        f"{n_ok} of {len(result.results)} cells as expected; runs {result.run_seconds:.1f} s, one check pass "
-        f"{result.check_seconds:.1f} s; {result.out / 'report.html'}"
-    )
+        f"{n_ok} of {len(counted)} cells as expected" + (f", {len(skipped)} skipped" if skipped else "")
+        + f"; {timing}; {result.out / 'report.html'}"
+    )  # fmt: skip
     if result.check_error:
         console.print(f"[bold red]the checker could not run[/]: {result.check_error}")
     errors = [r for r in result.results if r.status == "error"]
