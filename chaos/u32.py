@@ -11,6 +11,7 @@ number; `@N` adds the current value to AT and reads the word at AT + N; a read p
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -63,8 +64,9 @@ def parse_test(text: str) -> Test:
     return Test(start, tuple(ops), tuple(ranges))
 
 
-def parse(expr: str) -> list[Test]:
-    tests = [parse_test(t) for t in expr.split("&&")]
+@functools.lru_cache(maxsize=4096)
+def parse(expr: str) -> tuple[Test, ...]:
+    tests = tuple(parse_test(t) for t in expr.split("&&"))
     if len(tests) > MAX_TESTS:
         raise U32Error(f"{len(tests)} tests in one match; xt_u32 takes at most {MAX_TESTS}")
     return tests

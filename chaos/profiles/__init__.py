@@ -90,13 +90,13 @@ class JGroups212Profile:
         for source, mine in by_source.items():
             decided = source not in ns_rules.queue_all
             for d in mine:
-                drops = jgroups212_rules.u32_drop(d.match) if d.kernel else []
+                drops = jgroups212_rules.u32_drop(d.match) if d.kernel else ()
                 for tests in drops:
                     ns_rules.u32_rules.append(kernel.U32Rule(source, tuple(tests), "DROP", d.probability))
                 decided = decided and bool(drops)
             if decided:
-                for tests in jgroups212_rules.u32_decided({d.match.protocol for d in mine}):
-                    ns_rules.u32_rules.append(kernel.U32Rule(source, tuple(tests), "RETURN"))
+                for decided_tests in jgroups212_rules.u32_decided({d.match.protocol for d in mine}):
+                    ns_rules.u32_rules.append(kernel.U32Rule(source, tuple(decided_tests), "RETURN"))
             ns_rules.queue_u32[source] = tuple(jgroups212_rules.u32_datagrams())
 
 

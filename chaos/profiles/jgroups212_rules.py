@@ -16,6 +16,7 @@ field tests at offsets from the header's body, which chaos/profiles/jgroups212_s
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -290,9 +291,10 @@ def _range(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}:{hi}"
 
 
-def u32_drop(match: Match) -> list[list[str]]:
+@functools.lru_cache(maxsize=1024)
+def u32_drop(match: Match) -> tuple[tuple[str, ...], ...]:
     """For each shape u32 can decide, the tests of a datagram that carries one message and whose first header
-    matches: the kernel drops exactly those. [] when no shape can express the match (the handler decides)."""
+    matches: the kernel drops exactly those. () when no shape can express the match (the handler decides)."""
     spec = spec_of(match)
     out = []
     for shape in SHAPES:
@@ -304,13 +306,13 @@ def u32_drop(match: Match) -> list[list[str]]:
         for off, kind, lo, hi in body_tests(match):
             more = _value_tests(shape.loc(body + off), kind, lo, hi)
             if more is None:
-                return []
+                return ()
             fields += more
-        out.append(tests + fields)
-    return out
+        out.append((*tests, *fields))
+    return tuple(out)
 
 
-def u32_decided(protocols: set[str]) -> list[list[str]]:
+def u32_decided(protocols: set[str] | frozenset[str]) -> list[list[str]]:
     """Tests of the SINGLE datagrams whose message's first header belongs to one of `protocols`: when every rule on
     a source names one of them, such a datagram is decided by the kernel's drop rules (a message has one header per
     protocol), so it need not go to the handler."""

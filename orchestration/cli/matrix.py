@@ -258,14 +258,15 @@ def bugs_run(
     target = spark_target(spark, master)
     try:
         entries = catalogue()
-        chosen = entries if all_ else [find(entries, name or "")]
-        m = bug_matrix(chosen, list(backends) or None, name="bugs" if all_ else chosen[0].path.stem)
+        chosen = entries if all_ else find(entries, name or "")
+        title = "bugs" if all_ else chosen[0].path.stem if len(chosen) == 1 else str(name)
+        m = bug_matrix(chosen, list(backends) or None, name=title)
     except MatrixError as e:
         _fail(str(e))
     _preflight(m)
     folder = _out_folder(out, m.name)
     result = execute(m, folder, jobs, target)
-    if not all_:
+    if not all_ and len(chosen) == 1:
         _side_by_side(result)
         sys.exit(summarize(result))
     sys.exit(summarize(result, bugs_table(result, {e.path: e.bug.id for e in chosen})))

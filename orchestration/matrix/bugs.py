@@ -52,14 +52,16 @@ def catalogue(folder: Path = CATALOGUE) -> list[Entry]:
     return entries
 
 
-def find(entries: list[Entry], name: str) -> Entry:
-    """By file stem, scenario name or bug id (case-insensitive)."""
+def find(entries: list[Entry], name: str) -> list[Entry]:
+    """By file stem, scenario name or bug id (case-insensitive). A bug id may name several files (JGRP-1548 as
+    chaosbed's model of it and as the real JGroups jar's): all of them, side by side."""
     key = name.lower().removesuffix(".toml")
-    for e in entries:
-        if key in (e.path.stem.lower(), e.name.lower(), e.bug.id.lower()):
-            return e
-    known = ", ".join(e.path.stem for e in entries)
-    raise MatrixError(f"no bug {name!r} in the catalogue; bugs: {known}")
+    by_name = [e for e in entries if key in (e.path.stem.lower(), e.name.lower())]
+    found = by_name or [e for e in entries if key == e.bug.id.lower()]
+    if not found:
+        known = ", ".join(e.path.stem for e in entries)
+        raise MatrixError(f"no bug {name!r} in the catalogue; bugs: {known}")
+    return found
 
 
 def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: str = "bugs") -> Matrix:
