@@ -65,7 +65,9 @@ KEEP_PER_SENDER = 3
 class Capture:
     """UDP datagrams entering the bridge of namespace `ns` from its ports, each once, with their arrival instant."""
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, *, reassemble: bool = False) -> None:
+        """reassemble: IP fragments are put together into their datagram (as the receiver's kernel does before
+        INPUT), instead of being counted in `fragments` and left out."""
         from orchestration.backends.netns import in_namespace
 
         with in_namespace(ns):
@@ -74,6 +76,8 @@ class Capture:
         self.sock.settimeout(0.1)
         self.datagrams: list[dict[str, Any]] = []
         self.fragments = 0
+        self.reassemble = reassemble
+        self._pieces: dict[tuple[bytes, bytes, int], dict[int, tuple[bytes, bool]]] = {}
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
@@ -95,11 +99,14 @@ class Capture:
             ihl = (ip[0] & 0x0F) * 4
             if ip[9] != 17:
                 continue  # not UDP (FD_SOCK's TCP, IGMP)
-            if int.from_bytes(ip[6:8], "big") & 0x3FFF:
-                self.fragments += 1  # an IP fragment: the captured datagrams stay below the MTU
-                continue
             total = int.from_bytes(ip[2:4], "big")
             udp = ip[ihl:total]
+            if int.from_bytes(ip[6:8], "big") & 0x3FFF:
+                self.fragments += 1  # an IP fragment: left out, or put together with the others of its datagram
+                whole = self._fragment(ip, udp) if self.reassemble else None
+                if whole is None:
+                    continue
+                udp = whole
             record = {
                 "t": t,
                 "src_ip": socket.inet_ntoa(ip[12:16]),
@@ -110,6 +117,22 @@ class Capture:
             }
             with self.lock:
                 self.datagrams.append(record)
+
+    def _fragment(self, ip: bytes, piece: bytes) -> bytes | None:
+        """The whole UDP datagram once every fragment of it arrived (None until then)."""
+        flags = int.from_bytes(ip[6:8], "big")
+        key = (bytes(ip[12:16]), bytes(ip[16:20]), int.from_bytes(ip[4:6], "big"))
+        pieces = self._pieces.setdefault(key, {})
+        pieces[(flags & 0x1FFF) * 8] = (bytes(piece), bool(flags & 0x2000))
+        at, parts = 0, []
+        while at in pieces:
+            data, more = pieces[at]
+            parts.append(data)
+            at += len(data)
+            if not more:
+                del self._pieces[key]
+                return b"".join(parts)
+        return None
 
     def stop(self) -> None:
         self._stop.set()
