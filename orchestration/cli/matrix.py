@@ -111,9 +111,10 @@ def _mark(r: CellResult) -> str:
 
 
 def cells_table(result: MatrixResult) -> Table:
-    """One row per cell: its scenario, settings, backend, seed, what was expected and what happened."""
+    """One row per cell: its scenario, the system its members run, settings, backend, seed, what was expected and
+    what happened."""
     table = Table(title=f"matrix {result.matrix.name}", title_justify="left")
-    for col in ("cell", "scenario", "settings", "backend", "seed", "expected", "result", "as expected"):
+    for col in ("cell", "scenario", "system", "settings", "backend", "seed", "expected", "result", "as expected"):
         table.add_column(col, overflow="fold")
     for r in result.results:
         c = r.cell
@@ -121,8 +122,9 @@ def cells_table(result: MatrixResult) -> Table:
         settings = settings or "-"
         if c.label:
             settings = f"{c.label}: {settings}"
+        expected = c.expect.describe()
         table.add_row(
-            c.id, c.scenario_name, settings, c.backend, str(c.seed), c.expect.describe(), _outcome(r), _mark(r)
+            c.id, c.scenario_name, c.system, settings, c.backend, str(c.seed), expected, _outcome(r), _mark(r)
         )
     return table
 

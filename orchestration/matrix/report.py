@@ -38,14 +38,14 @@ def _value(v: object) -> str:
 
 
 def _combo(r: CellResult, axes: list[str]) -> tuple[str, ...]:
-    return tuple(_value(r.cell.axis_value(a)) for a in axes)
+    return tuple(_value(r.cell.axis_label(a)) for a in axes)
 
 
 def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
     """One cell: green = passed as expected, amber = failed as expected (a bug reproduced), red = not as expected.
     Its text names the axes the grid does not show (e.g. the seed); the tooltip has everything."""
     c = r.cell
-    rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_value(a))}" for a in axes if a not in shown]
+    rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_label(a))}" for a in axes if a not in shown]
     if r.status != "ran" or not r.checked:
         names = {"error": "ERROR", "interrupted": "STOPPED", "not run": "NOT RUN", "skipped": "SKIPPED"}
         text, cls = names.get(r.status, "?"), "none"

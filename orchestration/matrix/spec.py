@@ -89,9 +89,15 @@ class Cell:
             return self.seed
         if axis == "variant":
             return self.label
-        if axis in ("system", "cluster.system") and self.system:
-            return self.system  # with its stack: "jgroups-2.12 (unicast2-fast)", "chaosbed (unicast3+nakack2)"
+        if axis == "system":
+            return self.system
         return self.settings.get(axis)
+
+    def axis_label(self, axis: str) -> object:
+        """The value as reports show it: a system with its stack ("jgroups-2.12 (unicast2-fast)")."""
+        if axis in ("system", "cluster.system") and self.system:
+            return self.system
+        return self.axis_value(axis)
 
     def replay(self) -> str:
         """The `chaosbed run` command that runs this cell again, alone."""
