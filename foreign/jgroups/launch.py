@@ -124,7 +124,8 @@ def netns_available() -> str | None:
 
 class JGroupsCluster:
     """N JGroups members (names, e.g. ["A", "B", "C"]) with one stack, placed by `mode` (netns | loopback | auto),
-    their files under `workdir` (default: a new temporary folder, removed by close() unless keep_files)."""
+    their files under `workdir` (default: a new temporary folder, removed by close() unless keep_files); `config`
+    adds keys to every member's config (e.g. {"record_messages": False})."""
 
     def __init__(
         self,
@@ -135,6 +136,7 @@ class JGroupsCluster:
         workdir: Path | None = None,
         keep_files: bool = False,
         cluster: str | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         if mode == "auto":
             mode = "netns" if netns_available() is None else "loopback"
@@ -146,6 +148,7 @@ class JGroupsCluster:
             raise ValueError("member names must be distinct and at least one")
         self.names = list(names)
         self.stack = stack
+        self.extra_config = dict(config or {})  # more keys for every member's config (record_messages, ...)
         self.mode = mode
         self.label = new_label()
         self.cluster = cluster or self.label
@@ -244,6 +247,7 @@ class JGroupsCluster:
             "mcast_group": self.mcast_group,
             "mcast_port": self.mcast_port,
             "stack": self.stack,
+            **self.extra_config,
         }
 
     def spawn(self, name: str) -> JMember:
