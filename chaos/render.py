@@ -68,9 +68,9 @@ def render(
     clock_offset: int = 0,
     wire: str = "chaosbed",
 ) -> dict[str, Rendered]:
-    """Each member's share of the faults (see the module docstring); discards are read in the `wire` profile."""
+    """Each member's share of the faults (see the module docstring); discards are read in the `wire` profile (looked
+    up only for a discard: a system without a profile, wire "none", still gets every other fault)."""
     out: dict[str, Rendered] = {}
-    wire_profile = profile(wire)
     for name in members:
         rules, handler_rules = kernel.NamespaceRules(), []
         shaping: dict[str, netem.Shaping] = {}
@@ -103,14 +103,15 @@ def render(
                     max_delay_ms = max(max_delay_ms, 1000 * ((f.delay or 0.0) + (f.jitter or 0.0)))
                 else:  # discard
                     stateless = f.action == "drop" and f.count is None and not window
-                    match = wire_profile.parse_match(str(f.match))
+                    match = profile(wire).parse_match(str(f.match))
                     discards.append(Discard(ip, match, stateless, _probability(f)))
                     rule = _handler_rule(rule_id, ip, record, f.match, str(f.action), name)
                     if wire != "chaosbed":
                         rule["wire"] = wire
                     handler_rules.append(rule)
                     max_delay_ms = max(max_delay_ms, 1000 * (f.delay or 0.0))
-        wire_profile.render(rules, discards)
+        if discards:
+            profile(wire).render(rules, discards)
         out[name] = Rendered(rules, list(shaping.values()), handler_rules, max_delay_ms)
     return out
 
