@@ -28,8 +28,8 @@ from orchestration.host.member_python import member_python
 
 SIZE = 100  # message payload bytes (--size)
 # JGroups 2.12.2 (Debian's libjgroups-java) at 1000 B on this machine kind, issue #14's anchor (another day, another
-# harness): msgs/s. bench_jgroups measures JGroups in the same run (2026-11-26, three runs: UNICAST2 117.5-137.8k,
-# NAKACK 155.0-184.8k).
+# harness): msgs/s. bench_jgroups measures the jar's member in the same run, with histories on both sides
+# (2026-11-26, three runs at load 4-6.6: UNICAST2 37.6-87.2k, NAKACK 65.1-69.2k per receiver).
 JGROUPS_1000B = {"UNICAST": 58_500, "UNICAST2": 83_800, "NAKACK per receiver": 70_700}
 SAME_RUN = "(bench_jgroups measures JGroups in the same run)"
 RAW_RECEIVER = textwrap.dedent("""

@@ -19,6 +19,8 @@ a fault can never leave a piece of it behind:
 
 A u32 rule sees only the first message of a datagram, so it only decides datagrams that carry exactly one message;
 datagrams with several messages from the same sources go to the handler, which removes just the matching messages.
+Other systems' wire profiles (chaos/profiles/) render their own u32 rules (`U32Rule`: drop, or return undecided
+datagrams to INPUT without queueing them) and the tests of the datagrams their handler must see (`queue_u32`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from chaos import u32 as xt_u32
 from chaos.rules import Match
 from node import wire
 
@@ -105,6 +108,17 @@ class HeaderDrop:
     probability: float = 1.0
 
 
+@dataclass(frozen=True)
+class U32Rule:
+    """A u32 rule of a wire profile on packets from `source`: `tests` (any number: a rule repeats `-m u32` for every
+    ten) and the target, DROP (with a probability) or RETURN (decided: not queued to the handler)."""
+
+    source: str
+    tests: tuple[str, ...]
+    target: str
+    probability: float = 1.0
+
+
 @dataclass
 class NamespaceRules:
     """Everything one receiving namespace should have. Empty = no chaos rules at all (the table and chain go)."""
@@ -117,9 +131,11 @@ class NamespaceRules:
     queue_all: set[str] = field(default_factory=set)  # every packet from these sources goes to the handler
     queue_ours: set[str] = field(default_factory=set)  # every datagram of our wire format from these sources
     queue_batches: set[str] = field(default_factory=set)  # our datagrams with more than one message
+    u32_rules: list[U32Rule] = field(default_factory=list)  # a wire profile's drops and returns, in order
+    queue_u32: dict[str, tuple[str, ...]] = field(default_factory=dict)  # source -> tests of what to queue
 
     def empty(self) -> bool:
-        return not (self.needs_nft() or self.header_drops or self.needs_queue())
+        return not (self.needs_nft() or self.header_drops or self.u32_rules or self.needs_queue())
 
     def needs_nft(self) -> bool:
         """Whether the nft table is needed: partitions or losses, timed or not."""
@@ -127,7 +143,7 @@ class NamespaceRules:
 
     def needs_queue(self) -> bool:
         """Whether packets go to the NFQUEUE handler (timed partitions and losses are nft rules: they never do)."""
-        return bool(self.queue_all or self.queue_ours or self.queue_batches)
+        return bool(self.queue_all or self.queue_ours or self.queue_batches or self.queue_u32)
 
 
 # --- u32 compilation -------------------------------------------------------------------------------------------------
@@ -287,12 +303,20 @@ def iptables_script(rules: NamespaceRules) -> str:
             raise KernelError(f"{d.match} cannot be compiled to a u32 match; it needs the NFQUEUE handler")
         chance = f" -m statistic --mode random --probability {d.probability:.6f}" if d.probability < 1.0 else ""
         lines.append(f'-A {IPT_CHAIN} -s {d.source}/32 -p udp -m u32 --u32 "{u32}"{chance} -j DROP')
+    for r in rules.u32_rules:
+        matches = " ".join(f'-m u32 --u32 "{expr}"' for expr in xt_u32.chunks(r.tests))
+        chance = f" -m statistic --mode random --probability {r.probability:.6f}" if r.probability < 1.0 else ""
+        lines.append(f"-A {IPT_CHAIN} -s {r.source}/32 -p udp {matches}{chance} -j {r.target}")
     for source in sorted(rules.queue_all):
         lines.append(f"-A {IPT_CHAIN} -s {source}/32 {queue}")
     for source in sorted(rules.queue_ours - rules.queue_all):
         lines.append(f'-A {IPT_CHAIN} -s {source}/32 -p udp -m u32 --u32 "{u32_ours()}" {queue}')
     for source in sorted(rules.queue_batches - rules.queue_ours - rules.queue_all):
         lines.append(f'-A {IPT_CHAIN} -s {source}/32 -p udp -m u32 --u32 "{u32_batches()}" {queue}')
+    for source, tests in sorted(rules.queue_u32.items()):
+        if source not in rules.queue_all:
+            matches = " ".join(f'-m u32 --u32 "{expr}"' for expr in xt_u32.chunks(tests))
+            lines.append(f"-A {IPT_CHAIN} -s {source}/32 -p udp {matches} {queue}")
     lines.append("COMMIT")
     return "\n".join(lines) + "\n"
 
@@ -320,7 +344,7 @@ def apply(ns: str, rules: NamespaceRules) -> None:
             )
     _run(ns, ["nft", "-f", "-"], nft_script(rules))
     has_chain = _run(ns, ["iptables", "-S", IPT_CHAIN], check=False).returncode == 0
-    needs_chain = bool(rules.header_drops or rules.needs_queue())
+    needs_chain = bool(rules.header_drops or rules.u32_rules or rules.needs_queue())
     if needs_chain:
         _run(ns, ["iptables-restore", "--noflush"], iptables_script(rules))
         if _run(ns, ["iptables", "-C", "INPUT", "-j", IPT_CHAIN], check=False).returncode != 0:
@@ -379,11 +403,11 @@ def parse_nft_counters(listing: str) -> dict[str, int]:
 
 def parse_iptables_counters(listing: str) -> dict[str, int]:
     """{"dropped": n, "queued": n} from `iptables -L CHAOSBED -v -x -n`: DROP rules (u32 header drops) and NFQUEUE
-    targets."""
+    targets (a wire profile's RETURN rules, which only keep decided packets out of the queue, count as neither)."""
     out = {"dropped": 0, "queued": 0}
     for line in listing.splitlines()[2:]:
         cols = line.split()
-        if len(cols) > 2 and cols[0].isdigit():
+        if len(cols) > 2 and cols[0].isdigit() and cols[2] != "RETURN":
             out["dropped" if cols[2] == "DROP" else "queued"] += int(cols[0])
     return out
 

@@ -13,7 +13,8 @@ each receiving namespace must have (chaos/render.py) and installs it:
   a process started on demand and stopped when no rule needs it. The handler gets new rules before the kernel sends
   it packets, and is stopped (releasing what it holds) only after the kernel stopped sending.
 
-Counts (`count = 1`: the first matching message) are per link, as in the simulator.
+Counts (`count = 1`: the first matching message) are per link, as in the simulator. Discard rules are read in the
+cluster's wire profile (`wire`: chaosbed's own, or a foreign system's such as jgroups-2.12, chaos/profiles/).
 """
 
 from __future__ import annotations
@@ -46,11 +47,14 @@ class NetnsFaultEngine:
 
     plan_ahead = True  # plan() may start handler processes: the scheduler installs a plan dormant first
 
-    def __init__(self, state_dir: Path, tag: str, members: dict[str, Endpoint], *, transport: str = "udp") -> None:
+    def __init__(
+        self, state_dir: Path, tag: str, members: dict[str, Endpoint], *, transport: str = "udp", wire: str = "chaosbed"
+    ) -> None:
         self.state_dir = Path(state_dir)
         self.tag = tag  # appears in every handler's command line: the cluster label
         self.members = members
         self.transport = transport
+        self.wire = wire
         self._state_path = self.state_dir / "chaos.json"
         self._procs: dict[str, HandlerProcess] = {}  # the handlers this process started
 
@@ -58,7 +62,7 @@ class NetnsFaultEngine:
 
     def normalize(self, kind: str, args: Mapping[str, object]) -> Fault:
         """Checks a fault's arguments against the members (chaos/normalize.py)."""
-        return normalize(kind, args, list(self.members), self.transport)
+        return normalize(kind, args, list(self.members), self.transport, self.wire)
 
     def add(self, kind: str, args: Mapping[str, object], *, seed: int = 0) -> FaultRecord:
         """Applies one fault; returns its record (with its id). Raises ChaosError for a bad fault."""
@@ -187,7 +191,7 @@ class NetnsFaultEngine:
         self, faults: Sequence[FaultRecord], use_netem: bool, *, time_gates: bool = True, clock_offset: int = 0
     ) -> dict[str, Rendered]:
         """member -> what its namespace must have for these faults (chaos/render.py)."""
-        return render(self.members, faults, use_netem, time_gates=time_gates, clock_offset=clock_offset)
+        return render(self.members, faults, use_netem, time_gates=time_gates, clock_offset=clock_offset, wire=self.wire)
 
     # --- applying -------------------------------------------------------------------------------------------------
 

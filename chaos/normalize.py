@@ -1,5 +1,6 @@
 """A network fault's arguments, checked against a cluster and normalised into a `Fault`: member lists written out
-(missing `from`/`to`: every member), durations in seconds, probabilities in 0..1, a discard's match parsed. The kinds
+(missing `from`/`to`: every member), durations in seconds, probabilities in 0..1, a discard's match parsed against the
+cluster's wire profile (chaos/profiles/: chaosbed's own by default, e.g. jgroups-2.12 for the JGroups jar). The kinds
 and their keys are node/fault_kinds.py's; what they mean for a cluster (its names, its transport) is decided here.
 Keys a kind does not have are ignored, as they always were by the fault tables (a scenario file refuses them)."""
 
@@ -9,12 +10,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from chaos.faults import ChaosError, Fault
-from chaos.rules import RuleError, parse_match
+from chaos.profiles import parse_match
+from chaos.rules import RuleError
 from node.fault_kinds import DISCARD_ACTIONS, KINDS, NETWORK
 from node.units import parse_duration
 
 
-def normalize(kind: str, args: Mapping[str, object], names: Sequence[str], transport: str = "udp") -> Fault:
+def normalize(
+    kind: str, args: Mapping[str, object], names: Sequence[str], transport: str = "udp", wire: str = "chaosbed"
+) -> Fault:
     """Checks a fault's arguments against the members; returns the fault (ChaosError says what is wrong)."""
     if kind not in NETWORK:
         raise ChaosError(f"unknown network fault {kind!r}; network faults: {', '.join(NETWORK)}")
@@ -28,7 +32,7 @@ def normalize(kind: str, args: Mapping[str, object], names: Sequence[str], trans
         delay, jitter = _seconds(args.get("delay"), "delay: delay"), _seconds(args.get("jitter", 0.0), "delay: jitter")
         return replace(fault, delay=delay, jitter=jitter)
     if kind == "discard":
-        return _discard(fault, args, transport)
+        return _discard(fault, args, transport, wire)
     return fault
 
 
@@ -88,14 +92,14 @@ def _probability(kind: str, args: Mapping[str, object]) -> float | None:
     return p
 
 
-def _discard(fault: Fault, args: Mapping[str, object], transport: str) -> Fault:
+def _discard(fault: Fault, args: Mapping[str, object], transport: str, wire: str) -> Fault:
     if transport != "udp":
         raise ChaosError(
             "discard rules act on datagrams; this cluster uses transport tcp, where the kernel retransmits a "
             "dropped segment. Use partition, loss or delay, or transport udp"
         )
     try:
-        match = str(parse_match(str(args.get("match", ""))))
+        match = str(parse_match(str(args.get("match", "")), wire))
     except RuleError as e:
         raise ChaosError(f"discard: {e}") from None
     action = args.get("action", "drop")

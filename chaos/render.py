@@ -6,7 +6,8 @@ receiver of its links, keyed by the source's address. A planned fault (with a wi
 gated by time: partitions and losses as nft rules bounded by `meta time` (CLOCK_REALTIME = monotonic + clock_offset)
 where the kernel has time gates, else as link rules of the handler; delay, reorder, duplicate and every discard as
 handler rules with active_from_ns/active_until_ns on every kernel (netem cannot be switched by time, and a u32 drop
-has no window).
+has no window). A discard is read against the cluster's wire profile (chaos/profiles/), which decides what the
+kernel drops alone and what its handler judges.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import NamedTuple, NotRequired, TypedDict
 
 from chaos import kernel, netem
 from chaos.faults import Fault, FaultRecord, FaultWindow
-from chaos.rules import parse_match
+from chaos.profiles import Discard, profile
 from node.fault_kinds import KINDS, Category
 
 
@@ -37,6 +38,7 @@ class HandlerRule(TypedDict):
     id: str  # "<fault id>:<source member>"
     sources: list[str]
     match: str | None  # None: every packet of the sources (a link rule)
+    wire: NotRequired[str]  # the wire profile the match is read against (absent: chaosbed)
     action: str
     probability: float
     count: int | None
@@ -64,12 +66,15 @@ def render(
     *,
     time_gates: bool = True,
     clock_offset: int = 0,
+    wire: str = "chaosbed",
 ) -> dict[str, Rendered]:
-    """Each member's share of the faults (see the module docstring)."""
+    """Each member's share of the faults (see the module docstring); discards are read in the `wire` profile (looked
+    up only for a discard: a system without a profile, wire "none", still gets every other fault)."""
     out: dict[str, Rendered] = {}
     for name in members:
         rules, handler_rules = kernel.NamespaceRules(), []
         shaping: dict[str, netem.Shaping] = {}
+        discards: list[Discard] = []
         max_delay_ms = 0.0
         for record in faults:
             f, window = record.fault, record.window
@@ -97,24 +102,18 @@ def render(
                     handler_rules.append(_handler_rule(rule_id, ip, record, None, f.kind, name))
                     max_delay_ms = max(max_delay_ms, 1000 * ((f.delay or 0.0) + (f.jitter or 0.0)))
                 else:  # discard
-                    _render_discard(rules, ip, record)
-                    handler_rules.append(_handler_rule(rule_id, ip, record, f.match, str(f.action), name))
+                    stateless = f.action == "drop" and f.count is None and not window
+                    match = profile(wire).parse_match(str(f.match))
+                    discards.append(Discard(ip, match, stateless, _probability(f)))
+                    rule = _handler_rule(rule_id, ip, record, f.match, str(f.action), name)
+                    if wire != "chaosbed":
+                        rule["wire"] = wire
+                    handler_rules.append(rule)
                     max_delay_ms = max(max_delay_ms, 1000 * (f.delay or 0.0))
+        if discards:
+            profile(wire).render(rules, discards)
         out[name] = Rendered(rules, list(shaping.values()), handler_rules, max_delay_ms)
     return out
-
-
-def _render_discard(rules: kernel.NamespaceRules, ip: str, record: FaultRecord) -> None:
-    """A stateless drop rule whose match compiles to u32 drops single-message datagrams in the kernel (the handler
-    judges batches); anything else goes to the handler whole."""
-    f = record.fault
-    match = parse_match(str(f.match))
-    stateless = f.action == "drop" and f.count is None and not record.window
-    if stateless and kernel.compiles_to_kernel(match):
-        rules.header_drops.append(kernel.HeaderDrop(ip, match, _probability(f)))
-        rules.queue_batches.add(ip)
-    else:
-        rules.queue_ours.add(ip)
 
 
 def _probability(f: Fault) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from node import fault_kinds
@@ -33,7 +33,7 @@ CHECKS = {
 }
 # What a bug's `violates` may name: the checks, and the runner's own `timeout`.
 VIOLATIONS = CHECKS | {"timeout"}
-BUG_KEYS = {"id", "title", "layer", "breaks", "source", "flawed", "fixed", "violates"}
+BUG_KEYS = {"id", "title", "layer", "breaks", "source", "flawed", "fixed", "violates", "no_fix"}
 
 
 class ScenarioError(ValueError):
@@ -92,7 +92,8 @@ class Scenario:
 @dataclass
 class Bug:
     """A known-bug scenario's `[bug]` table: the same schedule FAILS on the flawed variant (exactly the checks in
-    `violates`) and PASSES on the fixed one. Variants are settings (dotted keys as in --set) applied to the file."""
+    `violates`) and PASSES on the fixed one. Variants are settings (dotted keys as in --set) applied to the file.
+    A bug of a system that has no fix (`no_fix`: why) has the flawed variant only."""
 
     id: str
     title: str
@@ -102,10 +103,15 @@ class Bug:
     flawed: dict[str, object]
     fixed: dict[str, object]
     violates: list[str]
+    no_fix: str = ""
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return ("flawed",) if self.no_fix else ("flawed", "fixed")
 
     def settings(self, variant: str) -> dict[str, object]:
-        if variant not in ("flawed", "fixed"):
-            raise ValueError(f"variant must be flawed or fixed, not {variant!r}")
+        if variant not in self.variants:
+            raise ValueError(f"variant must be one of {', '.join(self.variants)}, not {variant!r}")
         return dict(self.flawed if variant == "flawed" else self.fixed)
 
 
@@ -201,12 +207,20 @@ def load(
     seed: int | None = None,
     settings: Mapping[str, object] | None = None,
 ) -> Scenario:
-    """A scenario file with `settings` (dotted key -> value: matrix axes, bug variants) then `--set` overrides
-    applied, and the seed if given."""
-    raw = read_raw(path)
-    if settings:
-        raw = apply_settings(raw, settings, origin="setting")
-    raw = apply_overrides(raw, overrides or [])
+    """A scenario file with its `[per_system]` settings for the cluster's system, then `settings` (dotted key ->
+    value: matrix axes, bug variants), then `--set` overrides applied (each layer wins over the one before), and the
+    seed if given."""
+    file = read_raw(path)
+
+    def layered(base: TomlTable) -> TomlTable:
+        raw = apply_settings(base, settings, origin="setting") if settings else base
+        return apply_overrides(raw, overrides or [])
+
+    raw = layered(file)
+    if "per_system" in file:  # the system is known only once the settings are applied
+        own = _per_system(file.get("per_system"), raw.get("cluster"))
+        base = {k: v for k, v in file.items() if k != "per_system"}
+        raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
     return parse(raw)
@@ -222,10 +236,26 @@ def read_raw(path: str | Path) -> TomlTable:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
 
 
+def _per_system(table: object, cluster: object) -> dict[str, object]:
+    """The `[per_system.NAME]` settings of the cluster's system (chaosbed's when [cluster] names none): dotted keys
+    as in --set, so that one file runs on several systems (a matrix's cluster.system axis)."""
+    per = _table(table, "per_system", "a table of systems, each a table of dotted keys, e.g. "
+                 '[per_system.chaosbed] "cluster.stack" = "unicast3"')  # fmt: skip
+    system = cluster.get("system", "chaosbed") if isinstance(cluster, dict) else "chaosbed"
+    for name, settings in per.items():
+        _table(settings, f"per_system.{name}", "a table of dotted keys and values, as --set takes them")
+    own = per.get(str(system), {})
+    assert isinstance(own, dict)
+    return own
+
+
 def parse(raw: TomlTable) -> Scenario:
-    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug"}
+    known_top = {"name", "seed", "timeout", "cluster", "workload", "faults", "nemesis", "checks", "bug", "per_system"}
     for key in raw:
         _need(key in known_top, key, f"unknown key; a scenario has: {', '.join(sorted(known_top))}")
+    if "per_system" in raw:  # parsed without load(): apply it (no settings to layer above it)
+        own = _per_system(raw["per_system"], raw.get("cluster"))
+        raw = apply_settings({k: v for k, v in raw.items() if k != "per_system"}, own, origin="per_system")
     name = raw.get("name", "scenario")
     if not isinstance(name, str) or not name:
         raise ScenarioError("name: must be a non-empty string")
@@ -250,7 +280,7 @@ def parse(raw: TomlTable) -> Scenario:
     workloads = [
         _workload(w, f"workload[{i}]", members, stack, system.native) for i, w in enumerate(_list(raw, "workload"))
     ]
-    faults = [_fault(f, f"faults[{i}]", members) for i, f in enumerate(_list(raw, "faults"))]
+    faults = [_fault(f, f"faults[{i}]", members, system.wire) for i, f in enumerate(_list(raw, "faults"))]
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
@@ -283,13 +313,17 @@ def _bug(raw: object) -> Bug:
         _need(key in BUG_KEYS, f"bug.{key}", f"unknown key; a [bug] table has: {', '.join(sorted(BUG_KEYS))}")
     for key in ("id", "title"):
         _need(isinstance(b.get(key), str) and bool(b.get(key)), f"bug.{key}", "a non-empty string is required")
-    for key in ("layer", "breaks", "source"):
+    for key in ("layer", "breaks", "source", "no_fix"):
         _need(isinstance(b.get(key, ""), str), f"bug.{key}", "must be a string")
+    no_fix = str(b.get("no_fix", ""))
+    if no_fix:  # the system has no fixed variant: the file asserts the flawed behaviour only
+        _need("fixed" not in b, "bug.fixed", "a bug with no_fix has no fixed variant; leave fixed out")
     flawed, fixed = (
-        _table(b.get(key), f"bug.{key}", "a table of --set keys and values is required ({} for none)")
+        _table(b.get(key, {} if no_fix else None), f"bug.{key}", "a table of --set keys and values is required ({} "
+               "for none), or no_fix = \"why\" instead of fixed")
         for key in ("flawed", "fixed")
-    )
-    _need(bool(flawed) or bool(fixed), "bug", "flawed and fixed must differ in at least one setting")
+    )  # fmt: skip
+    _need(bool(no_fix) or bool(flawed) or bool(fixed), "bug", "flawed and fixed must differ in at least one setting")
     violates = b.get("violates")
     if not (isinstance(violates, list) and violates and all(isinstance(v, str) for v in violates)):
         raise ScenarioError("bug.violates: a non-empty list of check names")
@@ -297,7 +331,7 @@ def _bug(raw: object) -> Bug:
         _need(v in VIOLATIONS, "bug.violates", f"unknown check {v!r}; checks: {', '.join(sorted(VIOLATIONS))}")
     return Bug(
         str(b["id"]), str(b["title"]), str(b.get("layer", "")), str(b.get("breaks", "")), str(b.get("source", "")),
-        dict(flawed), dict(fixed), list(violates),
+        dict(flawed), dict(fixed), list(violates), no_fix,
     )  # fmt: skip
 
 
@@ -328,6 +362,8 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     transport = cluster.get("transport", "udp")
     _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
     if not system.native:
+        if system.stacks and "stack" in cluster:  # a stack of the system's own (cluster_refusals checked it)
+            system = replace(system, stack=str(cluster["stack"]))
         return system, system.stack or system.name, str(transport), {}
     stack = cluster.get("stack", "unicast3")
     if not isinstance(stack, str) or stack not in STACKS:
@@ -398,7 +434,7 @@ def _workload(w: TomlTable, path: str, members: list[str], stack: str, native: b
     )
 
 
-def _fault(f: TomlTable, path: str, members: list[str]) -> Fault:
+def _fault(f: TomlTable, path: str, members: list[str], wire: str = "chaosbed") -> Fault:
     kind = f.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise ScenarioError(f"{path}.kind: unknown fault kind {kind!r}; kinds: {', '.join(KINDS)}")
@@ -417,6 +453,8 @@ def _fault(f: TomlTable, path: str, members: list[str]) -> Fault:
     given = [k for k in spec.keys if k.name in args]
     for k in sorted(given, key=lambda k: _VALIDATION_ORDER.index(k.type)):  # stable: the kind's key order within
         args[k.name] = _VALUES[k.type](args[k.name], f"{path}.{k.name}", members)
+        if k.type is ValueType.MATCH and wire != "none":  # "none": the system refuses discards (_refuse_for_system)
+            _match_in(str(args[k.name]), f"{path}.{k.name}", wire)
     return Fault(at, kind, args, duration)
 
 
@@ -432,15 +470,20 @@ def _split_groups(groups: object, path: str, members: list[str]) -> object:
 
 
 def _match(value: object, path: str, members: list[str]) -> object:
-    from chaos.rules import RuleError, parse_match
-
     if not isinstance(value, str):
         raise ScenarioError(f"{path}: a message expression (a string), e.g. UNICAST3.ACK(seqno=50), not {value!r}")
-    try:
-        parse_match(value)
-    except RuleError as e:
-        raise ScenarioError(f"{path}: {e}") from None
     return value
+
+
+def _match_in(value: str, path: str, wire: str) -> None:
+    """A discard's match read in the wire profile of the cluster's system (chaos/profiles/)."""
+    from chaos.profiles import parse_match
+    from chaos.rules import RuleError
+
+    try:
+        parse_match(value, wire)
+    except RuleError as e:
+        raise ScenarioError(f"{path}: {e} (wire profile {wire})") from None
 
 
 def _action(value: object, path: str, members: list[str]) -> object:

@@ -95,7 +95,7 @@ def compile_schedule(sc: Scenario) -> Schedule:
             instant(f.at).heals.append(f)
         elif f.kind in NETWORK_FAULTS:
             try:
-                record = normalize(f.kind, f.args, sc.members, sc.transport)
+                record = normalize(f.kind, f.args, sc.members, sc.transport, sc.system.wire)
             except ChaosError as e:
                 raise ClusterError(f"faults: {e}") from None
             p = PlannedFault(f"f{len(planned) + 1}", f, record, f.at, None if f.duration is None else f.at + f.duration)

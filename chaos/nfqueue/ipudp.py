@@ -1,5 +1,6 @@
 """IPv4/UDP packets as the queue hands them over: find our datagram's messages in one, and rebuild one without some
-messages (lengths and IP checksum recomputed)."""
+messages (lengths and IP checksum recomputed): chaosbed's own (a count to fix) or any byte ranges cut out (a
+JGroups LIST, which has no count)."""
 
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ def ip_checksum(header: bytes | bytearray) -> int:
     return ~s & 0xFFFF
 
 
-def parse_udp(pkt: bytes) -> tuple[int, list[Span]] | None:
-    """Spans (absolute in pkt) of our datagram in an IPv4/UDP packet without options, or None."""
+def whole_udp(pkt: bytes, least: int = 6) -> bool:
+    """Whether pkt is a whole IPv4/UDP packet without options carrying at least `least` bytes of UDP payload: not a
+    truncated copy, not a fragment, lengths consistent."""
     n = len(pkt)
-    if n < _IP_UDP + 6 or pkt[0] != 0x45 or pkt[9] != 17:
-        return None
-    if (
+    if n < _IP_UDP + least or pkt[0] != 0x45 or pkt[9] != 17:
+        return False
+    return not (
         _U16.unpack_from(pkt, 2)[0] != n
         or _U16.unpack_from(pkt, 6)[0] & 0x3FFF
         or _U16.unpack_from(pkt, 24)[0] != n - 20
-    ):
+    )
+
+
+def parse_udp(pkt: bytes) -> tuple[int, list[Span]] | None:
+    """Spans (absolute in pkt) of our datagram in an IPv4/UDP packet without options, or None."""
+    if not whole_udp(pkt):
         return None  # truncated copy, a fragment, or inconsistent lengths
     try:
         return message_spans(pkt, _IP_UDP)
@@ -43,6 +50,22 @@ def parse_udp(pkt: bytes) -> tuple[int, list[Span]] | None:
 
 def rebuild(pkt: bytes, head: int, kept: Sequence[Span]) -> bytes:
     body = b"".join([pkt[_IP_UDP : head - 2], _U16.pack(len(kept)), *[pkt[s:e] for s, e, _, _ in kept]])
+    return with_udp_payload(pkt, body)
+
+
+def cut(pkt: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
+    """The packet without the byte ranges [start, end) (absolute, in order, inside the UDP payload)."""
+    pieces, at = [], _IP_UDP
+    for start, end in ranges:
+        pieces.append(pkt[at:start])
+        at = end
+    pieces.append(pkt[at:])
+    return with_udp_payload(pkt, b"".join(pieces))
+
+
+def with_udp_payload(pkt: bytes, body: bytes) -> bytes:
+    """The IPv4/UDP packet (no options) with another UDP payload: IP total length and checksum, UDP length fixed, UDP
+    checksum 0 (none)."""
     ip = bytearray(pkt[:20])
     ip[2:4] = _U16.pack(_IP_UDP + len(body))
     ip[10:12] = b"\0\0"

@@ -1,14 +1,16 @@
-"""The judge: the rules and their state, deciding one IP packet at a time without any I/O."""
+"""The judge: the rules and their state, deciding one IP packet at a time without any I/O. Packets are read in the
+wire profile of its message rules (chaos/nfqueue/wires.py: chaosbed's own, or JGroups 2.12's)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
-from chaos.nfqueue.ipudp import parse_udp, rebuild
 from chaos.nfqueue.rule import ACCEPT, DELAY, DROP, DUPLICATE, Rule
-from chaos.nfqueue.spans import Span
+from chaos.nfqueue.wires import WIRES, Wire
 
+Span = Any  # a message span of the judge's wire (wires.py)
 Judgement = tuple[int, bytes | None, float]  # (ACCEPT|DROP|DELAY|DUPLICATE|REORDER, new packet or None, delay s)
 _ACCEPTED: Judgement = (ACCEPT, None, 0.0)
 _DROPPED: Judgement = (DROP, None, 0.0)
@@ -25,7 +27,9 @@ class Judge:
     (packet, for link rules) a rule saw, also after its count ran out. Message rules skip what they cannot parse
     (counted once per packet in `unparsed`); link rules apply to every IPv4 packet. A rule with a window
     (active_from_ns / active_until_ns) takes part only while judge's `now_ns` is inside it: before and after, it
-    neither matches nor counts nor draws, so its count starts when it becomes active."""
+    neither matches nor counts nor draws, so its count starts when it becomes active. Message rules read one wire
+    (compile_rules refuses a mix): a chaosbed message matches by its one header, a JGroups 2.12 message when any of
+    its headers matches; a JGroups SINGLE datagram holds one message, a LIST loses the matching ones by a cut."""
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         self.rules: list[Rule] = []
@@ -35,6 +39,7 @@ class Judge:
         self._valid_from = self._valid_until = 0
         self.unparsed = 0
         self.rewritten = 0
+        self.wire: Wire = WIRES["chaosbed"]
         self.set_rules(list(rules))
 
     def set_rules(self, rules: list[Rule]) -> None:
@@ -43,6 +48,7 @@ class Judge:
             if r.id in old and old[r.id] is not r:
                 r.inherit(old[r.id])
         self.rules = rules
+        self.wire = WIRES[next((r.wire for r in rules if r.match is not None), "chaosbed")]
         self.timed = any(r.timed for r in rules)
         if self.timed:
             self._valid_from = self._valid_until = 0  # empty span: the next judge() selects the active rules
@@ -75,9 +81,10 @@ class Judge:
             now_ns = time.monotonic_ns()
         return [r for r in self.rules if r.active(now_ns)]
 
-    def _parse(self, pkt: bytes) -> tuple[int, list[Span]] | None:
-        """The datagram's head length and message spans, or None (counted as unparsed: it passes untouched)."""
-        parsed = parse_udp(pkt)
+    def _parse(self, pkt: bytes) -> tuple[Any, list[Span]] | None:
+        """What the wire needs to rebuild the datagram and its message spans, or None (counted as unparsed: it
+        passes untouched)."""
+        parsed = self.wire.parse(pkt)
         if parsed is None:
             self.unparsed += 1
         return parsed
@@ -96,7 +103,7 @@ class Judge:
             self.unparsed += 1
             return _ACCEPTED
         src = pkt[12:16]
-        parsed: tuple[int, list[Span]] | None = None
+        parsed: tuple[Any, list[Span]] | None = None
         tried = False
         kept: list[Span] | None = None
         changed = False
@@ -117,7 +124,7 @@ class Judge:
                 continue
             new_kept = []
             for sp in kept:
-                if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
+                if r.matches(pkt, sp):
                     r.matched += 1
                     if r.fires():
                         r.dropped += 1
@@ -131,7 +138,7 @@ class Judge:
         out: bytes | None = None
         if changed:
             assert parsed is not None and kept is not None
-            out = rebuild(pkt, parsed[0], kept)
+            out = self.wire.rebuild(pkt, parsed[0], kept)
             self.rewritten += 1
         for r in self.release_rules:
             if r.sources and src not in r.sources:
@@ -147,7 +154,7 @@ class Judge:
                 if kept is None:
                     continue
                 for sp in kept:
-                    if (sp[2] << 8) | sp[3] == r.type_key and r.matches(pkt, sp):
+                    if r.matches(pkt, sp):
                         r.matched += 1
                         if not hit and r.fires():
                             hit = True

@@ -1,5 +1,7 @@
 """Handler rules: validation of the JSON rule dicts (see the package docstring) and the compiled Rule with its
-state (counters, remaining count, random generator)."""
+state (counters, remaining count, random generator). A rule's `wire` names the wire profile its match is read in
+(chaos/profiles/; default chaosbed): a chaosbed message matches by its one (proto, type) and field offsets, a JGroups
+2.12 message when any of its headers is the rule's header class with the type and fields (JGroupsRule)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.nfqueue.spans import Span
-from chaos.rules import Match, RuleError, parse_match
+from chaos.nfqueue.wires import WIRES
+from chaos.profiles import jgroups212_rules, parse_match
+from chaos.rules import Match, RuleError
 from node import wire
 
 # Verdict kinds returned by Judge.judge.
@@ -35,6 +39,7 @@ _RULE_KEYS = {
     "seed",
     "active_from_ns",
     "active_until_ns",
+    "wire",
 }
 _STRUCT_OF_KIND = {k: struct.Struct("!" + c) for k, c in wire.FIXED_KINDS.items()}
 _FIELD_MAX = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFFFFFF, "u64": (1 << 64) - 1, "bool": 1}
@@ -66,6 +71,7 @@ class Rule:
         "spec",
         "tests",
         "type_key",
+        "wire",
     )
 
     def __init__(self, spec: dict[str, Any], match: Match | None, sources: frozenset[bytes]) -> None:
@@ -80,27 +86,32 @@ class Rule:
         self.delay_ms: float = spec["delay_ms"]
         self.jitter_ms: float = spec["jitter_ms"]
         self.seed: int = spec["seed"]
+        self.wire: str = spec.get("wire", "chaosbed")
         # The window, CLOCK_MONOTONIC ns: None = unbounded (kept as None so untimed rules cost nothing).
         self.active_from: int | None = spec.get("active_from_ns")
         self.active_until: int | None = spec.get("active_until_ns")
         self.type_key = -1  # link rule
         self.tests: tuple[tuple[int, Callable[..., tuple[Any, ...]], int, int], ...] = ()
         if match is not None:
-            hs = wire.SPECS[f"{match.protocol}.{match.header}"]
-            self.type_key = (hs.proto_id << 8) | hs.type_id
-            offsets, off = {}, 2
-            for f in hs.fields:
-                if f.kind not in wire.FIXED_KINDS:
-                    break
-                offsets[f.name] = (off, f.kind)
-                off += _STRUCT_OF_KIND[f.kind].size
-            tests = []
-            for name, value in match.fields:
-                o, kind = offsets[name]
-                lo, hi = value if isinstance(value, tuple) else (value, value)
-                tests.append((o, _STRUCT_OF_KIND[kind].unpack_from, lo, hi))
-            self.tests = tuple(tests)
+            self._compile(match)
         self.reset()
+
+    def _compile(self, match: Match) -> None:
+        """The (proto, type) key and the field tests at offsets from the message's start."""
+        hs = wire.SPECS[f"{match.protocol}.{match.header}"]
+        self.type_key = (hs.proto_id << 8) | hs.type_id
+        offsets, off = {}, 2
+        for f in hs.fields:
+            if f.kind not in wire.FIXED_KINDS:
+                break
+            offsets[f.name] = (off, f.kind)
+            off += _STRUCT_OF_KIND[f.kind].size
+        tests = []
+        for name, value in match.fields:
+            o, kind = offsets[name]
+            lo, hi = value if isinstance(value, tuple) else (value, value)
+            tests.append((o, _STRUCT_OF_KIND[kind].unpack_from, lo, hi))
+        self.tests = tuple(tests)
 
     def reset(self) -> None:
         self.matched = self.dropped = self.delayed = self.duplicated = self.reordered = 0
@@ -164,6 +175,31 @@ class Rule:
         return f"Rule({self.spec!r})"
 
 
+class JGroupsRule(Rule):
+    """A rule on JGroups 2.12's wire: `type_key` is the header class ((protocol id << 16) | magic) and `tests` are
+    (offset from the header's body, unpack, lo, hi): the type first, then presence bytes and fields."""
+
+    __slots__ = ()
+
+    def _compile(self, match: Match) -> None:
+        self.type_key = jgroups212_rules.spec_of(match).key
+        self.tests = tuple(
+            (off, jgroups212_rules.STRUCTS[kind].unpack_from, lo, hi)
+            for off, kind, lo, hi in jgroups212_rules.body_tests(match)
+        )
+
+    def matches(self, buf: bytes, span: Any) -> bool:
+        """True if any header of the message at span is this rule's class with every test holding."""
+        for key, body in span[3]:
+            if key == self.type_key:
+                for off, unpack, lo, hi in self.tests:
+                    v = unpack(buf, body + off)[0]
+                    if v < lo or v > hi:
+                        return False
+                return True
+        return False
+
+
 def _number(rid: str, name: str, value: Any, *, lo: float = 0.0, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise RuleValidationError(f"rule {rid!r}: {name} must be a number, not {value!r}")
@@ -191,20 +227,10 @@ def compile_rule(spec: Any) -> Rule:
             packed.add(ipaddress.IPv4Address(s).packed)
         except (ValueError, TypeError):
             raise RuleValidationError(f"rule {rid!r}: sources: {s!r} is not an IPv4 address") from None
-    raw_match = spec.get("match")
-    match = None
-    if raw_match is not None:
-        if not isinstance(raw_match, str):
-            raise RuleValidationError(f"rule {rid!r}: match must be a string like UNICAST3.ACK(seqno=50) or null")
-        try:
-            match = parse_match(raw_match)
-        except RuleError as e:
-            raise RuleValidationError(f"rule {rid!r}: match: {e}") from None
-        kinds = {f.name: f.kind for f in wire.SPECS[f"{match.protocol}.{match.header}"].fields}
-        for name, value in match.fields:
-            lo, hi = value if isinstance(value, tuple) else (value, value)
-            if lo < 0 or hi > _FIELD_MAX[kinds[name]]:
-                raise RuleValidationError(f"rule {rid!r}: match: {name}={value} is outside a {kinds[name]} field")
+    wire_name = spec.get("wire", "chaosbed")
+    if wire_name not in WIRES:
+        raise RuleValidationError(f"rule {rid!r}: wire must be one of {sorted(WIRES)}, not {wire_name!r}")
+    match = _match(rid, spec.get("match"), wire_name)
     action = spec.get("action")
     if action not in ACTIONS:
         raise RuleValidationError(f"rule {rid!r}: action must be one of {sorted(ACTIONS)}, not {action!r}")
@@ -228,7 +254,7 @@ def compile_rule(spec: Any) -> Rule:
     clean = {
         "id": rid,
         "sources": list(sources),
-        "match": raw_match,
+        "match": spec.get("match"),
         "action": action,
         "probability": probability,
         "count": count,
@@ -238,7 +264,29 @@ def compile_rule(spec: Any) -> Rule:
         "active_from_ns": active_from,
         "active_until_ns": active_until,
     }
-    return Rule(clean, match, frozenset(packed))
+    if wire_name != "chaosbed":
+        clean["wire"] = wire_name
+    cls = JGroupsRule if wire_name == jgroups212_rules.WIRE else Rule
+    return cls(clean, match, frozenset(packed))
+
+
+def _match(rid: str, raw_match: Any, wire_name: str) -> Match | None:
+    """The rule's match read in its wire profile (None: a link rule)."""
+    if raw_match is None:
+        return None
+    if not isinstance(raw_match, str):
+        raise RuleValidationError(f"rule {rid!r}: match must be a string like UNICAST3.ACK(seqno=50) or null")
+    try:
+        match = parse_match(raw_match, wire_name)
+    except RuleError as e:
+        raise RuleValidationError(f"rule {rid!r}: match: {e}") from None
+    if wire_name == "chaosbed":
+        kinds = {f.name: f.kind for f in wire.SPECS[f"{match.protocol}.{match.header}"].fields}
+        for name, value in match.fields:
+            lo, hi = value if isinstance(value, tuple) else (value, value)
+            if lo < 0 or hi > _FIELD_MAX[kinds[name]]:
+                raise RuleValidationError(f"rule {rid!r}: match: {name}={value} is outside a {kinds[name]} field")
+    return match
 
 
 def _instant(rid: str, name: str, value: Any) -> int | None:
@@ -260,4 +308,10 @@ def compile_rules(specs: Any) -> list[Rule]:
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise RuleValidationError(f"rule {dup[0]!r}: id: used by more than one rule")
+    wires = sorted({r.wire for r in rules if r.match is not None})
+    if len(wires) > 1:
+        first = next(r for r in rules if r.match is not None and r.wire == wires[1])
+        raise RuleValidationError(
+            f"rule {first.id!r}: wire: the message rules of one handler read one wire, not {' and '.join(wires)}"
+        )
     return rules

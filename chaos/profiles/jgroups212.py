@@ -500,6 +500,19 @@ def _header(r: _Reader) -> Header:
     return Header(protocol, pid, magic, code, type_name, start, body, r.pos, fields)
 
 
+def header_end(data: bytes, pos: int) -> int:
+    """Where the header that starts at data[pos] ends (CannotSkip if it cannot be walked): the span walker's
+    fallback for headers with nested, variable-size bodies."""
+    return _header(_Reader(data, pos)).end
+
+
+def address_end(data: bytes, pos: int) -> int:
+    """Where the address that starts at data[pos] ends (CannotSkip if it cannot be walked)."""
+    r = _Reader(data, pos)
+    r.address()
+    return r.pos
+
+
 def _message(r: _Reader, presence: int | None, dest: Address, src: Address, out: list[Message]) -> None:
     start = r.pos
     leading = r.u8()

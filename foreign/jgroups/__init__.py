@@ -7,6 +7,9 @@ next to its protocol stacks (stacks/*.xml, copied as classpath resources). One m
     java -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true -cp JAR:CLASSES chaosbed.jgroups.Member [--stack S] CONFIG
 
 with the control token in the environment (CHAOSBED_TOKEN) or in CONFIG (`member_command` builds the argv).
+`system_command()` is the same argv as a chaosbed system's command template (orchestration/systems/: the systems
+jgroups-2.12 and jgroups-2.12-unicast), with the JVM's real path so that it also runs in a container that mounts the
+host's JDK, jar and classes read-only (`docker_mounts()`).
 """
 
 from __future__ import annotations
@@ -67,6 +70,30 @@ def build() -> Path:
     if proc.returncode != 0 or not STAMP.exists():
         raise BuildError(f"make jgroups failed:\n{proc.stdout}{proc.stderr}")
     return CLASSES
+
+
+def java_binary() -> str:
+    """The JVM's real path (not /usr/bin/java's chain of links, which a container does not have), or "java"."""
+    found = shutil.which("java")
+    return os.path.realpath(found) if found else "java"
+
+
+def docker_mounts() -> tuple[str, ...]:
+    """Host folders a container needs to run the member: the JDK (with its /etc configuration, which its conf/
+    links to), the jar's folder and the classes."""
+    home = Path(java_binary()).parent.parent
+    out = [str(home)] if home.is_dir() else []
+    conf = home / "conf"
+    if conf.is_dir():
+        out += sorted({str(Path(os.path.realpath(c)).parent) for c in conf.iterdir() if c.is_symlink()})
+    out += [str(jar().resolve().parent), str(CLASSES)]
+    return tuple(dict.fromkeys(out))
+
+
+def system_command() -> tuple[str, ...]:
+    """The member's argv as a system's command template: `{config}` is the config file chaosbed writes, whose
+    `stack` key names the stack."""
+    return (java_binary(), *JVM_OPTIONS, "-cp", f"{jar()}{os.pathsep}{CLASSES}", MAIN, "{config}")
 
 
 def member_command(config: str | os.PathLike[str], *, stack: str | None = None) -> list[str]:

@@ -17,6 +17,10 @@ the bridge and the bridge's own copies are skipped), so each datagram is capture
     (MERGE_REQ/RSP, INSTALL_MERGE_VIEW with a MergeView);
  8. SIGTERM to all three.
 
+A second, shorter run (`--only unicast` runs it alone) captures the ack-based UNICAST of the stock udp.xml (the
+fixed variant of the UNICAST2 bugs) into the subfolder unicast/: A starts, B joins, unicasts both ways (DATA and
+ACK), one of A's unicasts dropped at B and retransmitted by A's own timer, and two multicasts.
+
 Every step waits on a condition (a history line, a datagram on the wire) with a deadline. Then the jar's own reader
 (chaosbed.jgroups.Decode) decodes every datagram, and the fixture folder gets:
 - datagrams.jsonl: one line per datagram kept: n (capture order), t (CLOCK_MONOTONIC ns, the histories' clock), src
@@ -61,7 +65,9 @@ KEEP_PER_SENDER = 3
 class Capture:
     """UDP datagrams entering the bridge of namespace `ns` from its ports, each once, with their arrival instant."""
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, *, reassemble: bool = False) -> None:
+        """reassemble: IP fragments are put together into their datagram (as the receiver's kernel does before
+        INPUT), instead of being counted in `fragments` and left out."""
         from orchestration.backends.netns import in_namespace
 
         with in_namespace(ns):
@@ -70,6 +76,8 @@ class Capture:
         self.sock.settimeout(0.1)
         self.datagrams: list[dict[str, Any]] = []
         self.fragments = 0
+        self.reassemble = reassemble
+        self._pieces: dict[tuple[bytes, bytes, int], dict[int, tuple[bytes, bool]]] = {}
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
@@ -91,11 +99,14 @@ class Capture:
             ihl = (ip[0] & 0x0F) * 4
             if ip[9] != 17:
                 continue  # not UDP (FD_SOCK's TCP, IGMP)
-            if int.from_bytes(ip[6:8], "big") & 0x3FFF:
-                self.fragments += 1  # an IP fragment: the captured datagrams stay below the MTU
-                continue
             total = int.from_bytes(ip[2:4], "big")
             udp = ip[ihl:total]
+            if int.from_bytes(ip[6:8], "big") & 0x3FFF:
+                self.fragments += 1  # an IP fragment: left out, or put together with the others of its datagram
+                whole = self._fragment(ip, udp) if self.reassemble else None
+                if whole is None:
+                    continue
+                udp = whole
             record = {
                 "t": t,
                 "src_ip": socket.inet_ntoa(ip[12:16]),
@@ -106,6 +117,22 @@ class Capture:
             }
             with self.lock:
                 self.datagrams.append(record)
+
+    def _fragment(self, ip: bytes, piece: bytes) -> bytes | None:
+        """The whole UDP datagram once every fragment of it arrived (None until then)."""
+        flags = int.from_bytes(ip[6:8], "big")
+        key = (bytes(ip[12:16]), bytes(ip[16:20]), int.from_bytes(ip[4:6], "big"))
+        pieces = self._pieces.setdefault(key, {})
+        pieces[(flags & 0x1FFF) * 8] = (bytes(piece), bool(flags & 0x2000))
+        at, parts = 0, []
+        while at in pieces:
+            data, more = pieces[at]
+            parts.append(data)
+            at += len(data)
+            if not more:
+                del self._pieces[key]
+                return b"".join(parts)
+        return None
 
     def stop(self) -> None:
         self._stop.set()
@@ -150,12 +177,16 @@ def deliveries(c: JGroupsCluster, name: str, msg_ids: set[str]) -> set[str]:
     return {str(e.get("msg_id")) for e in c.history(name) if e["event"] == "deliver"} & msg_ids
 
 
-def run(out: Path, workdir: Path) -> None:
+def _check() -> None:
     if why := netns_available():
         raise SystemExit(f"capture: needs the netns placement: {why}")
     if why := jgroups.missing():
         raise SystemExit(f"capture: {why}")
     jgroups.build()
+
+
+def run(out: Path, workdir: Path) -> None:
+    _check()
     stack = workdir / "capture-stack.xml"
     fast = (jgroups.STACKS_DIR / "unicast2-fast.xml").read_text()
     assert "<UNICAST2/>" in fast
@@ -189,6 +220,55 @@ def run(out: Path, workdir: Path) -> None:
         c.close()
 
     write_fixtures(out, c, cap, steps, stack)
+
+
+def run_unicast(out: Path, workdir: Path) -> None:
+    """The UNICAST (ack-based) capture: two members of the unicast-fast stack, into out (see the docstring)."""
+    _check()
+    stack = jgroups.STACKS_DIR / "unicast-fast.xml"
+    steps: list[dict[str, Any]] = []
+
+    def step(what: str) -> None:
+        steps.append({"t": time.monotonic_ns(), "step": what})
+        print(f"capture: {what}", flush=True)
+
+    c = JGroupsCluster(["A", "B"], mode="netns", stack=str(stack), workdir=workdir, keep_files=True, cluster=CLUSTER)
+    cap = None
+    try:
+        c.place()
+        cap = Capture(c.switch_ns)
+        step("A starts, then B joins")
+        for name in ("A", "B"):
+            c.spawn(name)
+            c.wait_ready(name, 60)
+        c.wait_view(timeout=30)
+        step("unicasts A -> B and B -> A: UNICAST DATA and ACK")
+        c.control("A", "send", to="B", count=3, size=100, rate=20)
+        c.control("B", "send", to="A", count=2, size=100, rate=20)
+        wait_until(lambda: deliveries(c, "B", {"A>B#1", "A>B#2", "A>B#3"}) == {"A>B#1", "A>B#2", "A>B#3"}, 20, "B")
+        wait_until(lambda: deliveries(c, "A", {"B>A#1", "B>A#2"}) == {"B>A#1", "B>A#2"}, 20, "A to deliver B's")
+        wait_until(lambda: cap.keys()["UNICAST.ACK"], 10, "a UNICAST ACK on the wire")
+        step("B drops A's unicasts for one message: A's UNICAST resends it until acked")
+        rule = ["-s", c.members["A"].ip, "-p", "udp", "--dport", str(c.members["B"].port), "-j", "DROP"]
+        c.ns_run("B", "iptables", "-I", "INPUT", *rule)
+        try:
+            c.control("A", "send", to="B", count=1, size=100)
+            wait_until(lambda: cap.carries(b"A>B#4\0"), 10, "A>B#4 on the wire (B drops it)")
+        finally:
+            c.ns_run("B", "iptables", "-D", "INPUT", *rule)
+        wait_until(lambda: deliveries(c, "B", {"A>B#4"}), 30, "B to get A>B#4 from A's retransmission")
+        step("multicasts: 2 from A")
+        c.control("A", "multicast", count=2, size=100, rate=20)
+        want = {"A>*#1", "A>*#2"}
+        for name in ("A", "B"):
+            wait_until(functools.partial(_delivered_all, c, name, want), 20, f"{name} to deliver the multicasts")
+        step("SIGTERM to both")
+        c.stop_all()
+    finally:
+        if cap is not None:
+            cap.stop()
+        c.close()
+    write_fixtures(out, c, cap, steps, stack, "the stock udp.xml's UNICAST (stacks/unicast-fast.xml)")
 
 
 Step = Callable[[str], None]
@@ -260,7 +340,14 @@ def _split_and_merge(c: JGroupsCluster, step: Step, ip: dict[str, str]) -> None:
     assert view["merge"], f"the view after the heal is not a merge view: {view}"
 
 
-def write_fixtures(out: Path, c: JGroupsCluster, cap: Capture, steps: list[dict[str, Any]], stack: Path) -> None:
+def write_fixtures(
+    out: Path,
+    c: JGroupsCluster,
+    cap: Capture,
+    steps: list[dict[str, Any]],
+    stack: Path,
+    stack_text: str = 'unicast2-fast with <UNICAST2 stable_interval="1000"/>',
+) -> None:
     by_ip = {m.ip: n for n, m in c.members.items()}
     captured = cap.datagrams
     decoded = decode_with_jar([d["payload"] for d in captured])
@@ -299,7 +386,9 @@ def write_fixtures(out: Path, c: JGroupsCluster, cap: Capture, steps: list[dict[
             }
         )
     if out.exists():
-        shutil.rmtree(out)
+        for old in (out / "datagrams.jsonl", out / "capture.json", out / "stack.xml", out / "README.md"):
+            old.unlink(missing_ok=True)
+        shutil.rmtree(out / "history", ignore_errors=True)
     (out / "history").mkdir(parents=True)
     with open(out / "datagrams.jsonl", "w") as f:
         for line in lines:
@@ -310,7 +399,7 @@ def write_fixtures(out: Path, c: JGroupsCluster, cap: Capture, steps: list[dict[
     meta = {
         "cluster": c.cluster,
         "jgroups": "2.12.2.Final (Debian libjgroups-java)",
-        "stack": 'stack.xml: unicast2-fast with <UNICAST2 stable_interval="1000"/>',
+        "stack": f"stack.xml: {stack_text}",
         "mcast_group": c.mcast_group,
         "mcast_port": c.mcast_port,
         "members": {n: {"ip": m.ip, "port": m.port, "uuid": uuids.get(n)} for n, m in c.members.items()},
@@ -339,9 +428,10 @@ def readme(meta: dict[str, Any]) -> str:
     return f"""# Golden JGroups 2.12.2 datagrams
 
 Captured, not typed: written by `python -m foreign.jgroups.capture --out tests/fixtures/jgroups212` (root), which
-runs three real members of Debian's JGroups 2.12.2 jar (foreign/jgroups/) in network namespaces on a bridge and
-records every UDP datagram as it enters the bridge. Its docstring describes the run; regenerate them with it (the
-tests read whatever the capture wrote, so a new capture needs no test change).
+runs real members of Debian's JGroups 2.12.2 jar (foreign/jgroups/) in network namespaces on a bridge and records
+every UDP datagram as it enters the bridge: the UNICAST2 run in tests/fixtures/jgroups212/, the UNICAST run in its
+unicast/ (`--only unicast`). Its docstring describes the runs; regenerate them with it (the tests read whatever the
+capture wrote, so a new capture needs no test change).
 
 - `datagrams.jsonl`: one datagram per line: `n` (capture order), `t` (CLOCK_MONOTONIC ns, the histories' clock),
   `src`/`dst` (member names; `*` for multicast), ports, `kind` (chaos.profiles.jgroups212.describe), `hex` (the UDP
@@ -350,7 +440,7 @@ tests read whatever the capture wrote, so a new capture needs no test change).
   against.
 - `capture.json`: cluster `{meta["cluster"]}`, multicast group and port, the members' IPs, ports and UUIDs, the
   steps with their instants, counts per kind.
-- `history/*.jsonl`: the three members' histories of the run (send/deliver seqnos to check the wire against).
+- `history/*.jsonl`: the members' histories of the run (send/deliver seqnos to check the wire against).
 - `stack.xml`: the stack the members ran ({meta["stack"].split(": ", 1)[1]}).
 
 The run ({meta["captured"]} datagrams, {meta["kept"]} kept; FD_ALL heartbeats, MERGE2 probes and UNICAST2 STABLE are
@@ -367,14 +457,19 @@ thinned to the first {meta["thinned"]["kept_per_sender"]} per sender):
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Capture golden JGroups 2.12.2 datagrams (root).")
     ap.add_argument("--out", type=Path, default=Path("tests/fixtures/jgroups212"))
+    ap.add_argument("--only", choices=("unicast2", "unicast"), help="one of the two runs (default: both)")
     args = ap.parse_args(argv)
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="chaosbed-jgroups-capture-") as tmp:
-        try:
-            run(args.out, Path(tmp))
-        except LaunchError as e:
-            raise SystemExit(f"capture: {e}") from None
+    try:
+        if args.only in (None, "unicast2"):
+            with tempfile.TemporaryDirectory(prefix="chaosbed-jgroups-capture-") as tmp:
+                run(args.out, Path(tmp))
+        if args.only in (None, "unicast"):
+            with tempfile.TemporaryDirectory(prefix="chaosbed-jgroups-capture-") as tmp:
+                run_unicast(args.out / "unicast", Path(tmp))
+    except LaunchError as e:
+        raise SystemExit(f"capture: {e}") from None
 
 
 if __name__ == "__main__":

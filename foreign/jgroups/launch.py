@@ -36,13 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from foreign import jgroups
+from orchestration.backends.foreign import LOOPBACK_BLOCKS, loopback_ports
 from orchestration.cluster import new_label
 from orchestration.host import claims
 
 NETNS_PORT = 7800
 NETNS_MCAST_PORT = 7900
-LOOPBACK_BASE = 20_000  # loopback: ports LOOPBACK_BASE + 20 * index + 2 * i (member i; control +1), multicast +19
-LOOPBACK_SPACE = 500
 
 
 class LaunchError(RuntimeError):
@@ -125,7 +124,8 @@ def netns_available() -> str | None:
 
 class JGroupsCluster:
     """N JGroups members (names, e.g. ["A", "B", "C"]) with one stack, placed by `mode` (netns | loopback | auto),
-    their files under `workdir` (default: a new temporary folder, removed by close() unless keep_files)."""
+    their files under `workdir` (default: a new temporary folder, removed by close() unless keep_files); `config`
+    adds keys to every member's config (e.g. {"record_messages": False})."""
 
     def __init__(
         self,
@@ -136,6 +136,7 @@ class JGroupsCluster:
         workdir: Path | None = None,
         keep_files: bool = False,
         cluster: str | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         if mode == "auto":
             mode = "netns" if netns_available() is None else "loopback"
@@ -147,6 +148,7 @@ class JGroupsCluster:
             raise ValueError("member names must be distinct and at least one")
         self.names = list(names)
         self.stack = stack
+        self.extra_config = dict(config or {})  # more keys for every member's config (record_messages, ...)
         self.mode = mode
         self.label = new_label()
         self.cluster = cluster or self.label
@@ -218,14 +220,13 @@ class JGroupsCluster:
                 _ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", "eth0")
                 self.members[name] = JMember(name, ip, NETNS_PORT, ns)
         else:
-            if len(self.names) > 9:
-                raise ValueError("the loopback placement has ports for at most 9 members")
-            index = claims.claim(self.label, "jgroups-loopback", LOOPBACK_SPACE, Path(f"/proc/{os.getpid()}"))
+            # the process backend's blocks (backends/foreign.py), so the two never share a port
+            index = claims.claim(self.label, "loopback", LOOPBACK_BLOCKS, Path(f"/proc/{os.getpid()}"))
             self._claimed = True
-            base = LOOPBACK_BASE + 20 * index
-            self.mcast_group, self.mcast_port = f"239.79.{index // 250}.{index % 250}", base + 19
-            for i, name in enumerate(self.names):
-                self.members[name] = JMember(name, "127.0.0.1", base + 2 * i, None)
+            ports, self.mcast_port = loopback_ports(index, len(self.names))
+            self.mcast_group = f"239.79.{index // 250}.{index % 250}"
+            for name, port in zip(self.names, ports, strict=True):
+                self.members[name] = JMember(name, "127.0.0.1", port, None)
 
     @property
     def switch_ns(self) -> str:
@@ -246,6 +247,7 @@ class JGroupsCluster:
             "mcast_group": self.mcast_group,
             "mcast_port": self.mcast_port,
             "stack": self.stack,
+            **self.extra_config,
         }
 
     def spawn(self, name: str) -> JMember:

@@ -11,6 +11,10 @@ ends a run differs (docs/scenario-format.md "Foreign members", docs/foreign.md).
   contract's `stop`, then it exits); restart: a new incarnation appending to the same history, and no `incarnation`
   command to the others (not in the control contract: a foreign system learns restarted peers itself).
 - end of a run: orchestration/systems/quiet.py.
+- a system with a `process_ip` (the JGroups jar) gets it on the process backend with a port each (claimed like the
+  process backend's subnets) and one multicast port for the group; a system with stacks of its own gets the chosen
+  one as the config's `stack`; a system's `mounts` are bound read-only into chaosbed's image on docker (the host's
+  JDK and jar); and the system is prepared (built) before its first member starts.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -29,9 +34,10 @@ from orchestration.backends.netns import NetnsCluster
 from orchestration.backends.process import ProcessCluster
 from orchestration.backends.real import RealCluster
 from orchestration.cluster import ClusterError, ControlReply, MemberInfo, ViewInfo
+from orchestration.host import claims
 from orchestration.host.member_python import member_env
 from orchestration.host.processes import send_signal
-from orchestration.systems import System, system_of
+from orchestration.systems import System, prepare, system_of
 from orchestration.systems.launch import Launch
 from orchestration.systems.quiet import HistoryQuiet, history_start, quiet_verdict, same_views
 
@@ -51,15 +57,35 @@ class ForeignMembers(RealCluster):
     def _history_quiet(self) -> HistoryQuiet:
         return HistoryQuiet(self.system.settle)
 
+    def start(self, timeout: float = 30.0) -> Any:
+        try:
+            prepare(self.system)
+        except RuntimeError as e:
+            raise ClusterError(f"system {self.system.name!r} cannot start: {e}") from None
+        self._ready_timeout = timeout
+        return super().start(timeout)  # type: ignore[misc]
+
+    def _spawn_all(self, members: list[MemberInfo]) -> None:
+        """All at once, or one by one (each ready before the next) for a system that says `one_by_one`."""
+        if not self.system.one_by_one:
+            super()._spawn_all(members)
+            return
+        for m in members:
+            self._spawn(m)
+            self.wait_ready(m.name, getattr(self, "_ready_timeout", 30.0))
+
     def _launch(self, m: MemberInfo) -> Launch:
         peers = {n: (o.ip, o.port) for n, o in self.members.items()}
         group = getattr(self, "_group", None) or "239.255.77.1"
-        return Launch(m.name, m.ip, m.port, m.incarnation, m.history, m.config, self.label, group, peers)
+        mcast_port = getattr(self, "_mcast_port", None)
+        return Launch(m.name, m.ip, m.port, m.incarnation, m.history, m.config, self.label, group, peers, mcast_port)
 
     def _write_config(self, m: MemberInfo) -> None:
         m.history = str(self.workdir / "history" / f"{m.name}.jsonl")
         m.config = str(self.state_dir / f"{m.name}.{m.incarnation}.json")
         doc = self._launch(m).config_doc(self.token, self.spec.transport, self.system.name)
+        if self.system.stacks:
+            doc["stack"] = self.spec.stack
         fd = os.open(m.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the token
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
@@ -193,7 +219,41 @@ class ForeignMembers(RealCluster):
 
 
 class ForeignProcess(ProcessCluster, ForeignMembers):
-    pass
+    """On loopback; a system with a `process_ip` binds every member to it, each with a port of its own, and gives
+    the group one multicast port (loopback_ports)."""
+
+    def _place(self, names: list[str]) -> None:
+        if not self.system.process_ip:
+            super()._place(names)
+            return
+        index = claims.claim(self.label, "loopback", LOOPBACK_BLOCKS, self.state_dir)
+        self._group = f"239.79.{index // 250}.{index % 250}"  # as foreign/jgroups/launch.py, whose blocks these are
+        ports, mcast_port = loopback_ports(index, len(names))
+        self._mcast_port: int | None = mcast_port
+        for name, port in zip(names, ports, strict=True):
+            self.members[name] = MemberInfo(name, self.system.process_ip, port)
+
+    def _network_state(self) -> dict[str, object]:
+        return {**super()._network_state(), "mcast_port": getattr(self, "_mcast_port", None)}
+
+    def _restore_network(self, network: Mapping[str, object]) -> None:
+        super()._restore_network(network)
+        port = network.get("mcast_port")
+        self._mcast_port = port if isinstance(port, int) and not isinstance(port, bool) else None
+
+
+LOOPBACK_BASE = 20_000  # below Linux's ephemeral ports (32768-60999)
+LOOPBACK_BLOCK = 60  # 26 members x (data, control) and the multicast port
+LOOPBACK_BLOCKS = 200
+
+
+def loopback_ports(index: int, members: int) -> tuple[list[int], int]:
+    """Block `index` of the loopback port space (claims kind "loopback"): each member's data port (its control
+    endpoint is the next one) and the group's multicast port. foreign/jgroups/launch.py uses the same blocks."""
+    if not 0 <= index < LOOPBACK_BLOCKS or not 0 < members <= 26:
+        raise ValueError(f"loopback block {index} of {LOOPBACK_BLOCKS}, {members} members (at most 26)")
+    base = LOOPBACK_BASE + LOOPBACK_BLOCK * index
+    return [base + 2 * i for i in range(members)], base + LOOPBACK_BLOCK - 1
 
 
 class ForeignNetns(NetnsCluster, ForeignMembers):
@@ -206,6 +266,12 @@ class ForeignDocker(DockerCluster, ForeignMembers):
 
     wait_ready = ForeignMembers.wait_ready  # DockerCluster's pings a chaosbed member
 
+    def _spawn_all(self, members: list[MemberInfo]) -> None:
+        if self.system.one_by_one:
+            ForeignMembers._spawn_all(self, members)
+        else:
+            DockerCluster._spawn_all(self, members)
+
     def _member_run(self, m: MemberInfo) -> dict[str, Any]:
         run = super()._member_run(m)
         argv = self._launch(m).argv(self.system.command)  # not _command: no `ip netns exec` in a container
@@ -216,7 +282,8 @@ class ForeignDocker(DockerCluster, ForeignMembers):
             cwd = os.getcwd()
             volumes = run["volumes"]
             assert isinstance(volumes, dict)  # DockerCluster._member_run's mounts
-            volumes[cwd] = {"bind": cwd, "mode": "ro"}
+            for folder in (cwd, *self.system.mounts):
+                volumes.setdefault(folder, {"bind": folder, "mode": "ro"})
             run["working_dir"] = cwd
         return run
 

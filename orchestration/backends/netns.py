@@ -27,6 +27,7 @@ from chaos.render import Endpoint
 from orchestration.backends.real import RealCluster, state_str
 from orchestration.cluster import LABEL_PREFIX, ClusterError, MemberInfo
 from orchestration.host import claims
+from orchestration.systems import system_of
 
 DATA_PORT = 7800
 
@@ -177,7 +178,10 @@ class NetnsCluster(RealCluster):
         """The network faults of this cluster (partition, split, loss, delay, reorder, duplicate, discard)."""
         if self._chaos is None:
             members = {n: Endpoint(n, m.ip, m.netns or self.member_ns(n)) for n, m in self.members.items()}
-            self._chaos = NetnsFaultEngine(self.state_dir, self.label, members, transport=self.spec.transport)
+            wire = system_of(self.spec.system).wire  # discards are read in the system's wire profile
+            self._chaos = NetnsFaultEngine(
+                self.state_dir, self.label, members, transport=self.spec.transport, wire=wire
+            )
         return self._chaos
 
     def _teardown_network(self) -> None:

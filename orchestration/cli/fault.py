@@ -181,7 +181,9 @@ def duplicate(probability: str, from_: str | None, to: str | None, for_: str | N
 
 
 @fault.command()
-@click.argument("match")
+@click.argument("match", required=False)
+@click.option("--list", "list_rules", is_flag=True, help="list the headers and fields a rule can name, then exit")
+@click.option("--system", default=None, help="with --list: a system's names (default: the running cluster's)")
 @_from_to(required=False)
 @click.option("--count", type=click.IntRange(1), default=None, help="act on the first N matching messages per link")
 @click.option("--probability", default=None, help="act on this share of the matching messages, e.g. 50%")
@@ -190,7 +192,9 @@ def duplicate(probability: str, from_: str | None, to: str | None, for_: str | N
 @_FOR
 @cluster_option
 def discard(
-    match: str,
+    match: str | None,
+    list_rules: bool,
+    system: str | None,
     from_: str | None,
     to: str | None,
     count: int | None,
@@ -200,7 +204,14 @@ def discard(
     for_: str | None,
     label: str | None,
 ) -> None:
-    """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`."""
+    """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`; on a JGroups
+    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'`. `discard --list`: the names of the cluster's
+    system."""
+    if list_rules:
+        _list_rules(system, label)
+        return
+    if not match:
+        raise click.UsageError("give MATCH, e.g. 'UNICAST3.ACK(seqno=50)' (`chaosbed fault discard --list` lists them)")
     args: dict[str, object] = {"from": _members(from_), "to": _members(to), "match": match, "action": action}
     args["count"] = count
     if probability is not None:
@@ -208,6 +219,26 @@ def discard(
     if delay_ is not None:
         args["delay"] = duration_arg(delay_)
     _apply(label, "discard", args, for_)
+
+
+def _list_rules(system_name: str | None, label: str | None) -> None:
+    """The headers and fields a discard rule can name on a system (--system) or the running cluster's."""
+    from chaos.profiles import profile
+    from orchestration.systems import SYSTEMS, named, system_of
+
+    if system_name is not None:
+        chosen = named(system_name)
+        if chosen is None:
+            raise click.ClickException(f"unknown system {system_name!r}; named systems: {', '.join(SYSTEMS)}")
+    else:
+        chosen = system_of(attach(label).spec.system)
+    if chosen.wire == "none":
+        raise click.ClickException(f"system {chosen.name!r} has no wire profile: no discard rules")
+    console.print(
+        f"discard rules on system {chosen.name} (wire profile {chosen.wire}): PROTOCOL.TYPE(field=value, ...)"
+    )
+    for name in profile(chosen.wire).rule_names():
+        console.print(f"  {name}", markup=False)
 
 
 @fault.command()

@@ -37,7 +37,7 @@ def _preflight(matrix: Matrix) -> None:
     from orchestration.cluster import ClusterError
     from orchestration.runner import backend_problem
 
-    if any(c.backend == "netns" for c in matrix.cells):
+    if any(c.backend == "netns" and not c.skip for c in matrix.cells):
         from orchestration.backends.netns import check_netns_available
 
         try:
@@ -45,6 +45,8 @@ def _preflight(matrix: Matrix) -> None:
         except ClusterError as e:
             _fail(str(e))
     for c in matrix.cells:
+        if c.skip:
+            continue
         problem = backend_problem(c.load(), c.backend)
         if problem:
             _fail(f"{c.scenario.name} on {c.backend}: {problem}")
@@ -99,6 +101,8 @@ def execute(matrix: Matrix, out: Path, jobs: int, master: str | None) -> MatrixR
 
 
 def _outcome(r: CellResult) -> str:
+    if r.status == "skipped":
+        return "skipped"
     return ("PASS" if r.passed else "FAIL " + ", ".join(r.violated)) if r.checked else (r.error or r.status)
 
 
@@ -107,9 +111,10 @@ def _mark(r: CellResult) -> str:
 
 
 def cells_table(result: MatrixResult) -> Table:
-    """One row per cell: its scenario, settings, backend, seed, what was expected and what happened."""
+    """One row per cell: its scenario, the system its members run, settings, backend, seed, what was expected and
+    what happened."""
     table = Table(title=f"matrix {result.matrix.name}", title_justify="left")
-    for col in ("cell", "scenario", "settings", "backend", "seed", "expected", "result", "as expected"):
+    for col in ("cell", "scenario", "system", "settings", "backend", "seed", "expected", "result", "as expected"):
         table.add_column(col, overflow="fold")
     for r in result.results:
         c = r.cell
@@ -117,8 +122,9 @@ def cells_table(result: MatrixResult) -> Table:
         settings = settings or "-"
         if c.label:
             settings = f"{c.label}: {settings}"
+        expected = c.expect.describe()
         table.add_row(
-            c.id, c.scenario_name, settings, c.backend, str(c.seed), c.expect.describe(), _outcome(r), _mark(r)
+            c.id, c.scenario_name, c.system, settings, c.backend, str(c.seed), expected, _outcome(r), _mark(r)
         )
     return table
 
@@ -142,7 +148,7 @@ def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
         ok = all(v.ok for v in variants.values())
         below = ids.get(path, "") + (f", {backend}" if len(backends) > 1 else "")
         row = [f"{path.stem}\n[dim]{escape(below)}[/]", must, _outcome(flawed) if flawed else "-"]
-        row.append(_outcome(fixed) if fixed else "-")
+        row.append(_outcome(fixed) if fixed else "no fix" if flawed else "-")
         table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")
     return table
 
@@ -157,11 +163,16 @@ def summarize(result: MatrixResult, table: Table | None = None) -> int:
     for r in result.results:
         for w in r.warnings:
             console.print(f"[bold red]WARNING[/] {escape(r.cell.id)}: {escape(w)}", soft_wrap=True)
-    n_ok = sum(r.ok for r in result.results)
+    skipped = [r for r in result.results if r.status == "skipped"]
+    for r in skipped:
+        console.print(f"{r.cell.id} {r.cell.folder} skipped: {r.error}", markup=False, soft_wrap=True)
+    counted = [r for r in result.results if r.status != "skipped"]
+    n_ok = sum(r.ok for r in counted)
+    timing = f"runs {result.run_seconds:.1f} s, one check pass {result.check_seconds:.1f} s"
     summary = (
-        f"{n_ok} of {len(result.results)} cells as expected; runs {result.run_seconds:.1f} s, one check pass "
-        f"{result.check_seconds:.1f} s; {result.out / 'report.html'}"
-    )
+        f"{n_ok} of {len(counted)} cells as expected" + (f", {len(skipped)} skipped" if skipped else "")
+        + f"; {timing}; {result.out / 'report.html'}"
+    )  # fmt: skip
     if result.check_error:
         console.print(f"[bold red]the checker could not run[/]: {result.check_error}")
     errors = [r for r in result.results if r.status == "error"]
@@ -249,14 +260,15 @@ def bugs_run(
     target = spark_target(spark, master)
     try:
         entries = catalogue()
-        chosen = entries if all_ else [find(entries, name or "")]
-        m = bug_matrix(chosen, list(backends) or None, name="bugs" if all_ else chosen[0].path.stem)
+        chosen = entries if all_ else find(entries, name or "")
+        title = "bugs" if all_ else chosen[0].path.stem if len(chosen) == 1 else str(name)
+        m = bug_matrix(chosen, list(backends) or None, name=title)
     except MatrixError as e:
         _fail(str(e))
     _preflight(m)
     folder = _out_folder(out, m.name)
     result = execute(m, folder, jobs, target)
-    if not all_:
+    if not all_ and len(chosen) == 1:
         _side_by_side(result)
         sys.exit(summarize(result))
     sys.exit(summarize(result, bugs_table(result, {e.path: e.bug.id for e in chosen})))

@@ -2,7 +2,9 @@
 table.
 
 Running a bug = a matrix of two cells per backend, the flawed variant (expected to fail with exactly the checks the
-file names) and the fixed one (expected to pass), checked in one pass like any matrix.
+file names) and the fixed one (expected to pass), checked in one pass like any matrix. A bug of a system without a fix
+(`no_fix`) has the flawed cell only. A cell whose system cannot run on its backend (a foreign system on the simulator)
+or on this machine (no JDK for the JGroups jar) is skipped with the reason, not failed.
 """
 
 from __future__ import annotations
@@ -10,8 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestration.matrix.spec import Cell, Expectation, Matrix, MatrixError, _slug, default_backend_name
+from orchestration.matrix.spec import (
+    Cell,
+    Expectation,
+    Matrix,
+    MatrixError,
+    _slug,
+    default_backend_name,
+    system_label,
+)
 from orchestration.scenario import Bug, ScenarioError, load
+from orchestration.systems import unavailable
+from orchestration.systems.clusters import backend_problem
 
 CATALOGUE = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
 VARIANTS = ("flawed", "fixed")
@@ -32,7 +44,7 @@ def catalogue(folder: Path = CATALOGUE) -> list[Entry]:
             sc = load(path)
             if sc.bug is None:
                 raise ScenarioError("bug: a catalogue file needs a [bug] table")
-            for variant in VARIANTS:
+            for variant in sc.bug.variants:
                 load(path, settings=sc.bug.settings(variant))
         except ScenarioError as e:
             raise MatrixError(f"{path.name}: {e}") from None
@@ -40,14 +52,16 @@ def catalogue(folder: Path = CATALOGUE) -> list[Entry]:
     return entries
 
 
-def find(entries: list[Entry], name: str) -> Entry:
-    """By file stem, scenario name or bug id (case-insensitive)."""
+def find(entries: list[Entry], name: str) -> list[Entry]:
+    """By file stem, scenario name or bug id (case-insensitive). A bug id may name several files (JGRP-1548 as
+    chaosbed's model of it and as the real JGroups jar's): all of them, side by side."""
     key = name.lower().removesuffix(".toml")
-    for e in entries:
-        if key in (e.path.stem.lower(), e.name.lower(), e.bug.id.lower()):
-            return e
-    known = ", ".join(e.path.stem for e in entries)
-    raise MatrixError(f"no bug {name!r} in the catalogue; bugs: {known}")
+    by_name = [e for e in entries if key in (e.path.stem.lower(), e.name.lower())]
+    found = by_name or [e for e in entries if key == e.bug.id.lower()]
+    if not found:
+        known = ", ".join(e.path.stem for e in entries)
+        raise MatrixError(f"no bug {name!r} in the catalogue; bugs: {known}")
+    return found
 
 
 def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: str = "bugs") -> Matrix:
@@ -56,12 +70,14 @@ def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: st
     cells: list[Cell] = []
     for e in entries:
         for backend in backends:
-            for variant in VARIANTS:
+            for variant in e.bug.variants:
                 settings = e.bug.settings(variant)
                 sc = load(e.path, settings=settings)
                 expect = Expectation("fail", list(e.bug.violates)) if variant == "flawed" else Expectation("pass")
                 cell = Cell(len(cells) + 1, e.path, sc.name, settings, backend, sc.seed, expect, label=variant)
                 cell.folder = f"{cell.id}-{_slug(sc.name)}-{variant}-{backend}"
+                cell.system = system_label(sc)
+                cell.skip = backend_problem(sc.system, backend) or unavailable(sc.system) or ""
                 cells.append(cell)
     axes: dict[str, list[object]] = {"backend": list(backends)}
     columns = ["variant", "backend"] if len(backends) > 1 else ["variant"]

@@ -38,16 +38,17 @@ def _value(v: object) -> str:
 
 
 def _combo(r: CellResult, axes: list[str]) -> tuple[str, ...]:
-    return tuple(_value(r.cell.axis_value(a)) for a in axes)
+    return tuple(_value(r.cell.axis_label(a)) for a in axes)
 
 
 def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
     """One cell: green = passed as expected, amber = failed as expected (a bug reproduced), red = not as expected.
     Its text names the axes the grid does not show (e.g. the seed); the tooltip has everything."""
     c = r.cell
-    rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_value(a))}" for a in axes if a not in shown]
+    rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_label(a))}" for a in axes if a not in shown]
     if r.status != "ran" or not r.checked:
-        text, cls = {"error": "ERROR", "interrupted": "STOPPED", "not run": "NOT RUN"}.get(r.status, "?"), "none"
+        names = {"error": "ERROR", "interrupted": "STOPPED", "not run": "NOT RUN", "skipped": "SKIPPED"}
+        text, cls = names.get(r.status, "?"), "none"
         if r.status == "error":
             cls = "bad"
     elif r.passed:
@@ -55,7 +56,9 @@ def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
     else:
         text, cls = f"FAIL: {', '.join(r.violated)}", "xfail" if r.ok else "bad"
     settings = " ".join(f"{k}={_value(v)}" for k, v in c.settings.items())
-    title = f"{c.id} {c.scenario_name} {c.label} {c.backend} seed {c.seed} {settings}; expected {c.expect.describe()}"
+    title = f"{c.id} {c.scenario_name} {c.label} {c.system} {c.backend} seed {c.seed} {settings}; expected " + (
+        c.expect.describe() + (f"; skipped: {r.error}" if r.status == "skipped" else "")
+    )
     href = f' href="{_e(c.folder)}/report.html"' if r.status == "ran" and r.checked else ""
     if r.warnings:  # the run did not go as planned: marked, and said in the tooltip and below the grid
         text += " \u26a0"
@@ -101,8 +104,9 @@ def render(result: MatrixResult) -> str:
         f"{len(res)} cells: {sum(r.passed for r in ran)} passed, {sum(not r.passed for r in ran)} failed "
         f"({sum(r.ok and not r.passed for r in ran)} as expected), "
         f"{sum(r.status == 'error' for r in res)} could not run, "
-        f"{sum(r.status in ('interrupted', 'not run') for r in res)} not finished; "
-        f"{sum(r.ok for r in res)} of {len(res)} as expected"
+        f"{sum(r.status in ('interrupted', 'not run') for r in res)} not finished, "
+        f"{sum(r.status == 'skipped' for r in res)} skipped; "
+        f"{sum(r.ok for r in res if r.status != 'skipped')} of {sum(r.status != 'skipped' for r in res)} as expected"
     )
     timing = (
         f"runs {result.run_seconds:.1f} s; one check pass over every run: {result.check_seconds:.1f} s, "
@@ -127,6 +131,7 @@ def render(result: MatrixResult) -> str:
     )
     parts.append(grid(result))
     failed = [r for r in res if (r.checked and not r.passed) or r.status == "error" or not r.ok]
+    skipped = [r for r in res if r.status == "skipped"]
     if failed:
         items = []
         for r in failed:
@@ -135,10 +140,17 @@ def render(result: MatrixResult) -> str:
             link = f' <a href="{_e(c.folder)}/report.html">report</a>' if r.checked else ""
             note = "" if r.ok else f" <b>(expected {_e(c.expect.describe())})</b>"
             items.append(
-                f"<li>{_e(c.id)} {_e(c.scenario_name)} {_e(c.label)} on {_e(c.backend)} seed {c.seed}: "
+                f"<li>{_e(c.id)} {_e(c.scenario_name)} {_e(c.label)} {_e(c.system)} on {_e(c.backend)} seed {c.seed}: "
                 f"{_e(why)}{note}{link}<br><code>{_e(c.replay())}</code></li>"
             )
         parts.append(f"<h2>Failed cells: replay</h2><ul class='replay'>{''.join(items)}</ul>")
+    if skipped:
+        listed = "".join(
+            f"<li>{_e(r.cell.id)} {_e(r.cell.scenario_name)} {_e(r.cell.label)} {_e(r.cell.system)} on "
+            f"{_e(r.cell.backend)}: {_e(r.error)}</li>"
+            for r in skipped
+        )
+        parts.append(f"<h2>Skipped cells (not counted)</h2><ul class='replay'>{listed}</ul>")
     if unplanned:
         names = (" ".join(filter(None, (r.cell.id, r.cell.scenario_name, r.cell.label))) for r, _ in unplanned)
         listed = "".join(f"<li>{_e(name)}: {_e(w)}</li>" for name, (_, w) in zip(names, unplanned, strict=True))

@@ -34,7 +34,7 @@ INTERRUPT_WAIT_S = 60.0  # how long cells get to take their clusters down after 
 @dataclass
 class CellResult:
     cell: Cell
-    status: str  # "ran" | "error" (could not run: exit 2 of the cell) | "interrupted" | "not run"
+    status: str  # "ran" | "error" (could not run: exit 2 of the cell) | "interrupted" | "not run" | "skipped"
     seconds: float = 0.0
     error: str | None = None
     outcome: OutcomeDoc = field(default_factory=lambda: OutcomeDoc())
@@ -52,8 +52,11 @@ class CellResult:
 
     @property
     def ok(self) -> bool:
-        """As expected: passed where a pass is expected, failed (with exactly the named checks) where not."""
-        return self.status == "ran" and self.checked and self.cell.expect.met(self.violated)
+        """As expected: passed where a pass is expected, failed (with exactly the named checks) where not. A skipped
+        cell (its system cannot run here, `error` says why) is neither: it does not count."""
+        return self.status == "skipped" or (
+            self.status == "ran" and self.checked and self.cell.expect.met(self.violated)
+        )
 
 
 @dataclass
@@ -92,9 +95,9 @@ def run_cells(
     on_done: Callable[[CellResult], None] | None = None,
 ) -> tuple[list[CellResult], bool]:
     """Runs every cell, `jobs` at a time; returns the results in cell order and whether Ctrl-C stopped it."""
-    pending = list(matrix.cells)
+    pending = [c for c in matrix.cells if not c.skip]
     running: dict[int, tuple[Cell, subprocess.Popen[bytes], float, float]] = {}
-    results: dict[int, CellResult] = {}
+    results: dict[int, CellResult] = {c.index: CellResult(c, "skipped", error=c.skip) for c in matrix.cells if c.skip}
     interrupted = False
     restore = first_interrupt_only()  # a second Ctrl-C must not cut the clean-up short
     try:
@@ -238,6 +241,7 @@ def matrix_doc(result: MatrixResult) -> JsonObject:
                 "settings": c.settings,
                 "backend": c.backend,
                 "seed": c.seed,
+                "system": c.system or None,
                 "label": c.label or None,
                 "ok": r.ok,
                 "passed": r.passed if r.checked else None,

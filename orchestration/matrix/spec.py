@@ -32,6 +32,7 @@ from pathlib import Path
 
 from orchestration.runner import toml_value
 from orchestration.scenario import CHECKS, CLUSTER_KEYS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
+from orchestration.systems import unavailable
 
 BACKENDS = ("sim", "process", "netns", "docker")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
@@ -72,6 +73,8 @@ class Cell:
     expect: Expectation
     label: str = ""  # e.g. "flawed"/"fixed" for the bug catalogue; shown in the grid
     folder: str = ""
+    system: str = ""  # what the members run, as reports name it: "chaosbed (unicast3+nakack2)", "jgroups-2.12 (...)"
+    skip: str = ""  # why this machine does not run the cell (its system's JDK is missing, ...): skipped, not failed
 
     @property
     def id(self) -> str:
@@ -86,7 +89,15 @@ class Cell:
             return self.seed
         if axis == "variant":
             return self.label
+        if axis == "system":
+            return self.system
         return self.settings.get(axis)
+
+    def axis_label(self, axis: str) -> object:
+        """The value as reports show it: a system with its stack ("jgroups-2.12 (unicast2-fast)")."""
+        if axis in ("system", "cluster.system") and self.system:
+            return self.system
+        return self.axis_value(axis)
 
     def replay(self) -> str:
         """The `chaosbed run` command that runs this cell again, alone."""
@@ -224,12 +235,18 @@ def expand(
                 where = ", ".join(f"{k}={toml_value(v)}" for k, v in settings.items())
                 raise MatrixError(f"{path.name} with {where or 'no settings'}: {e}") from None
             cell = Cell(len(cells) + 1, path, sc.name, settings, backend, sc.seed, Expectation("pass"))
+            cell.system, cell.skip = system_label(sc), unavailable(sc.system) or ""
             for name, cond, exp in expectations:
                 if (name is None or name == sc.name) and all(cell.axis_value(k) == v for k, v in cond.items()):
                     cell.expect = exp
             cell.folder = f"{cell.id}-{_slug(sc.name)}-{backend}-seed{sc.seed}"
             cells.append(cell)
     return cells
+
+
+def system_label(sc: Scenario) -> str:
+    """The system a cell runs, with its stack: chaosbed's own members name the scenario's stack."""
+    return f"chaosbed ({sc.stack})" if sc.system.native else sc.system.label
 
 
 def _check_axis_key(path: Path, key: str) -> None:
@@ -258,8 +275,8 @@ def _check_axis_key(path: Path, key: str) -> None:
 def _grid(report: object, axes: dict[str, list[object]], many_scenarios: bool) -> tuple[list[str], list[str]]:
     if not isinstance(report, dict):
         raise MatrixError("report: a table with rows and columns")
-    names = ["scenario", *axes]
-    varying = [a for a in names if a != "scenario" and len(axes[a]) > 1]
+    names = ["scenario", "system", *axes]  # system: what the members run, with its stack (always known)
+    varying = [a for a in axes if len(axes[a]) > 1]
     columns = report.get("columns", varying[-1:] if varying else [])
     rows = report.get("rows", [a for a in (["scenario"] if many_scenarios else []) + varying if a not in columns])
     for key, value in (("rows", rows), ("columns", columns)):

@@ -8,7 +8,12 @@ contract (docs/contracts/). A foreign system is named in the registry below (`ch
 inline by a scenario's `[cluster.member]` table (orchestration/systems/definition.py parses both).
 
 Adding a named system is one entry in SYSTEMS; a wire profile becomes usable by `discard` faults once the fault engine
-can apply it (WIRE_PROFILES).
+can apply it (WIRE_PROFILES: the profiles of chaos/profiles/).
+
+The real JGroups 2.12.2 jar is two named systems (docs/foreign/jgroups.md): `jgroups-2.12` (UNICAST2 + NAKACK, the
+flawed unicast of JGRP-1548 and JGRP-1563) and `jgroups-2.12-unicast` (the ack-based UNICAST, their fixed
+variant); `cluster.stack` picks any of the member's stacks (the `-fast` ones, the defaults, have short discovery,
+failure detection, merge and STABLE timers; `unicast2` and `unicast` are udp.xml's own timings).
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from chaos.profiles import PROFILES
+from foreign import jgroups
+
 NATIVE = "chaosbed"
 REAL_BACKENDS = ("process", "netns", "docker")
 # Wire profiles the fault engine (chaos/netns_engine.py) can apply a `discard` rule to. "none": no discards.
-# chaos/profiles/ decodes more (jgroups212); a profile is listed here once `discard` faults can use it.
 WIRE_PROFILES = {
     "none": "no protocol-aware discards: partitions, loss, delay, reorder and duplicate only",
-    "chaosbed": "chaosbed's own wire format (node/wire.py): discard rules such as UNICAST3.ACK(seqno=50)",
+    **{name: p.description for name, p in PROFILES.items()},
 }
 DEFAULT_SETTLE = 1.0  # seconds of unchanged histories that make a foreign member without `waiting_on` quiet
 
@@ -37,7 +44,13 @@ class System:
     `discard` faults; `stack`: free text for reports; `settle`: how long its histories must stay unchanged before a
     member that does not report `waiting_on` counts as quiet at the end of a run; `views`: its members install views
     (a run waits for one common view before its schedule starts); `native`: chaosbed's own member on its native
-    path."""
+    path; `stacks`: the stacks a scenario's `cluster.stack` may choose (written into the config as `stack`; none:
+    cluster.stack is refused); `process_ip`: on the process backend every member binds this address with a port
+    each (a JVM cannot send multicast from chaosbed's 127.77.x.y addresses); `mounts`: host folders a container
+    of chaosbed's image gets read-only at the same path (the docker backend); `requires`: a check of what the
+    machine must have, by name (`unavailable`); `one_by_one`: members start one at a time, each ready before the
+    next, so the first is the group's coordinator (as a JGroups cluster is started; the bug files' fault sequences
+    count on it)."""
 
     name: str
     command: tuple[str, ...] = ()
@@ -50,6 +63,11 @@ class System:
     description: str = ""
     inline: bool = False  # defined by a scenario's [cluster.member], not by the registry
     views: bool = False
+    stacks: tuple[str, ...] = ()
+    process_ip: str = ""
+    mounts: tuple[str, ...] = ()
+    requires: str = ""
+    one_by_one: bool = False
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -78,7 +96,8 @@ class System:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> System:
-        return cls(**{**d, "command": tuple(d.get("command", ()))})
+        tuples = {k: tuple(d.get(k, ())) for k in ("command", "stacks", "mounts")}
+        return cls(**{**d, **tuples})
 
 
 CHAOSBED = System(
@@ -105,6 +124,30 @@ SYSTEMS: dict[str, System] = {
         " run from the chaosbed checkout): parity and overhead of the foreign path",
     ),
 }
+_JGROUPS = {
+    "command": jgroups.system_command(),
+    "control": True,
+    "wire": "jgroups-2.12",
+    "views": True,
+    "stacks": jgroups.STACKS,
+    "process_ip": "127.0.0.1",
+    "mounts": jgroups.docker_mounts(),
+    "requires": "jgroups",
+    "one_by_one": True,
+}
+SYSTEMS["jgroups-2.12"] = System(
+    "jgroups-2.12",
+    stack="unicast2-fast",
+    description="the real JGroups 2.12.2 jar (Debian's libjgroups-java; foreign/jgroups/): UNICAST2 + NAKACK, "
+    "discards in JGroups' names (UNICAST2.DATA(seqno=6), NAKACK.MSG(), GMS.VIEW())",
+    **_JGROUPS,  # type: ignore[arg-type]
+)
+SYSTEMS["jgroups-2.12-unicast"] = System(
+    "jgroups-2.12-unicast",
+    stack="unicast-fast",
+    description="the real JGroups 2.12.2 jar with the ack-based UNICAST (the fixed variant of JGRP-1548/1563)",
+    **_JGROUPS,  # type: ignore[arg-type]
+)
 
 
 def named(name: str) -> System | None:
@@ -115,3 +158,18 @@ def named(name: str) -> System | None:
 def system_of(spec_system: dict[str, Any] | None) -> System:
     """The system a ClusterSpec carries (None: chaosbed's own)."""
     return CHAOSBED if spec_system is None else System.from_dict(spec_system)
+
+
+def unavailable(system: System) -> str | None:
+    """What this machine lacks to run the system (None: nothing it can tell): the JGroups systems need a JDK and
+    the jar (`make setup` installs both as root)."""
+    if system.requires == "jgroups":
+        return jgroups.missing()
+    return None
+
+
+def prepare(system: System) -> None:
+    """Before a cluster of the system starts: the JGroups member is built (`make jgroups`, a no-op when up to
+    date). Raises RuntimeError with what is missing."""
+    if system.requires == "jgroups":
+        jgroups.build()

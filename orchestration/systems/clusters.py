@@ -4,6 +4,7 @@ plugin, so a foreign system is started the same way everywhere."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from orchestration.backends import backend_class
@@ -21,9 +22,12 @@ def spec_of(
     properties: dict | None = None,
     seed: int = 0,
 ) -> ClusterSpec:
-    """The ClusterSpec of a system's cluster (a foreign system travels in it, so `attach` rebuilds the same class)."""
+    """The ClusterSpec of a system's cluster (a foreign system travels in it, so `attach` rebuilds the same class).
+    A foreign system with stacks of its own runs `stack` when it is one of them, else its default."""
     if system.native:
         return ClusterSpec(members, stack, transport, dict(properties or {}), backend, seed=seed)
+    if system.stacks and stack in system.stacks:
+        system = replace(system, stack=stack)
     return ClusterSpec(members, system.stack or system.name, transport, {}, backend, seed=seed, system=system.to_dict())
 
 

@@ -120,7 +120,16 @@ def cluster_refusals(system: System, cluster: dict[str, Any]) -> list[tuple[str,
                 "system is configured by its command",
             )
         )
-    if "stack" in cluster:
+    if "stack" in cluster and system.stacks:
+        if cluster["stack"] not in system.stacks:
+            found.append(
+                (
+                    "cluster.stack",
+                    f"unknown stack {cluster['stack']!r} for system {system.name!r}; its stacks: "
+                    + ", ".join(system.stacks),
+                )
+            )
+    elif "stack" in cluster:
         found.append(
             (
                 "cluster.stack",

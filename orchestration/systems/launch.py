@@ -45,6 +45,7 @@ class Launch:
     cluster: str  # the cluster's label
     mcast_group: str
     peers: dict[str, tuple[str, int]]  # every member, this one included
+    group_port: int | None = None  # the group's multicast port when members have ports of their own (loopback)
 
     @property
     def address(self) -> str:
@@ -52,7 +53,7 @@ class Launch:
 
     @property
     def mcast_port(self) -> int:
-        return self.port + MCAST_PORT_OFFSET
+        return self.group_port if self.group_port is not None else self.port + MCAST_PORT_OFFSET
 
     def values(self) -> dict[str, str]:
         others = ",".join(f"{n}={ip}:{port}" for n, (ip, port) in self.peers.items() if n != self.name)

@@ -1,5 +1,6 @@
-"""`chaosbed conform`: the example system (examples/naive_rb) and chaosbed's own member pass every item; broken
-variants of the example fail exactly the items they break, each with its reason; a system that cannot run is exit 2."""
+"""`chaosbed conform`: the example system (examples/naive_rb), chaosbed's own member and the real JGroups 2.12 jar
+(jgroups-2.12, both its unicast protocols) pass every item; broken variants of the example fail exactly the items they
+break, each with its reason; a system that cannot run is exit 2."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from foreign import jgroups
 from orchestration.cli.main import main
 from orchestration.systems import SYSTEMS
 from orchestration.systems.conform import ITEMS, Checklist
@@ -41,6 +43,20 @@ def test_the_example_conforms(tmp_path: Path, backend: str) -> None:
 @pytest.mark.parametrize("system", ["chaosbed", "chaosbed-contract"])
 def test_chaosbed_own_member_conforms(tmp_path: Path, system: str) -> None:
     items = Checklist(SYSTEMS[system], "process", tmp_path / "conform").run()
+    assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), items
+
+
+@pytest.mark.jgroups
+@pytest.mark.slow
+@pytest.mark.skipif(jgroups.missing() is not None, reason=str(jgroups.missing()))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chaosbed_conform_jgroups_passes(tmp_path: Path, backend: str) -> None:
+    """The command as a user types it: `chaosbed conform jgroups-2.12` (the process backend binds the JVMs to
+    127.0.0.1 with a port each), and the ack-based UNICAST variant through the API."""
+    result = CliRunner().invoke(main, ["conform", "jgroups-2.12", "--backend", backend, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert "jgroups-2.12 conforms: 9 of 9 passed, 0 skipped" in result.output
+    items = Checklist(SYSTEMS["jgroups-2.12-unicast"], backend, tmp_path / "b").run()
     assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), items
 
 

@@ -213,6 +213,7 @@ def test_shutdown_and_leave_commands(make_jgroups: Any) -> None:
         (lambda cfg: cfg.update(stack="nope"), 'unknown stack "nope"'),
         (lambda cfg: cfg.update(address="X/2"), 'key "address" "X/2" is not the name'),
         (lambda cfg: cfg.pop("token"), "no control token"),
+        (lambda cfg: cfg.update(record_messages="false"), 'key "record_messages" must be true or false, not "false"'),
     ],
 )
 def test_bad_config_exits_2_naming_the_key(jgroups_built: None, tmp_path: Path, change: Any, message: str) -> None:
@@ -251,6 +252,41 @@ def test_the_ack_based_unicast_stack(make_jgroups: Any) -> None:
     c.stop_all()
     for name in NAMES:
         assert_valid_history(c.members[name].history)
+
+
+def test_record_messages_false_writes_no_send_or_deliver_lines(make_jgroups: Any) -> None:
+    """`record_messages: false` (for benchmarks): the messages flow and are counted, the history has start and views
+    but no send or deliver line; with the default (true) the same workload is logged, in the same run."""
+    counts = {"unicast": 30, "multicast": 10}
+    clusters = {r: make_jgroups(["A", "B"], mode="loopback", config={"record_messages": r}) for r in (False, True)}
+    for c in clusters.values():
+        c.start()
+        c.wait_view(timeout=30)
+        assert c.control("A", "send", to="B", count=counts["unicast"], size=200)["ok"]
+        assert c.control("A", "multicast", count=counts["multicast"], size=200)["ok"]
+    for record, c in clusters.items():
+        c.wait_tasks("A")
+        wait_until(
+            lambda c=c: c.control("B", "stats")["counters"]["member"]["delivered"] == sum(counts.values()),
+            20,
+            f"B to deliver A's messages (record_messages={record})",
+        )
+        c.stop_all()
+        member = {n: c.history(n)[-1]["counters"]["member"] for n in ("A", "B")}
+        assert member["A"]["sent"] == sum(counts.values()) and member["B"]["delivered"] == sum(counts.values())
+        for name in ("A", "B"):
+            records = assert_valid_history(c.members[name].history)  # type: ignore[arg-type]
+            kinds = {r["event"] for r in records}
+            assert {"start", "view", "stop"} <= kinds, (record, name, kinds)
+            messages = [r for r in records if r["event"] in ("send", "deliver")]
+            if record:
+                want = sum(counts.values()) if name == "A" else 0
+                assert len([r for r in messages if r["event"] == "send"]) == want, name
+                assert len([r for r in messages if r["event"] == "deliver"]) == (
+                    counts["multicast"] if name == "A" else sum(counts.values())
+                ), name
+            else:
+                assert messages == [], (name, messages[:3])
 
 
 @pytest.mark.netns

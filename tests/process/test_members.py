@@ -198,8 +198,13 @@ def test_a_restarted_member_resumes_its_share_of_the_workload(backend: str, tmp_
                 counts[e["incarnation"]] += 1
         return dict(counts)
 
+    lines = [json.loads(x) for x in (out / "faults.jsonl").read_text().splitlines()]
+    t0 = lines[0]["t"]  # the schedule's clock start: the paced share's message i is due at i / 100 s
+    killed_at = next(x["t"] for x in lines if x.get("kind") == "kill" and x.get("member") == "A")
+    due = (killed_at - t0) / 1e9 * 100  # a busy machine kills late (the line's t is when the kill started)
     a = sends("A", "B")
-    assert 90 <= a[1] <= 101 and a[2] == 100, a  # paced: due before 1 s, then from 2 s on (messages 200..299)
+    # paced: what fell due before the kill, then from 2 s on (messages 200..299)
+    assert 90 <= a[1] <= due + 2 and a[2] == 100, (a, due)
     b = sends("B", "A")
     assert b[1] + b.get(2, 0) == 30000, b  # unpaced: the rest of what the first incarnation had not sent
     (result,) = check_path(out).values()

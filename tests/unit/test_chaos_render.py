@@ -33,6 +33,23 @@ def test_one_way_partition_blocks_at_the_receiver_only(chaos: NetnsFaultEngine) 
     assert out["A"][0].empty() and out["C"][0].empty()
 
 
+def test_a_system_without_a_wire_profile_gets_every_fault_but_discards(tmp_path: Path) -> None:
+    """wire "none" (a foreign system with no profile, e.g. examples/naive_rb): partitions, loss and delay render as
+    on chaosbed's wire; only a discard is refused, naming the profiles there are."""
+    none = NetnsFaultEngine(tmp_path, "cbtest00", {n: Endpoint(n, ip, f"cbtest00-{n}") for n, ip in IPS.items()},
+                            wire="none")  # fmt: skip
+    ours = NetnsFaultEngine(tmp_path, "cbtest00", {n: Endpoint(n, ip, f"cbtest00-{n}") for n, ip in IPS.items()})
+    faults = [
+        FaultRecord("f1", none.normalize("partition", {"from": ["A"], "to": ["B"], "one_way": True}), seed=3),
+        FaultRecord("f2", none.normalize("loss", {"from": ["C"], "to": ["B"], "probability": 0.2}), seed=3),
+        FaultRecord("f3", none.normalize("delay", {"from": ["A"], "to": ["C"], "delay": "50ms"}), seed=3),
+    ]
+    assert none.render(faults, use_netem=False) == ours.render(faults, use_netem=False)
+    assert none.render(faults, use_netem=False)["B"][0].blocked == {IPS["A"]}
+    with pytest.raises(ChaosError, match="unknown wire profile 'none'; profiles: chaosbed"):
+        none.normalize("discard", {"match": "UNICAST3.ACK()", "from": "B", "to": "A"})
+
+
 def test_split_blocks_every_cross_link(chaos: NetnsFaultEngine) -> None:
     out = chaos.render([fault(chaos, "split", groups=[["A"], ["B", "C"]])], use_netem=False)
     assert out["A"][0].blocked == {IPS["B"], IPS["C"]}

@@ -68,7 +68,7 @@ def test_member_table_with_a_named_system_is_refused() -> None:
         ({"command": ["m", "{token}"]}, "cluster.member.command[1]", "never on the command line"),
         ({"command": ["m", "--at={nmae}"]}, "cluster.member.command[1]", "unknown placeholder {nmae}"),
         ({"command": ["m", "{"]}, "cluster.member.command[1]", "lone"),
-        ({**INLINE, "wire": "jgroups-2.12"}, "cluster.member.wire", "unknown wire profile"),
+        ({**INLINE, "wire": "jgroups-3.6"}, "cluster.member.wire", "unknown wire profile"),
         ({**INLINE, "control": "yes"}, "cluster.member.control", "true"),
         ({**INLINE, "imgae": "x"}, "cluster.member.imgae", "unknown key"),
         ({**INLINE, "settle": "soon"}, "cluster.member.settle", "not a duration"),

@@ -39,6 +39,8 @@ public final class Config {
     public final String mcastGroup;
     public final int mcastPort;
     public final String stack;
+    /** Whether send and deliver events are recorded (the history contract needs them; a benchmark may turn them off). */
+    public final boolean recordMessages;
     /** name -> "ip:port" of every member the config lists (this one included, when it is listed). */
     public final Map<String, String> peers;
 
@@ -82,6 +84,11 @@ public final class Config {
                     + "/<incarnation>\"");
         }
         stack = m.containsKey("stack") ? string(m, "stack") : Stacks.DEFAULT;
+        Object record = m.getOrDefault("record_messages", Boolean.TRUE);
+        if (!(record instanceof Boolean)) {
+            throw error("record_messages", "must be true or false, not " + Json.write(record));
+        }
+        recordMessages = (Boolean) record;
         peers = peers(m.get("peers"));
     }
 

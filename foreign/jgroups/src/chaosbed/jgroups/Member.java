@@ -359,6 +359,11 @@ public final class Member extends ReceiverAdapter {
         String msgId = cfg.address + ">" + task.dest + "#" + nextMessageNumber(task.dest);
         byte[] payload = payload(msgId, task.size);
         Message msg = new Message(dest, null, payload);
+        if (!cfg.recordMessages) { // no history line: no seqno to read back either
+            ch.send(msg);
+            sent.incrementAndGet();
+            return true;
+        }
         long t = System.nanoTime();
         Exception failure = null;
         try {
@@ -389,6 +394,11 @@ public final class Member extends ReceiverAdapter {
         String msgId = cfg.address + ">*#" + nextMessageNumber("*");
         byte[] payload = payload(msgId, task.size);
         Message msg = new Message(null, null, payload);
+        if (!cfg.recordMessages) {
+            ch.send(msg);
+            sent.incrementAndGet();
+            return true;
+        }
         long t = System.nanoTime(); // before ch.send: the own copy is delivered inside it, on another thread
         synchronized (history) {
             ownPending.put(msgId, new ArrayList<>());
@@ -424,6 +434,10 @@ public final class Member extends ReceiverAdapter {
 
     @Override
     public void receive(Message msg) {
+        if (!cfg.recordMessages) {
+            delivered.incrementAndGet();
+            return;
+        }
         String senderAddress = addressOf(msg.getSrc());
         Headers.Fields f = headers.of(msg);
         String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
