@@ -35,6 +35,8 @@ from orchestration.explore.pool import make_pool
 from orchestration.explore.rediscover import Rediscovery, rediscover, variant_of
 from orchestration.explore.search import SearchSpec, schedule_rng, schedule_seed, search
 from orchestration.matrix.bugs import catalogue, find
+from orchestration.scenario import load
+from orchestration.systems.clusters import backend_problem
 
 THROUGHPUT_BASE = {
     "name": "bench-explore",
@@ -126,7 +128,10 @@ def row(r: Rediscovery) -> str:
 
 
 def rediscovery(args: argparse.Namespace, scratch: Path) -> None:
-    entries = [find(catalogue(), n) for n in args.bugs] if args.bugs else catalogue()
+    entries = [e for n in args.bugs for e in find(catalogue(), n)] if args.bugs else catalogue()
+    for e in [e for e in entries if backend_problem(load(e.path).system, "sim")]:
+        print(f"{e.path.stem}: skipped, explore searches in the simulator and this bug is {load(e.path).system.name}'s")
+        entries.remove(e)
     head = f"{'bug':<36} {'found':>5} {'time':>7} {'schedules':>9} {'faults':>8} {'shrink':>6}  flawed / fixed"
     print(head + ("  confirm" if args.confirm else ""))
     found = small = 0

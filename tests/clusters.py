@@ -131,3 +131,19 @@ def read_history(path: str) -> list[dict]:
         with contextlib.suppress(json.JSONDecodeError):
             events.append(json.loads(lines[-1]))
     return events
+
+
+def clusters_under(folder: Path) -> list[str]:
+    """The live clusters (their state folders) whose run folder is inside `folder`: what a test that ran clusters
+    into its tmp_path left behind, whatever other tests running at the same time have up."""
+    from orchestration.cluster import STATE_ROOT, list_clusters
+
+    left = []
+    for label in list_clusters():
+        try:
+            workdir = Path(json.loads((STATE_ROOT / label / "state.json").read_text())["workdir"])
+        except (OSError, ValueError, KeyError):
+            continue  # a cluster still starting (no state yet) or another kind: not one of ours at the end
+        if workdir.resolve().is_relative_to(folder.resolve()):
+            left.append(label)
+    return left

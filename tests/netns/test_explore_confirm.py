@@ -13,8 +13,7 @@ from click.testing import CliRunner
 from analysis.reference import check_run
 from analysis.schema import RunFolder
 from orchestration.cli.main import main
-from orchestration.cluster import list_clusters
-from tests.clusters import chaos_tests
+from tests.clusters import chaos_tests, clusters_under
 
 pytestmark = [*chaos_tests(nfqueue=True), pytest.mark.slow]
 
@@ -22,7 +21,6 @@ BUG = Path(__file__).resolve().parents[2] / "scenarios" / "bugs" / "unicast3-dup
 
 
 def test_confirm_replays_the_minimal_scenario_on_netns_and_counts_reproductions(tmp_path: Path) -> None:
-    before = set(list_clusters())
     out = tmp_path / "x"
     flawed = "cluster.properties.unicast3.ack_duplicates=false"
     confirm = ["--confirm", "netns", "--confirm-runs", "2"]
@@ -44,4 +42,4 @@ def test_confirm_replays_the_minimal_scenario_on_netns_and_counts_reproductions(
     assert confirm["reproduced"] == again
     assert f"reproduced {again}/2 on netns" in result.output
     assert confirm["parity"] == (again == 0)
-    assert set(list_clusters()) <= before, f"clusters left behind: {set(list_clusters()) - before}"
+    assert clusters_under(tmp_path) == []

@@ -27,7 +27,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, seed, schedules", CASES)
 def test_explore_rediscovers_a_catalogue_bug_from_scratch(name: str, seed: int, schedules: int, tmp_path: Path) -> None:
-    entry = find(catalogue(), name)
+    (entry,) = find(catalogue(), name)
     pool = make_pool(2)
     try:
         r = rediscover(entry, pool, seed=seed, schedules=schedules, scratch=tmp_path)
