@@ -154,7 +154,12 @@ KINDS: dict[str, FaultKind] = {
             "protocol-aware rule on the messages of links: drop, delay, duplicate or reorder matching messages",
         ),
         FaultKind("kill", Category.MEMBER, (_MEMBER,), "SIGKILL the member"),
-        FaultKind("restart", Category.MEMBER, (_MEMBER,), "start a killed member again (new incarnation)"),
+        FaultKind(
+            "restart",
+            Category.MEMBER,
+            (_MEMBER,),
+            "start a killed member again (new incarnation); it resumes its share of the workload",
+        ),
         FaultKind("pause", Category.MEMBER, (_MEMBER,), "SIGSTOP the member"),
         FaultKind("resume", Category.MEMBER, (_MEMBER,), "SIGCONT the member"),
         FaultKind(

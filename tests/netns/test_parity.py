@@ -80,12 +80,17 @@ def test_a_discard_planned_with_a_close_connection_is_in_force_before_the_next_p
     close = next(e for e in log if e.get("kind") == "close-connection")
     assert discard["t"] == start + 1_000_000_000 and discard["at"] == "1s"
     assert discard["t"] <= close["t"], "the member action ran before the network rule of its instant"
-    # B never delivers the first 100 messages of the reopened connection: it takes them for old seqnos (#1 with
-    # its `first` flag was the one dropped) and then takes #101 for the old connection's next message
+    # B never delivers the reopened connection's messages up to the old connection's highest seqno (100 when A sent
+    # on time; fewer when a busy machine delays A's workload): it takes them for old seqnos (#1 with its `first` flag
+    # was the one dropped), and then takes the next one for the old connection's next message
     got = [json.loads(line) for line in (out / "history" / "B.jsonl").read_text().splitlines()]
     delivered = {e["msg_id"] for e in got if e["event"] == "deliver" and e["sender"] == "A"}
     sent = [json.loads(line) for line in (out / "history" / "A.jsonl").read_text().splitlines()]
     conns = list(dict.fromkeys(e["conn_id"] for e in sent if e["event"] == "send"))
     assert len(conns) == 2, conns
-    reopened = [e["msg_id"] for e in sent if e["event"] == "send" and e["conn_id"] == conns[1] and e["seqno"] <= 100]
-    assert len(reopened) == 100 and not delivered & set(reopened)
+    old_high = max(e["seqno"] for e in sent if e["event"] == "send" and e["conn_id"] == conns[0])
+    assert old_high >= 50, f"A sent only {old_high} messages before the close at 1 s (rate 100/s)"
+    reopened = [
+        e["msg_id"] for e in sent if e["event"] == "send" and e["conn_id"] == conns[1] and e["seqno"] <= old_high
+    ]
+    assert len(reopened) == old_high and not delivered & set(reopened)
