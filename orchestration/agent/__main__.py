@@ -55,8 +55,8 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"ready": True, "pid": os.getpid(), "listen": args.listen, "recovered": healed}), flush=True)
     with server:
         server.serve_forever(poll_interval=0.2)
-    for c in list(host.clusters.values()):  # a stopped agent leaves no fault behind on its host
-        host.heal(c, "the agent stopped")
+    for c in list(host.clusters.values()):  # a stopped agent leaves no fault and no attached namespace behind
+        host.release(c, remove_files=False)
     return 0
 
 

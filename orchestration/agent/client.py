@@ -56,11 +56,15 @@ class AgentClient:
             return _socket_in_namespace(self.netns, (self.address, self.port), timeout)
         return socket.create_connection((self.address, self.port), timeout=timeout)
 
-    def request(self, cmd: str, *, timeout: float = 15.0, **args: object) -> dict[str, Any]:
-        """The agent's reply (ok); AgentLost when it does not answer, ClusterError when it refuses."""
-        req: dict[str, object] = {"token": self.token, "cmd": cmd, **args}
+    def request(
+        self, cmd: str, *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> dict[str, Any]:
+        """The agent's reply (ok); AgentLost when it does not answer within `request_timeout` (default: `timeout`,
+        which is also passed to the agent as the request's own), ClusterError when it refuses."""
+        req: dict[str, object] = {"token": self.token, "cmd": cmd, "timeout": timeout, **args}
+        wait = request_timeout or timeout + 5.0
         try:
-            reply = jsonl.request(lambda: self._connect(timeout), req, timeout, peer=f"the agent of host {self.host}")
+            reply = jsonl.request(lambda: self._connect(wait), req, wait, peer=f"the agent of host {self.host}")
         except (OSError, ValueError) as e:
             raise AgentLost(f"host {self.host} is lost: its agent at {self.address}:{self.port} did not answer "
                             f"{cmd!r} ({e})") from None  # fmt: skip

@@ -51,6 +51,7 @@ class ClusterOnHost:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)  # every member of the cluster
     local: dict[str, str] = field(default_factory=dict)  # member -> its container's id, for the members here
     expired_at: float | None = None  # when the lease ran out and the agent healed the cluster (epoch seconds)
+    generation: int = 0  # of the fault table installed last (the orchestrator's CLOCK_MONOTONIC when it sent it)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def engine(self) -> HostFaultEngine:
@@ -108,17 +109,21 @@ class Host:
         return {"history_dir": str(c.folder / "history")}
 
     def renew(self, c: ClusterOnHost) -> dict[str, object]:
+        """Renews the lease; a lease that has run out is not renewed but expires now, if the watchdog has not got
+        to it yet (a request that waited while this agent was stopped or cut off must not bring faults back)."""
+        if c.expired_at is None and time.monotonic() > c.expires:
+            self.expire()
         c.expires = time.monotonic() + c.lease_s
         return {"lease_s": c.lease_s, "expired_at": c.expired_at}
 
-    def attach(self, c: ClusterOnHost, names: list[str], transport: str) -> dict[str, object]:
+    def attach(self, c: ClusterOnHost, names: list[str], transport: str, timeout: float) -> dict[str, object]:
         """Finds the running container of each member in `names` on this engine, attaches its network namespace and
         returns its address on the cluster's network and its host pid."""
         found: dict[str, object] = {}
         with c.lock:
             c.transport = transport
             for name in names:
-                container = self._running_container(c.label, name)
+                container = self._running_container(c.label, name, timeout)
                 pid = int(container.attrs["State"]["Pid"])
                 ns = member_ns(c.label, name)
                 if ns in list_namespaces():
@@ -144,9 +149,15 @@ class Host:
                 raise AgentError(f"no running container of member {name} of {label} on host {self.name}")
             time.sleep(0.1)  # polling the engine with a deadline
 
-    def install(self, c: ClusterOnHost, endpoints: dict[str, str], records: list[FaultRecord], shift_ns: int) -> None:
-        """The cluster's faults (every record of the orchestrator's table) in force on the local members."""
+    def install(
+        self, c: ClusterOnHost, endpoints: dict[str, str], records: list[FaultRecord], shift_ns: int, generation: int
+    ) -> bool:
+        """The cluster's faults (every record of the orchestrator's table) in force on the local members; False
+        when a later table (a higher `generation`) is already installed: pushes may arrive out of order."""
         with c.lock:
+            if generation < c.generation:
+                return False
+            c.generation = generation
             for name, ip in endpoints.items():
                 ns = c.endpoints[name].ns if name in c.endpoints else member_ns(c.label, name)
                 c.endpoints[name] = Endpoint(name, ip, ns)
@@ -160,6 +171,7 @@ class Host:
                 c.engine().install(records, shift_ns)
             except ChaosError as e:
                 raise AgentError(str(e)) from None
+        return True
 
     def stats(self, c: ClusterOnHost) -> dict[str, object]:
         with c.lock:
@@ -188,14 +200,17 @@ class Host:
         """Heals the clusters whose lease ran out (the orchestrator is gone, or cannot reach this host)."""
         now = time.monotonic()
         for c in list(self.clusters.values()):
-            if c.expired_at is None and now > c.expires:
-                c.expired_at = time.time()
+            with self._lock:
+                due = c.expired_at is None and now > c.expires
+                if due:
+                    c.expired_at = time.time()
+            if due:
                 self.heal(c, f"lease of {c.lease_s:g} s ran out")
 
     def release(self, c: ClusterOnHost, remove_files: bool) -> None:
         """Heals the cluster, detaches its namespaces and forgets it (with its files, histories included, if
-        `remove_files`: the orchestrator has collected them)."""
-        self.heal(c, "released")
+        `remove_files`: the orchestrator has collected them; else a later agent's `recover` finds them)."""
+        self.heal(c, "released" if remove_files else "the agent stopped")
         with c.lock:
             for name in c.local:
                 _ip("netns", "del", member_ns(c.label, name), check=False)

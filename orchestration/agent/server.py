@@ -9,16 +9,18 @@ Requests (`{"token": ..., "cmd": ..., ...}`; replies `{"ok": true, ...}` or `{"o
   prepare   cluster, lease_s     registers a cluster, its lease starts; returns its history folder on this host
   lease     cluster              renews the lease (every cluster request does); says whether it had run out
   attach    cluster, members, transport      attaches the local members' namespaces; their addresses and pids
-  faults    cluster, endpoints, records, shift_ns    the cluster's whole fault table, installed on the local members
+  faults    cluster, endpoints, records, shift_ns, generation   the cluster's whole fault table, installed on the
+                                 local members (unless a later generation is in force already)
   stats     cluster              the faults with what their handler rules did, kernel counters, queue bypass
   installed cluster              the kernel rules and handlers left in the local members' namespaces
+                                 (these two do not renew the lease: an observer may ask them)
   member    cluster, name, action, timeout       kill | term | pause | resume | state of a local member
   control   cluster, name, request, port, timeout    a control request relayed to a local member
   history   cluster, name, offset                a chunk of a local member's history file
   release   cluster, remove_files                heal, detach, forget
 
-A lease that runs out (no request for the cluster within lease_s) heals the cluster's faults on this host: an
-orchestrator that died or lost this host leaves no rule behind.
+A lease that runs out (no renewing request for the cluster within lease_s) heals the cluster's faults on this host:
+an orchestrator that died or lost this host leaves no rule behind.
 """
 
 from __future__ import annotations
@@ -84,19 +86,23 @@ class Agent:
             "hello": self.hello,
             "prepare": lambda r: self.host.prepare(_arg(r, "cluster", str), float(_arg(r, "lease_s", (int, float)))),
             "lease": lambda r: self.host.renew(self._cluster(r)),
-            "attach": lambda r: self.host.attach(self._cluster(r), _arg(r, "members", list), _arg(r, "transport", str)),
+            "attach": lambda r: self.host.attach(
+                self._cluster(r), _arg(r, "members", list), _arg(r, "transport", str), float(r.get("timeout", 30.0))
+            ),
             "faults": self.faults,
-            "stats": lambda r: self.host.stats(self._cluster(r)),
-            "installed": lambda r: self.host.installed(self._cluster(r)),
+            "stats": lambda r: self.host.stats(self._cluster(r, renew=False)),
+            "installed": lambda r: self.host.installed(self._cluster(r, renew=False)),
             "member": self.member,
             "control": self.control,
             "history": lambda r: self.host.history(self._cluster(r), _arg(r, "name", str), _arg(r, "offset", int)),
             "release": self.release,
         }
 
-    def _cluster(self, req: dict[str, Any]) -> ClusterOnHost:
+    def _cluster(self, req: dict[str, Any], *, renew: bool = True) -> ClusterOnHost:
+        """The request's cluster, its lease renewed (not by the questions an observer may ask too)."""
         c = self.host.cluster(req.get("cluster"))
-        self.host.renew(c)
+        if renew:
+            self.host.renew(c)
         return c
 
     def hello(self, req: dict[str, Any]) -> dict[str, object]:
@@ -106,8 +112,8 @@ class Agent:
         c = self._cluster(req)
         records = [FaultRecord.from_json(r) for r in _arg(req, "records", list)]
         endpoints = {str(n): str(ip) for n, ip in _arg(req, "endpoints", dict).items()}
-        self.host.install(c, endpoints, records, _arg(req, "shift_ns", int))
-        return {"installed": len(records)}
+        installed = self.host.install(c, endpoints, records, _arg(req, "shift_ns", int), _arg(req, "generation", int))
+        return {"installed": len(records) if installed else None}
 
     def member(self, req: dict[str, Any]) -> dict[str, object]:
         c = self._cluster(req)

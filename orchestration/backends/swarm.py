@@ -35,6 +35,7 @@ import shutil
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -50,9 +51,12 @@ if TYPE_CHECKING:
 
 DATA_PORT = 7800
 LABEL = "chaosbed.cluster"  # docker label of everything a cluster creates (as on the docker backend)
-LEASE_S = 15.0  # an agent heals the cluster's faults on its host when the orchestrator is silent this long
-RENEW_S = 2.0
+LEASE_ENV = "CHAOSBED_SWARM_LEASE"  # seconds
+# an agent heals the cluster's faults on its host when the orchestrator is silent this long
+LEASE_S = float(os.environ.get(LEASE_ENV, "15"))
+RENEW_S = min(2.0, LEASE_S / 4)
 START_TIMEOUT = 120.0  # services scheduled, images present, containers started
+STOP_TIMEOUT = 20.0  # a member's exit after SIGTERM (it writes its `stop` event), on a busy engine
 
 
 class SwarmCluster(Cluster):
@@ -72,7 +76,7 @@ class SwarmCluster(Cluster):
         self._client: DockerClient | None = None
         self._leaving: set[str] = set()
         self._renewing = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._down = False
 
     # --- the swarm ------------------------------------------------------------------------------------------------
 
@@ -224,11 +228,12 @@ class SwarmCluster(Cluster):
         the network, and releases the cluster on every host (its faults healed, its namespaces detached).
         Idempotent; a lost host is reported, not fatal (its lease heals it)."""
         self._renewing.set()
+        if self._down:
+            return
+        self._down = True
         problems: list[str] = []
         if self.members:
-            for name in self.running():
-                with contextlib.suppress(ClusterError):
-                    self.agent_of(name).request("member", cluster=self.label, name=name, action="term", timeout=10.0)
+            self._term_all(self.running())
             problems += self.collect_histories()
         with contextlib.suppress(SwarmUnavailable, ClusterError):
             remove_services(self.docker, self.label)
@@ -246,28 +251,35 @@ class SwarmCluster(Cluster):
     # --- leases -----------------------------------------------------------------------------------------------------
 
     def _renew_leases(self) -> None:
-        """Renews the cluster's lease on every host every RENEW_S seconds while this process holds the cluster."""
+        """Renews the cluster's lease on every host every RENEW_S seconds while this process holds the cluster (a
+        thread per host: a host that does not answer delays no other). A host whose agent has not answered for
+        half a lease, or whose lease ran out, is lost: reported on stderr and in `lost` (the next fault operation on
+        it fails naming it)."""
 
-        def renew() -> None:
+        def renew(host: str, agent: AgentClient) -> None:
+            answered = time.monotonic()
             while not self._renewing.wait(RENEW_S):
-                for host, agent in self.agents.items():
-                    try:
-                        expired = agent.request("lease", cluster=self.label, timeout=RENEW_S)["expired_at"]
-                    except ClusterError as e:
-                        expired, why = None, str(e)
-                    else:
-                        why = f"host {host}: the lease ran out and its agent healed its faults" if expired else ""
-                    if why and host not in self.lost:
-                        self.lost[host] = why
-                        print(f"chaosbed: swarm cluster {self.label}: {why}", file=sys.stderr)
+                why = ""
+                try:
+                    if agent.request("lease", cluster=self.label, timeout=RENEW_S)["expired_at"]:
+                        why = f"host {host}: the lease ran out and its agent healed the cluster's faults there"
+                    answered = time.monotonic()
+                except ClusterError as e:
+                    if time.monotonic() - answered > LEASE_S / 2:
+                        why = f"{e}; its faults heal when its lease of {LEASE_S:g} s runs out"
+                if why and host not in self.lost:
+                    self.lost[host] = why
+                    print(f"chaosbed: swarm cluster {self.label}: {why}", file=sys.stderr)
 
-        self._renewer = threading.Thread(target=renew, name=f"lease-{self.label}", daemon=True)
-        self._renewer.start()
+        for host, agent in self.agents.items():
+            threading.Thread(target=renew, args=(host, agent), name=f"lease-{self.label}-{host}", daemon=True).start()
 
     # --- members ------------------------------------------------------------------------------------------------
 
-    def _member(self, name: str, action: str, timeout: float = 10.0) -> dict[str, Any]:
-        return self.agent_of(name).request("member", cluster=self.label, name=name, action=action, timeout=timeout)
+    def _member(self, name: str, action: str, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
+        """A member fault by the agent of its host (the request waits `timeout` for the member, and the engine)."""
+        return self.agent_of(name).request("member", cluster=self.label, name=name, action=action, timeout=timeout,
+                                           request_timeout=timeout + 30.0)  # fmt: skip
 
     def kill(self, name: str) -> None:
         m = self.members[name]
@@ -323,16 +335,32 @@ class SwarmCluster(Cluster):
 
     def stop_members(self) -> None:
         """Graceful stop of every running member (SIGTERM: each writes its `stop` event), then the histories."""
-        for name in self.running():
+        running = self.running()
+        for name in running:
             if self.members[name].paused:
                 self.resume(name)
-            reply = self._member(name, "term", timeout=10.0)
+        for name, reply in self._term_all(running).items():
+            if isinstance(reply, ClusterError):
+                raise reply
             if reply.get("exit_code") is None and reply.get("state") != "gone":
-                raise ClusterError(f"member {name} did not stop within 10s of SIGTERM")
+                raise ClusterError(f"member {name} did not stop within {STOP_TIMEOUT:g}s of SIGTERM")
             self.members[name].pid = None
         problems = self.collect_histories()
         if problems:
             raise ClusterError("; ".join(problems))
+
+    def _term_all(self, names: list[str]) -> dict[str, dict[str, Any] | ClusterError]:
+        """SIGTERM to all of `names` at once, as on the docker backend, and their exits: one at a time, the last
+        would outlive the others by a fault detector's timeout and install a view of its own after theirs."""
+
+        def term(name: str) -> dict[str, Any] | ClusterError:
+            try:
+                return self._member(name, "term")
+            except ClusterError as e:
+                return e
+
+        with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix=f"term-{self.label}") as pool:
+            return dict(zip(names, pool.map(term, names), strict=True))
 
     def collect_histories(self) -> list[str]:
         """Every member's history file from its host into workdir/history/ (on the orchestrator's clock); what

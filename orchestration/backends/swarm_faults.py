@@ -119,12 +119,13 @@ class SwarmFaultTable:
         """The whole table to every host's agent, concurrently; ChaosError naming the hosts that failed."""
         endpoints = self.endpoints()
         docs = [r.to_json() for r in records]
+        generation = time.monotonic_ns()  # an agent ignores a push that arrives after a later one
 
         def one(host: str) -> str | None:
             shift = self.clocks[host].offset_ns if host in self.clocks else 0
             try:
                 self.agents[host].request("faults", cluster=self.label, endpoints=endpoints, records=docs,
-                                          shift_ns=shift, timeout=60.0)  # fmt: skip
+                                          shift_ns=shift, generation=generation, timeout=60.0)  # fmt: skip
             except ClusterError as e:
                 return str(e)
             return None

@@ -23,13 +23,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 
 from orchestration.backends.swarm_hosts import AGENT_PORT, SwarmDescription, SwarmHost, swarm_dir
 from orchestration.cluster import ClusterError, new_label
-from orchestration.host import claims, docker_images
+from orchestration.host import claims, docker_images, leases
 from orchestration.host.filelock import locked
 from orchestration.host.leases import process_started
 from orchestration.host.swarm_engines import (
@@ -67,13 +68,40 @@ def status() -> SwarmDescription | None:
     if not path.exists():
         return None
     desc = SwarmDescription.from_json(path.read_text(), str(path))
-    if not all(e.process() is not None for e in _engines(desc)):
+    if not all(e.process() is not None for e in engines(desc)):
         return None
     return desc
 
 
-def _engines(desc: SwarmDescription) -> list[Engine]:
+def engines(desc: SwarmDescription) -> list[Engine]:
     return [Engine(**e) for e in desc.local.get("engines", [])]  # type: ignore[arg-type, attr-defined]
+
+
+@contextlib.contextmanager
+def using(n: int = 2) -> Iterator[SwarmDescription]:
+    """The local swarm of this state root for the block, started if none runs (at least `n` engines), under a lease
+    (orchestration/host/leases.py, so every pytest-xdist worker shares one swarm): the last lease given back stops a
+    swarm that a lease started; a swarm started with `chaosbed swarm up` is never stopped here."""
+    if (why := problem()) is not None:
+        raise ClusterError(why)
+    folder = swarm_dir()
+    with locked(folder / "lock"):
+        desc = status()
+        if desc is not None and len(desc.hosts) < n:
+            raise ClusterError(f"the local swarm {desc.label} has {len(desc.hosts)} engines, {n} are needed")
+        if desc is None:
+            if (folder / "swarm.json").exists():
+                _down(folder)
+            desc = _up(folder, n, None, on_demand=True)
+        lease = leases.take(folder / "leases")
+    try:
+        yield desc
+    finally:
+        with locked(folder / "lock"):
+            leases.give_back(lease)
+            current = status()
+            if current is not None and current.local.get("on_demand") and leases.live(folder / "leases") == 0:
+                _down(folder)
 
 
 def up(n: int = 2, *, on_step: object = None) -> tuple[SwarmDescription, bool]:
@@ -98,7 +126,7 @@ def _say(on_step: object, text: str) -> None:
         on_step(text)
 
 
-def _up(folder: Path, n: int, on_step: object) -> SwarmDescription:
+def _up(folder: Path, n: int, on_step: object, *, on_demand: bool = False) -> SwarmDescription:
     label = new_label()
     state = folder / label
     state.mkdir(parents=True)
@@ -107,15 +135,16 @@ def _up(folder: Path, n: int, on_step: object) -> SwarmDescription:
     token_file.write_text(secrets.token_hex(16))
     token_file.chmod(0o600)
     agents: list[dict[str, object]] = []
-    local: dict[str, object] = {"made_run_docker": prepare_run_docker(), "engines": [], "agents": agents}
+    local: dict[str, object] = {"made_run_docker": prepare_run_docker(), "engines": [], "agents": agents,
+                                "on_demand": on_demand}  # fmt: skip
     desc = SwarmDescription("", "", str(token_file), [], label, local)
     _write(folder, desc)  # from here on, down() finds what to remove
     try:
         _say(on_step, f"namespaces and a bridge for {n} engines")
         addresses = make_network(label, f"10.90.{index}", n)
-        engines = [Engine(label, i + 1, addresses[i], str(state / f"h{i + 1}")) for i in range(n)]
-        local["engines"] = [e.to_json() for e in engines]
-        for i, e in enumerate(engines):
+        made = [Engine(label, i + 1, addresses[i], str(state / f"h{i + 1}")) for i in range(n)]
+        local["engines"] = [e.to_json() for e in made]
+        for i, e in enumerate(made):
             _say(on_step, f"dockerd in namespace {e.netns}")
             try:
                 e.start()
@@ -123,14 +152,14 @@ def _up(folder: Path, n: int, on_step: object) -> SwarmDescription:
                 local["engines"][i] = e.to_json()  # type: ignore[index]
                 _write(folder, desc)
         _say(on_step, "swarm init and join")
-        node_ids = _form_swarm(engines)
+        node_ids = _form_swarm(made)
         _say(on_step, "the member image (built in engine 1, docker save | docker load into the others)")
-        image = _images(engines)
-        hosts = [SwarmHost(e.name, node_ids[i], e.address, AGENT_PORT, e.netns) for i, e in enumerate(engines)]
-        desc = SwarmDescription(engines[0].socket, image, str(token_file), hosts, label, local)
-        for e in engines:
+        image = _images(made)
+        hosts = [SwarmHost(e.name, node_ids[i], e.address, AGENT_PORT, e.netns) for i, e in enumerate(made)]
+        desc = SwarmDescription(made[0].socket, image, str(token_file), hosts, label, local)
+        for e in made:
             _say(on_step, f"the chaos agent of {e.name}")
-            agents.append(_start_agent(e, state, token_file))
+            agents.append(start_agent(e, state / f"{e.name}-agent", token_file))
             _write(folder, desc)
     except BaseException:
         _down(folder)
@@ -184,12 +213,15 @@ def _images(engines: list[Engine]) -> str:
     return image
 
 
-def _start_agent(e: Engine, state: Path, token_file: Path) -> dict[str, object]:
-    """The chaos agent of engine e's host, in its network namespace; waits for its ready line."""
-    log = Path(e.folder) / "agent.log"
+def start_agent(
+    e: Engine, state: Path, token_file: Path, port: int = AGENT_PORT, log: Path | None = None
+) -> dict[str, object]:
+    """A chaos agent of engine e's host, in its network namespace, serving on `port` with its files in `state`;
+    waits for its ready line. Returns its pid and start time (what `down` stops it by)."""
+    log = log or Path(e.folder) / "agent.log"
     cmd = ["nsenter", f"--net=/run/netns/{e.netns}", sys.executable, "-m", "orchestration.agent",
-           "--listen", f"{e.address}:{AGENT_PORT}", "--token-file", str(token_file), "--docker", e.socket,
-           "--state", str(state / f"{e.name}-agent"), "--name", e.name]  # fmt: skip
+           "--listen", f"{e.address}:{port}", "--token-file", str(token_file), "--docker", e.socket,
+           "--state", str(state), "--name", e.name]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -224,8 +256,8 @@ def _down(folder: Path) -> bool:
         return False
     problems = []
     for agent in desc.local.get("agents", []):  # type: ignore[attr-defined]
-        _stop_agent(agent)
-    for e in reversed(_engines(desc)):
+        stop_agent(agent)
+    for e in reversed(engines(desc)):
         problems += e.stop()
     for d in (DATA_ROOT / desc.label, DATA_ROOT):
         with contextlib.suppress(OSError):
@@ -240,7 +272,7 @@ def _down(folder: Path) -> bool:
     return True
 
 
-def _stop_agent(agent: dict[str, object]) -> None:
+def stop_agent(agent: dict[str, object]) -> None:
     """SIGTERM to an agent we started (pid and start time checked): it heals its clusters and exits."""
     pid, started = agent.get("pid"), agent.get("started")
     if not isinstance(pid, int) or process_started(pid) != started:

@@ -1,8 +1,9 @@
 """Docker engines in network namespaces of this machine: the "hosts" of the local swarm (local_swarm.py).
 
-Layout for label L and N engines: namespace L-sw holds bridge br0 (bridged frames kept out of its netfilter hooks,
-as for netns clusters); engine i (1..N) gets namespace L-h<i> with eth0 (a veth whose peer L<i>h sits on br0) at
-10.90.<x>.(10+i)/24 from a machine-wide claim, lo up, forwarding on. Its dockerd runs
+Layout for label L and N engines: engine i (1..N) gets namespace L-h<i>, lo up, forwarding on, at address
+10.90.<x>.(10+i)/24 from a machine-wide claim: engine 1 on bridge br0 of its own namespace (bridged frames kept out
+of its netfilter hooks, as for netns clusters), engine i > 1 on eth0, a veth whose peer h<i> sits on that bridge.
+Its dockerd runs
 
     nsenter --net=/run/netns/L-h<i> unshare --mount --uts --propagation slave -- sh -c \
         'mount -t tmpfs tmpfs /run/docker && hostname L-h<i> && exec dockerd --data-root ... --exec-root ... \
@@ -187,34 +188,35 @@ def remove_cgroups(name: str) -> list[str]:
 
 
 def make_network(label: str, subnet: str, n: int) -> list[str]:
-    """The switch namespace and N host namespaces on it (see the module docstring); returns their addresses."""
-    sw = f"{label}-sw"
-    _ip("netns", "add", sw)
-    _ip("-n", sw, "link", "set", "lo", "up")
-    _ip("-n", sw, "link", "add", "br0", "type", "bridge")
-    _ip("-n", sw, "link", "set", "br0", "up")
-    _bridge_without_netfilter(sw)
-    addresses = []
+    """N host namespaces on one bridge (see the module docstring); returns their addresses. The bridge lives in the
+    first host's namespace, which holds its address: no namespace of the swarm is ever without a process (a
+    `chaosbed down --all` elsewhere reaps labelled namespaces that have none)."""
+    first = f"{label}-h1"
+    addresses = [f"{subnet}.{10 + i}" for i in range(1, n + 1)]
     for i in range(1, n + 1):
-        ns, veth, ip = f"{label}-h{i}", f"{label}{i}h", f"{subnet}.{10 + i}"
+        ns = f"{label}-h{i}"
         _ip("netns", "add", ns)
-        _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _ip("link", "set", veth, "netns", sw)
-        _ip("-n", sw, "link", "set", veth, "master", "br0", "up")
         _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-        _ip("-n", ns, "link", "set", "eth0", "up")
         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
-        addresses.append(ip)
+    _ip("-n", first, "link", "add", "br0", "type", "bridge")
+    _ip("-n", first, "addr", "add", f"{addresses[0]}/24", "dev", "br0")
+    _ip("-n", first, "link", "set", "br0", "up")
+    _bridge_without_netfilter(first)
+    for i in range(2, n + 1):
+        ns, port = f"{label}-h{i}", f"h{i}"
+        _ip("-n", first, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ip("-n", first, "link", "set", port, "master", "br0", "up")
+        _ip("-n", ns, "addr", "add", f"{addresses[i - 1]}/24", "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
     return addresses
 
 
 def remove_network(label: str) -> list[str]:
-    """Deletes the switch and host namespaces of `label` (and every veth and bridge with them); returns any that
-    still has a process in it (left alone)."""
+    """Deletes the host namespaces of `label` (and every veth and the bridge with them); returns any that still has
+    a process in it (left alone)."""
     busy = []
     for ns in list_namespaces():
-        if ns == f"{label}-sw" or (ns.startswith(f"{label}-h") and ns[len(label) + 2 :].isdigit()):
+        if ns.startswith(f"{label}-h") and ns[len(label) + 2 :].isdigit():
             pids = _ip("netns", "pids", ns, check=False).stdout.split()
             if pids:
                 busy.append(f"{ns} (pids {' '.join(pids)})")
