@@ -21,9 +21,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def chaosbed(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def chaosbed(
+    *args: str, env: dict[str, str], timeout: float = 600, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)  # fmt: skip
+                          cwd=cwd, env=env, timeout=timeout)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
     state = tmp_path_factory.mktemp("spark-cluster-state")
     env = {k: v for k, v in os.environ.items() if k not in ("CHAOSBED_SPARK", "SPARK_REMOTE")}
     env["CHAOSBED_STATE"] = str(state)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # from any folder
     started = chaosbed("spark", "cluster", "start", "--workers", "2", env=env)
     try:
         assert started.returncode == 0, started.stderr + started.stdout
@@ -62,8 +65,8 @@ def test_a_matrix_checked_on_a_standalone_cluster_gives_the_local_verdicts(
         f'             "{ROOT}/scenarios/crash-rejoin.toml", "{ROOT}/scenarios/bugs/unicast2-reopen.toml"]\n'
         '[axes]\nbackend = ["sim"]\n'
     )
-    on_cluster = tmp_path / "on-cluster"
-    ran = chaosbed("matrix", str(matrix), "--out", str(on_cluster), "-j", "2", "--master", url, env=env)
+    on_cluster = tmp_path / "on-cluster"  # named relative to the working folder: the executors' is another
+    ran = chaosbed("matrix", str(matrix), "--out", "on-cluster", "-j", "2", "--master", url, env=env, cwd=tmp_path)
     assert ran.returncode == 1, ran.stderr[-2000:]  # unicast2-reopen fails, as it must
     local = tmp_path / "local"
     shutil.copytree(on_cluster, local, ignore=shutil.ignore_patterns(".chaosbed-cache", "verdict.json"))
