@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -28,11 +29,16 @@ import secrets
 import socket
 import struct
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from node.__main__ import serve
 from node.runtime import Member, MemberConfig
+
+T = TypeVar("T")
 
 REFRESH_S = 1.0
 SETTLE_S = 1.5  # replicas that compose starts together all show in DNS within this (measured: < 1 s for 3)
@@ -224,13 +230,39 @@ def config_from_env(env: dict[str, str]) -> MemberConfig:
     return cfg
 
 
-async def _refresh_peers(member: Member, service: str, port: int, hosts: dict[str, str]) -> None:
+def off_loop(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+    """fn(*args) in a daemon thread of its own, as an awaitable. Not the loop's default executor: asyncio.run joins
+    its threads at the end, and a lookup that Docker's DNS holds up (it takes 10 s to fail each name whose container
+    has gone, so a refresh after the peers stopped takes 10 s a peer) would keep a stopped member's process alive."""
     loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as e:  # handed to the awaiting coroutine
+            result, error = None, e
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the member stopped, nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=f"off-loop-{fn.__name__}", daemon=True).start()
+    return future
+
+
+async def _refresh_peers(member: Member, service: str, port: int, hosts: dict[str, str]) -> None:
     while True:
         if hosts:
-            found = await loop.run_in_executor(None, resolve_names, hosts, port)
+            found = await off_loop(resolve_names, hosts, port)
         else:
-            found = await loop.run_in_executor(None, discover, service, port)
+            found = await off_loop(discover, service, port)
         for name, addr in found.items():
             if name != member.cfg.name:
                 member.peers[name] = addr  # a restarted replica may come back with another address
@@ -243,11 +275,11 @@ async def settled_peers(service: str, port: int) -> dict[str, tuple[str, int]]:
     singleton view and waiting for a merge."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_MAX_S
-    found = await loop.run_in_executor(None, discover, service, port)
+    found = await off_loop(discover, service, port)
     stable_since = loop.time()
     while loop.time() - stable_since < SETTLE_S and loop.time() < deadline:
         await asyncio.sleep(0.25)
-        again = await loop.run_in_executor(None, discover, service, port)
+        again = await off_loop(discover, service, port)
         if again != found:
             found, stable_since = again, loop.time()
     return found
@@ -258,10 +290,10 @@ async def named_peers(hosts: dict[str, str], port: int) -> dict[str, tuple[str, 
     whose services start together then know each other before their discovery."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_NAMES_S
-    found = await loop.run_in_executor(None, resolve_names, hosts, port)
+    found = await off_loop(resolve_names, hosts, port)
     while len(found) < len(hosts) and loop.time() < deadline:
         await asyncio.sleep(0.2)
-        found = await loop.run_in_executor(None, resolve_names, hosts, port)
+        found = await off_loop(resolve_names, hosts, port)
     return found
 
 
