@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis import spark_service
+from analysis.spark_cluster import code_zip
 from analysis.spark_config import (
     AUTO,
     CONNECT_ENV,
@@ -144,6 +145,8 @@ def get_spark(master: str | None = None) -> SparkSession:
         with _jvm_stderr_to(JVM_LOG):
             _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
+        if not is_local(master):  # executors on other hosts get the checks' code with the job, not an installation
+            _session.sparkContext.addPyFile(str(code_zip()))
         _master = master or LOCAL
         return _session
 

@@ -69,6 +69,15 @@ def is_local(master: str | None) -> bool:
     return False
 
 
+def is_loopback_master(master: str | None) -> bool:
+    """A standalone master on this machine's loopback address (`chaosbed spark cluster start`): its executors reach
+    the driver there, so the driver binds there too (else it binds to the host name's address)."""
+    if master is None or not master.startswith("spark://"):
+        return False
+    host = master[len("spark://") :].split(",")[0].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost")
+
+
 def check_target(target: str | None) -> None:
     """Raises ValueError for a target that names nothing (an empty string, an sc:// URL without a port)."""
     if target is None:
@@ -95,10 +104,7 @@ def session_config(master: str | None = None) -> dict[str, str]:
         "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
     }
     if is_local(master):
-        conf |= {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
-        }
+        conf |= {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    if is_local(master) or is_loopback_master(master):
+        conf |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
     return conf

@@ -152,7 +152,10 @@ def ingest_with_spark(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    files = [str(f.absolute()) for run in runs for f in run.history_files]  # the server's cwd is not ours
+    # the server's and the executors' working folders are not ours: every path they get is absolute (a relative
+    # groups folder had the executors of a standalone cluster write the cache into their own work/ folders)
+    files = [str(f.absolute()) for run in runs for f in run.history_files]
+    groups_dir = groups_dir.absolute()
     mapping = []
     for run in runs:
         for spelling in {str(run.path.resolve()), run.path.resolve().as_uri()}:

@@ -5,7 +5,12 @@
 - Peers: every replica of the service (CHAOSBED_SERVICE, default "member") that Docker's DNS knows, looked up again
   every second, so members that `--scale` adds later are reached too; and every member whose datagram arrives (its
   source address), so a member answers a newcomer's discovery before DNS lists the newcomer. The view forms by
-  multicast discovery (GMS FIND), as in JGroups.
+  multicast discovery (GMS FIND), as in JGroups. Or, with CHAOSBED_PEERS ("A=host-a,B=host-b,..."; this member's
+  own entry included, it gives its address), every member by name and DNS name (a swarm service each, on the swarm
+  backend): all of them are looked up before the member starts (for up to SETTLE_NAMES_S) and again every second,
+  so a member restarted with another address is reached at its new one.
+- CHAOSBED_IP_MCAST=false: group messages are unicasts to every peer (networks without IP multicast, such as
+  Docker's overlay networks; JGroups' UDP ip_mcast=false).
 - Incarnation: one more than the last in this member's history file (a restarted container is a new incarnation).
 - Token of the control endpoint: CHAOSBED_TOKEN (compose passes it), else a random one, printed in the first line of
   the container's log, which only those with access to the engine can read.
@@ -16,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -23,14 +29,21 @@ import secrets
 import socket
 import struct
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from node.__main__ import serve
 from node.runtime import Member, MemberConfig
 
+T = TypeVar("T")
+
 REFRESH_S = 1.0
 SETTLE_S = 1.5  # replicas that compose starts together all show in DNS within this (measured: < 1 s for 3)
 SETTLE_MAX_S = 6.0
+SETTLE_NAMES_S = 30.0  # CHAOSBED_PEERS: how long a member waits for every peer's name to resolve before it starts
 _REPLICA = re.compile(r"-(\d+)$")
 
 
@@ -148,9 +161,49 @@ def discover(service: str, port: int) -> dict[str, tuple[str, int]]:
     return found
 
 
+def parse_peers(text: str) -> dict[str, str]:
+    """ "A=cb12-A,B=cb12-B" -> {"A": "cb12-A", "B": "cb12-B"} (CHAOSBED_PEERS: member name = DNS name)."""
+    peers: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, eq, host = item.partition("=")
+        if not eq or not name.strip() or not host.strip():
+            raise ConfigError(f"CHAOSBED_PEERS: {item!r} is not NAME=HOST")
+        peers[name.strip()] = host.strip()
+    return peers
+
+
+def resolve_names(hosts: dict[str, str], port: int) -> dict[str, tuple[str, int]]:
+    """The members whose DNS name resolves now: name -> (ip, data port)."""
+    found = {}
+    for name, host in hosts.items():
+        try:
+            found[name] = (socket.gethostbyname(host), port)
+        except OSError:
+            continue
+    return found
+
+
+def own_address(env: dict[str, str]) -> str:
+    """This container's address: its entry of CHAOSBED_PEERS (its service's name on the network the members share),
+    waited for up to SETTLE_NAMES_S; else what its host name resolves to."""
+    name, hosts = env.get("CHAOSBED_NAME"), parse_peers(env.get("CHAOSBED_PEERS", ""))
+    if not hosts:
+        return socket.gethostbyname(socket.gethostname())
+    if not name or name not in hosts:
+        raise ConfigError(f"CHAOSBED_PEERS names no host for this member (CHAOSBED_NAME={name!r})")
+    deadline = time.monotonic() + SETTLE_NAMES_S
+    while True:
+        try:
+            return socket.gethostbyname(hosts[name])
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ConfigError(f"CHAOSBED_PEERS: {hosts[name]} (this member) did not resolve: {e}") from None
+        time.sleep(0.2)  # DNS learns a new task's address within a second: polled with a deadline
+
+
 def config_from_env(env: dict[str, str]) -> MemberConfig:
     port = int(env.get("CHAOSBED_PORT", "7800"))
-    ip = socket.gethostbyname(socket.gethostname())
+    ip = own_address(env)
     fqdn = None if env.get("CHAOSBED_NAME") else dns_ptr(ip)
     name = env.get("CHAOSBED_NAME") or (replica_name(fqdn) if fqdn else None)
     if not name:
@@ -171,15 +224,45 @@ def config_from_env(env: dict[str, str]) -> MemberConfig:
         mcast_group=env.get("CHAOSBED_MCAST_GROUP", "239.77.77.1"),
         token=env.get("CHAOSBED_TOKEN") or secrets.token_hex(8),
         learn_peers=True,
+        ip_mcast=env.get("CHAOSBED_IP_MCAST", "true").strip().lower() not in ("0", "false", "no", "off"),
     )
     cfg.validate()
     return cfg
 
 
-async def _refresh_peers(member: Member, service: str, port: int) -> None:
+def off_loop(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+    """fn(*args) in a daemon thread of its own, as an awaitable. Not the loop's default executor: asyncio.run joins
+    its threads at the end, and a lookup that Docker's DNS holds up (it takes 10 s to fail each name whose container
+    has gone, so a refresh after the peers stopped takes 10 s a peer) would keep a stopped member's process alive."""
     loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as e:  # handed to the awaiting coroutine
+            result, error = None, e
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the member stopped, nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=f"off-loop-{fn.__name__}", daemon=True).start()
+    return future
+
+
+async def _refresh_peers(member: Member, service: str, port: int, hosts: dict[str, str]) -> None:
     while True:
-        found = await loop.run_in_executor(None, discover, service, port)
+        if hosts:
+            found = await off_loop(resolve_names, hosts, port)
+        else:
+            found = await off_loop(discover, service, port)
         for name, addr in found.items():
             if name != member.cfg.name:
                 member.peers[name] = addr  # a restarted replica may come back with another address
@@ -192,21 +275,35 @@ async def settled_peers(service: str, port: int) -> dict[str, tuple[str, int]]:
     singleton view and waiting for a merge."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_MAX_S
-    found = await loop.run_in_executor(None, discover, service, port)
+    found = await off_loop(discover, service, port)
     stable_since = loop.time()
     while loop.time() - stable_since < SETTLE_S and loop.time() < deadline:
         await asyncio.sleep(0.25)
-        again = await loop.run_in_executor(None, discover, service, port)
+        again = await off_loop(discover, service, port)
         if again != found:
             found, stable_since = again, loop.time()
     return found
 
 
-async def amain(cfg: MemberConfig, service: str) -> None:
+async def named_peers(hosts: dict[str, str], port: int) -> dict[str, tuple[str, int]]:
+    """Every member of CHAOSBED_PEERS once all of them resolve (or what resolves after SETTLE_NAMES_S): members
+    whose services start together then know each other before their discovery."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_NAMES_S
+    found = await off_loop(resolve_names, hosts, port)
+    while len(found) < len(hosts) and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+        found = await off_loop(resolve_names, hosts, port)
+    return found
+
+
+async def amain(cfg: MemberConfig, service: str, hosts: dict[str, str] | None = None) -> None:
     member = Member(cfg)
-    member.peers.update({n: a for n, a in (await settled_peers(service, cfg.port)).items() if n != cfg.name})
+    hosts = hosts or {}
+    peers = await (named_peers(hosts, cfg.port) if hosts else settled_peers(service, cfg.port))
+    member.peers.update({n: a for n, a in peers.items() if n != cfg.name})
     ready = {"ip": cfg.ip, "history": cfg.history}
-    await serve(member, ready, alongside=_refresh_peers(member, service, cfg.port))
+    await serve(member, ready, alongside=_refresh_peers(member, service, cfg.port, hosts))
 
 
 def main() -> int:
@@ -219,7 +316,7 @@ def main() -> int:
     if not env.get("CHAOSBED_TOKEN"):
         print(json.dumps({"token": cfg.token}), flush=True)
     try:
-        asyncio.run(amain(cfg, env.get("CHAOSBED_SERVICE", "member")))
+        asyncio.run(amain(cfg, env.get("CHAOSBED_SERVICE", "member"), parse_peers(env.get("CHAOSBED_PEERS", ""))))
     except OSError as e:
         print(f"node {cfg.name}: {e}", file=sys.stderr)
         return 1

@@ -120,7 +120,8 @@ FAULT_FIELDS: dict[str, Field] = {
     "t": Field("int", False, "ns, on the histories' clock: when the fault took effect"),
     "event": Field("str", False, "start | fault"),
     "seed": Field("int", False, "the run's seed"),
-    "backend": Field("str", False, "start: sim | process | netns | docker"),
+    "backend": Field("str", False, "start: sim | process | netns | docker | swarm"),
+    "clocks": Field("object", False, "start, swarm: each host's clock against the orchestrator's (offset_ns, ...)"),
     "kind": Field("str", False, "fault: the fault kind (FAULT_KINDS)"),
     "id": Field("str", False, "a network fault's id (f1, f2, ...), named by a partial heal's `faults`"),
     "at": Field("str", False, 'a scheduled fault: its planned offset from the start line\'s t ("1.5s")'),
@@ -147,9 +148,9 @@ FAULT_FIELDS: dict[str, Field] = {
     "value": Field("any", False, "set: the new value"),
 }
 FAULT_KINDS = tuple(fault_kinds.KINDS)  # node/fault_kinds.py
-_NOT_COMMON = tuple(f for f in FAULT_FIELDS if f not in ("t", "event", "seed", "kind", "backend"))
+_NOT_COMMON = tuple(f for f in FAULT_FIELDS if f not in ("t", "event", "seed", "kind", "backend", "clocks"))
 FAULT_EVENTS: dict[str, Kind] = {
-    "start": Kind("orchestration/schedule.py (pytest_plugin.py)", ("t", "seed", "backend")),
+    "start": Kind("orchestration/schedule.py (pytest_plugin.py)", ("t", "seed", "backend"), ("clocks",)),
     "fault": Kind("orchestration/ (orchestration/fault_log.py)", ("t", "seed", "kind"), _NOT_COMMON),
 }
 

@@ -3,7 +3,9 @@
 Transports:
 - `udp`: unicast datagrams between members and IP multicast for group messages. Sockets are non-blocking and read
   until EAGAIN from `loop.add_reader` callbacks (asyncio's DatagramProtocol reads one datagram per loop pass), then
-  the whole batch is handled and the stack's output bundled and sent once.
+  the whole batch is handled and the stack's output bundled and sent once. With `ip_mcast = false` (JGroups' UDP
+  `ip_mcast=false`) a group message is a unicast datagram to every known peer instead, and no multicast socket is
+  opened: for networks that carry no IP multicast (Docker's overlay networks, most clouds).
 - `tcp`: one connection per pair of members, carrying length-prefixed datagrams; a multicast is sent to every
   peer (TCP does the retransmission, so NAKACK2 may run with xmit_interval <= 0).
 
@@ -49,6 +51,7 @@ class MemberConfig:
     mcast_group: str = "239.255.77.1"
     mcast_port: int = 0  # 0: port + 10000
     mcast_loop: bool = False  # True when members share a host (process backend)
+    ip_mcast: bool = True  # False: a multicast is a unicast to every peer (networks without IP multicast)
     control_port: int = 0  # 0: port + 1
     token: str = ""
     conn_id_start: int = 0  # 0: from the pid and time
@@ -122,6 +125,16 @@ class Member:
         uc.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1 if cfg.mcast_loop else 0)
         uc.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         uc.setblocking(False)
+        self.ucast = uc
+        self._sockets = [uc]
+        if cfg.ip_mcast:
+            self._sockets.append(self._multicast_socket())
+        assert self.loop is not None
+        for s in self._sockets:
+            self.loop.add_reader(s.fileno(), self._read_udp, s)
+
+    def _multicast_socket(self) -> socket.socket:
+        cfg = self.cfg
         mc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         mc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         mc.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -130,11 +143,7 @@ class Member:
         mreq = socket.inet_aton(cfg.mcast_group) + socket.inet_aton(cfg.ip)
         mc.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
         mc.setblocking(False)
-        self._sockets = [uc, mc]
-        self.ucast = uc
-        assert self.loop is not None
-        for s in self._sockets:
-            self.loop.add_reader(s.fileno(), self._read_udp, s)
+        return mc
 
     @property
     def running_loop(self) -> asyncio.AbstractEventLoop:
@@ -202,10 +211,18 @@ class Member:
             self.c["peers_learned"] += 1
 
     def _send_udp(self, dest: str | None, data: bytes) -> None:
+        if dest is None and not self.cfg.ip_mcast:
+            for name, addr in list(self.peers.items()):
+                if name != self.cfg.name:
+                    self._sendto(data, addr)
+            return
         target = (self.cfg.mcast_group, self.mcast_port) if dest is None else self.peers.get(name_of(dest))
         if target is None:
             self.c["unknown_peer"] += 1
             return
+        self._sendto(data, target)
+
+    def _sendto(self, data: bytes, target: tuple[str, int]) -> None:
         try:
             self.ucast.sendto(data, target)
         except OSError as e:

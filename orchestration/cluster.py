@@ -203,6 +203,11 @@ class Cluster(ABC):
             "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"
         )
 
+    def host_clocks(self) -> dict[str, dict[str, object]] | None:
+        """Per host of a cluster spread over several (swarm), its clock against the orchestrator's, for faults.jsonl;
+        None on one machine's one clock."""
+        return None
+
     # --- shared -----------------------------------------------------------------------------------------------------
 
     def __enter__(self) -> Cluster:

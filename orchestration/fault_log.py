@@ -2,7 +2,8 @@
 the one writer of its lines, for the scheduler (orchestration/schedule.py), `chaosbed fault`
 (orchestration/cli/fault.py), the pytest plugin's recording cluster and the simulator's own log (Simulation.write_run).
 
-A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend`; every other line
+A line is one JSON object, compact, keys in this order: `start` lines `event, t, seed, backend` (and `clocks` on a
+swarm); every other line
 `t, event ("fault"), seed, kind`, then the kind's fields (a network fault: `id`, its keys as node/fault_kinds.py
 names them, `for`; a heal: `faults`; a member action: its arguments), then a scheduled fault's `at` (and, made by a
 [[nemesis]], its `nemesis` and `round`), a late member action's `late` and `lag_ms`, and where a probe run measured it a
@@ -30,9 +31,13 @@ class FaultLog:
         self.on_event = on_event
         self.events: list[JsonObject] = []  # every line this log wrote, in order
 
-    def start(self, *, t: int, seed: int, backend: str) -> JsonObject:
-        """The first line: `t` is the instant the schedule's clock reads 0, `backend` the backend that runs it."""
-        return self._log({"event": "start", "t": t, "seed": seed, "backend": backend})
+    def start(self, *, t: int, seed: int, backend: str, clocks: Mapping[str, object] | None = None) -> JsonObject:
+        """The first line: `t` is the instant the schedule's clock reads 0, `backend` the backend that runs it, and
+        on a swarm `clocks`, each host's clock against the orchestrator's (orchestration/agent/client.py)."""
+        event: JsonObject = {"event": "start", "t": t, "seed": seed, "backend": backend}
+        if clocks:
+            event["clocks"] = dict(clocks)
+        return self._log(event)
 
     def fault(
         self,

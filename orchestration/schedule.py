@@ -140,7 +140,7 @@ def run_schedule(
     log = FaultLog(log_path, on_event=on_event)
     workloads = WorkloadTracker(cluster)
     t0 = _arm(cluster, schedule, seed)
-    log.start(t=t0, seed=seed, backend=cluster.backend_name)
+    log.start(t=t0, seed=seed, backend=cluster.backend_name, clocks=cluster.host_clocks())
     deadline = t0 + round(sc.timeout * 1e9)
     late: list[JsonObject] = []
     for inst in schedule.instants:

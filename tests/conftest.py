@@ -1,7 +1,7 @@
-"""What the whole suite shares: with CHAOSBED_REQUIRE (CI sets it: `netns,docker,jgroups`), the tests of those
-markers must run. A skipped one fails (a green run that silently skipped the chaos tests is the worst kind of green)
-unless its reason names a kernel feature this machine kind lacks (KERNEL_GAPS), and the session fails if a required
-marker had no test pass at all (they were deselected, or never collected)."""
+"""What the whole suite shares: with CHAOSBED_REQUIRE (CI sets it: `netns,docker,jgroups,swarm,spark_cluster`), the
+tests of those markers must run. A skipped one fails (a green run that silently skipped the chaos tests is the worst
+kind of green) unless its reason names a kernel feature this machine kind lacks (KERNEL_GAPS), and the session fails
+if a required marker had no test pass at all (they were deselected, or never collected)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Cluster backends, one Cluster API (orchestration/cluster.py): sim (in-process, virtual time), process (loopback,
-no root), netns (namespaces, root), docker (containers on a bridge network, root and a Docker engine)."""
+no root), netns (namespaces, root), docker (containers on a bridge network, root and a Docker engine), swarm
+(services on the hosts of a Docker Swarm, a chaos agent per host)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from orchestration.cluster import STATE_ROOT, ClusterError, ClusterSpec, MemberI
 if TYPE_CHECKING:
     from orchestration.backends.real import RealCluster
 
-BACKENDS = ("sim", "process", "netns", "docker")
+BACKENDS = ("sim", "process", "netns", "docker", "swarm")
 
 
 def backend_class(name: str, *, foreign: bool = False) -> type:
@@ -41,6 +42,10 @@ def backend_class(name: str, *, foreign: bool = False) -> type:
         from orchestration.backends.docker import DockerCluster
 
         return DockerCluster
+    if name == "swarm":
+        from orchestration.backends.swarm import SwarmCluster
+
+        return SwarmCluster
     if name == "compose":  # attached, not started: `chaosbed compose attach`
         from orchestration.backends.compose import ComposeCluster
 

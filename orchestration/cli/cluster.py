@@ -214,13 +214,15 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 @click.option("--all", "all_", is_flag=True, help="remove every chaosbed cluster and leftover of crashed runs")
 def down(label: str | None, all_: bool) -> None:
     """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
-    warm Spark service of this state root."""
+    warm Spark service and the Spark cluster of this state root."""
     from orchestration.backends.reap import reap_all
 
     if all_:
         removed = reap_all()
         if _stop_spark_service():
             removed.append("the Spark service")
+        if _stop_spark_cluster():
+            removed.append("the Spark cluster")
         console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
         return
     cluster = attach(label)
@@ -236,4 +238,15 @@ def _stop_spark_service() -> bool:
         return stop()
     except (SparkServiceError, OSError) as e:
         console.print(f"[bold red]the Spark service could not be stopped[/]: {e}")
+        return False
+
+
+def _stop_spark_cluster() -> bool:
+    """`down --all` also stops the Spark standalone cluster of this state root (True if one ran)."""
+    from analysis.spark_cluster import SparkClusterError, stop
+
+    try:
+        return stop()
+    except (SparkClusterError, OSError) as e:
+        console.print(f"[bold red]the Spark cluster could not be stopped[/]: {e}")
         return False

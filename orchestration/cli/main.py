@@ -2,7 +2,7 @@
 
 cluster (up, status, send, down), run (run, check), demo (demo), fault (fault ..., nemesis), matrix (matrix,
 bugs ...), spark (spark ...), sim (sim), compose (compose ...), stacks (stacks), systems (systems, conform), members
-(kill, restart, pause, resume, leave). What they share (console, value parsers, backend choices,
+(kill, restart, pause, resume, leave), swarm (swarm ...). What they share (console, value parsers, backend choices,
 --cluster/--spark/--master, attaching to a cluster) is options.py, what several print about a run is output.py. Only
 this module adds the commands to `main`, so the command modules never import it; `python -m orchestration` and
 `python -m orchestration.cli` are the whole command line.
@@ -24,6 +24,7 @@ from orchestration.cli.run import check, run
 from orchestration.cli.sim import sim
 from orchestration.cli.spark import spark
 from orchestration.cli.stacks import stacks
+from orchestration.cli.swarm import swarm
 from orchestration.cli.systems import conform, systems
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     """chaosbed: reproduce partition-heal bugs of group-communication protocols on a laptop."""
 
 
-_COMMANDS = (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks)
+_COMMANDS = (up, status, send, down, run, check, demo, fault, nemesis, matrix, bugs, spark, sim, compose, stacks, swarm)
 for _command in (*_COMMANDS, systems, conform, kill, restart, pause, resume, leave):
     main.add_command(_command)
 main.add_command(explore)

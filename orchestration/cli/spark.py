@@ -1,5 +1,6 @@
-"""`chaosbed spark start|status|stop`: the warm Spark service (analysis/spark_service.py). The `--spark` option of
-the commands that check histories (check, run, matrix, bugs run) is in cli_options.py."""
+"""`chaosbed spark start|status|stop`: the warm Spark service (analysis/spark_service.py); `chaosbed spark cluster
+...` (a standalone cluster) is spark_cluster.py. The `--spark` option of the commands that check histories (check,
+run, matrix, bugs run) is in cli_options.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import click
 
 from orchestration.cli.options import console, duration_arg
+from orchestration.cli.spark_cluster import spark_cluster
 
 
 def _ago(seconds: float) -> str:
@@ -20,7 +22,11 @@ def _ago(seconds: float) -> str:
 
 @click.group()
 def spark() -> None:
-    """The warm Spark service: a local Spark Connect server that checks share (no JVM start per check)."""
+    """The warm Spark service: a local Spark Connect server that checks share (no JVM start per check); `spark
+    cluster`: a standalone Spark cluster on this machine."""
+
+
+spark.add_command(spark_cluster)
 
 
 @spark.command("start")

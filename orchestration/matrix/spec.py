@@ -34,7 +34,7 @@ from orchestration.runner import toml_value
 from orchestration.scenario import CHECKS, CLUSTER_KEYS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
 from orchestration.systems import unavailable
 
-BACKENDS = ("sim", "process", "netns", "docker")
+BACKENDS = ("sim", "process", "netns", "docker", "swarm")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
 EXPECT_KEYS = {"scenario", "where", "result", "violates"}
 # an axis may also set any [cluster] key a scenario file leaves out (scenario.CLUSTER_KEYS: system included)

@@ -71,7 +71,7 @@ class System:
 
     @property
     def backends(self) -> tuple[str, ...]:
-        return ("sim", *REAL_BACKENDS) if self.native else REAL_BACKENDS
+        return ("sim", *REAL_BACKENDS, "swarm") if self.native else REAL_BACKENDS
 
     @property
     def label(self) -> str:
