@@ -120,7 +120,8 @@ def explore(
         _refuse_for_soak(backend)
         from orchestration.cli.soak import soak
 
-        soak(scenario_file, backend, budget or DEFAULT_BUDGET_S, kinds, interval, sets, seed, out, spark)
+        budget_s = DEFAULT_BUDGET_S if budget is None else budget
+        soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
         return
     if interval is not None:
         raise click.BadParameter("a nemesis round's interval is for a soak (--backend netns|docker|process)")

@@ -35,7 +35,7 @@ def soak(
         plan = SoakPlan(
             budget,
             nemesis or "combined",
-            interval or ROUND_S,
+            ROUND_S if interval is None else interval,
             seed if seed is not None else int(base.get("seed", 0)),
         )
         sc = parse(soak_scenario(base, plan))

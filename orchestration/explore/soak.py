@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.nemesis import KINDS, MIN_MEMBERS
+from node.units import parse_duration
 from orchestration.scenario import ScenarioError
 
 SETTLE_S = 15.0  # the workload and the nemesis end this long before the budget: the last heal's recovery
@@ -54,6 +55,8 @@ def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
     if plan.nemesis not in KINDS:
         known = ", ".join(sorted(KINDS))
         raise ScenarioError(f"--nemesis {plan.nemesis!r}: a soak runs one nemesis kind: {known}")
+    if plan.interval <= 0:
+        raise ScenarioError(f"--interval: a nemesis round needs a duration > 0, not {plan.interval:g}s")
     if plan.rounds < 1:
         need = SETTLE_S + FIRST_ROUND_S + plan.interval
         raise ScenarioError(
@@ -74,7 +77,7 @@ def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
                 f"workload[{i}].rate: a soak stretches paced workloads over its budget; give this one a rate "
                 f"(messages/s per sender), e.g. --set workload.{i}.rate=100"
             )
-        start = float(_seconds(w.get("start", 0)))
+        start = parse_duration(w.get("start", 0), f"workload[{i}].start", error=ScenarioError)
         w["count"] = max(1, math.ceil(rate * (plan.sending - start)))
     interval = f"{plan.interval:g}s"
     raw["nemesis"] = [
@@ -91,12 +94,6 @@ def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
     raw["name"] = f"{raw.get('name', 'scenario')}-soak"
     raw["seed"] = plan.seed
     return raw
-
-
-def _seconds(value: object) -> float:
-    from node.units import parse_duration
-
-    return parse_duration(value, "workload.start") if isinstance(value, str) else float(str(value))
 
 
 @dataclass

@@ -45,6 +45,7 @@ def test_workloads_send_for_the_whole_run_and_the_nemesis_fills_it() -> None:
         ({"workload": [{"kind": "unicast", "from": "*", "to": "*", "count": 10}]}, SoakPlan(60), "workload[0].rate"),
         ({"workload": []}, SoakPlan(60), "workload: a soak needs a workload"),
         ({}, SoakPlan(20), "--budget: a soak needs at least 27s"),
+        ({}, SoakPlan(60, interval=0), "--interval: a nemesis round needs a duration > 0"),
         ({}, SoakPlan(60, "partition"), "--nemesis 'partition': a soak runs one nemesis kind"),
         ({"cluster": {"members": 2}}, SoakPlan(60, "bridge"), "cluster.members: the bridge nemesis needs 3 members"),
     ],
