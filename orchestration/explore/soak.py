@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -172,13 +173,14 @@ def write_summary(out: Path, summary: SoakSummary) -> None:
 
 def send_rate(history: Path, sending: float, buckets: int = BUCKETS) -> list[float]:
     """Messages sent per second in `buckets` equal parts of the sending time, from the first send on."""
-    times = sorted(_send_times(history))
+    times = array("q", _send_times(history))  # 8 bytes a send: a 10-minute soak sends ~10^7
     if not times:
         return []
+    first = min(times)
     width = sending * 1e9 / buckets
     counts = [0] * buckets
     for t in times:
-        counts[min(buckets - 1, int((t - times[0]) // width))] += 1
+        counts[min(buckets - 1, int((t - first) // width))] += 1
     return [n / (width / 1e9) for n in counts]
 
 
