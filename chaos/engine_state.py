@@ -4,9 +4,12 @@ fault` commands, their timers), under the engine's file lock."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
 from chaos.faults import FaultRecord
@@ -70,3 +73,30 @@ class EngineState:
             timers={str(k): int(v) for k, v in doc.get("timers", {}).items()},
             clock_offset=int(offset) if offset is not None else None,
         )
+
+
+STATE_FILE = "chaos.json"  # a fault table's state in its cluster's state folder, next to chaos.lock
+
+
+def load_state(folder: Path) -> EngineState:
+    """The fault table's state in `folder` (empty where none was written yet)."""
+    try:
+        return EngineState.from_json((folder / STATE_FILE).read_text())
+    except FileNotFoundError:
+        return EngineState()
+
+
+@contextlib.contextmanager
+def locked_state(folder: Path) -> Iterator[EngineState]:
+    """The state in `folder` under its lock file, written back (atomically) when the block ends, also on error:
+    one writer at a time across processes (the orchestrator, `chaosbed fault`, a `for` timer)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "chaos.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = load_state(folder)
+        try:
+            yield state
+        finally:
+            tmp = (folder / STATE_FILE).with_suffix(".tmp")
+            tmp.write_text(state.to_json())
+            tmp.replace(folder / STATE_FILE)

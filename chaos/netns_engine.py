@@ -20,16 +20,23 @@ cluster's wire profile (`wire`: chaosbed's own, or a foreign system's such as jg
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from chaos import kernel, netem
-from chaos.engine_state import EngineState, HandlerState, HandlerStats, handler_stats
+from chaos.engine_state import (
+    STATE_FILE,
+    EngineState,
+    HandlerState,
+    HandlerStats,
+    handler_stats,
+    load_state,
+    locked_state,
+)
 from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import ChaosError, Fault, FaultRecord, TimedFault, fault_order
 from chaos.nfqueue import HandlerClient, HandlerProcess, HandlerStartError, default_max_len
@@ -55,7 +62,7 @@ class NetnsFaultEngine:
         self.members = members
         self.transport = transport
         self.wire = wire
-        self._state_path = self.state_dir / "chaos.json"
+        self._state_path = self.state_dir / STATE_FILE
         self._procs: dict[str, HandlerProcess] = {}  # the handlers this process started
 
     # --- the fault table ------------------------------------------------------------------------------------------
@@ -314,23 +321,10 @@ class NetnsFaultEngine:
     # --- state ----------------------------------------------------------------------------------------------------
 
     def _load(self) -> EngineState:
-        try:
-            return EngineState.from_json(self._state_path.read_text())
-        except FileNotFoundError:
-            return EngineState()
+        return load_state(self.state_dir)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[EngineState]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / "chaos.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = self._load()
-            try:
-                yield state
-            finally:
-                tmp = self._state_path.with_suffix(".tmp")
-                tmp.write_text(state.to_json())
-                tmp.replace(self._state_path)
+    def _locked(self) -> contextlib.AbstractContextManager[EngineState]:
+        return locked_state(self.state_dir)
 
 
 def _is_a_fault_table(engine: NetnsFaultEngine) -> FaultTable:

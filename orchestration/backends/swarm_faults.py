@@ -7,14 +7,13 @@ CLOCK_MONOTONIC; each agent moves it by its host's offset (0 on one kernel), and
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from chaos.engine_state import EngineState
+from chaos.engine_state import EngineState, load_state, locked_state
 from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import ChaosError, Fault, FaultRecord, TimedFault
 from chaos.normalize import normalize
@@ -39,7 +38,6 @@ class SwarmFaultTable:
     ) -> None:
         self.state_dir, self.label, self.members, self.transport = Path(state_dir), label, members, transport
         self.agents, self.clocks, self.endpoints = agents, clocks, endpoints
-        self._state_path = self.state_dir / "chaos.json"
 
     # --- the fault table ------------------------------------------------------------------------------------------
 
@@ -153,23 +151,10 @@ class SwarmFaultTable:
             raise ChaosError(str(e)) from None
 
     def _load(self) -> EngineState:
-        try:
-            return EngineState.from_json(self._state_path.read_text())
-        except FileNotFoundError:
-            return EngineState()
+        return load_state(self.state_dir)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[EngineState]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / "chaos.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = self._load()
-            try:
-                yield state
-            finally:
-                tmp = self._state_path.with_suffix(".tmp")
-                tmp.write_text(state.to_json())
-                tmp.replace(self._state_path)
+    def _locked(self) -> contextlib.AbstractContextManager[EngineState]:
+        return locked_state(self.state_dir)
 
 
 def _is_a_fault_table(table: SwarmFaultTable) -> FaultTable:
