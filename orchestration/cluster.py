@@ -11,12 +11,13 @@ create (`cb` + 6 hex digits) and keep their state under STATE_ROOT/<label>/ so `
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
@@ -154,6 +155,22 @@ class Cluster(ABC):
     @abstractmethod
     def start(self, timeout: float = 30.0) -> Cluster:
         """Starts every member; returns self once each answers its control commands."""
+
+    def _write_state(self, token: str, network: Mapping[str, object]) -> None:
+        """state.json in the state folder (written atomically), which orchestration.backends.attach reads back: the
+        spec, the control token, the members and what the backend keeps of its network."""
+        state = {
+            "label": self.label,
+            "backend": self.backend_name,
+            "spec": asdict(self.spec),
+            "token": token,
+            "workdir": str(self.workdir),
+            "members": {n: asdict(m) for n, m in self.members.items()},
+            "network": dict(network),
+        }
+        tmp = self.state_dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.state_dir / "state.json")
 
     @abstractmethod
     def down(self) -> None:

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
@@ -270,18 +269,7 @@ class RealCluster(Cluster):
     # --- state ----------------------------------------------------------------------------------------------------
 
     def _save_state(self) -> None:
-        state = {
-            "label": self.label,
-            "backend": self.backend_name,
-            "spec": asdict(self.spec),
-            "token": self.token,
-            "workdir": str(self.workdir),
-            "members": {n: asdict(m) for n, m in self.members.items()},
-            "network": self._network_state(),
-        }
-        tmp = self.state_dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_dir / "state.json")
+        self._write_state(self.token, self._network_state())
 
     def _network_state(self) -> dict[str, object]:
         return {}

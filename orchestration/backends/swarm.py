@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -401,23 +400,13 @@ class SwarmCluster(Cluster):
     # --- state ----------------------------------------------------------------------------------------------------
 
     def _save_state(self) -> None:
-        state = {
-            "label": self.label,
-            "backend": self.backend_name,
-            "spec": asdict(self.spec),
-            "token": self.token,
-            "workdir": str(self.workdir),
-            "members": {n: asdict(m) for n, m in self.members.items()},
-            "network": {
-                "placement": self.placement,
-                "history_dirs": self.history_dirs,
-                "leaving": sorted(self._leaving),
-                "clocks": {h: c.to_json() for h, c in self.clocks.items()},
-            },
+        network = {
+            "placement": self.placement,
+            "history_dirs": self.history_dirs,
+            "leaving": sorted(self._leaving),
+            "clocks": {h: c.to_json() for h, c in self.clocks.items()},
         }
-        tmp = self.state_dir / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_dir / "state.json")
+        self._write_state(self.token, network)
 
     def _restore_network(self, network: dict[str, Any]) -> None:
         self.placement = dict(network.get("placement", {}))
