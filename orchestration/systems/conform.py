@@ -52,18 +52,9 @@ class Failed(Exception):
 def read_events(path: Path) -> list[dict[str, Any]]:
     """A history's whole lines that are JSON objects (others are the `histories` item's business)."""
     try:
-        lines = path.read_bytes().split(b"\n")[:-1]
+        return read_events_from(path.read_bytes())
     except OSError:
         return []
-    out = []
-    for raw in lines:
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
 
 
 def wait_for(what: str, found: Callable[[], Any], timeout: float = WAIT) -> Any:
