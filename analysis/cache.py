@@ -1,8 +1,9 @@
 """The Parquet cache of a checked folder: its layout, its part files' settings and its summary.
 
-`ingest.py` (pyarrow or DuckDB) and `spark_ingest.py` (Spark's JSON source) fill the same layout: one folder of
-Parquet parts per (run, sender) group under `<checked folder>/.chaosbed-cache/groups/`, and `summary.json` with each
-run's RunSummary and the manifest of groups, valid while the history files keep their size and mtime.
+`ingest.py` (in the driver) and `spark_ingest.py` (on a cluster's executors) fill the same layout with the same
+reader (`history_reader.py`: DuckDB or pyarrow): one folder of Parquet parts per (run, sender) group under
+`<checked folder>/.chaosbed-cache/groups/` (`part-<k>.parquet` from the run's k-th history file), and `summary.json`
+with each run's RunSummary and the manifest of groups, valid while the history files keep their size and mtime.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,6 +83,16 @@ class RunSummary:
         slot[event] = (
             [n, tmin, tmax, pos] if not old else [old[0] + n, min(old[1], tmin), max(old[2], tmax), max(old[3], pos)]
         )
+
+    def merge(self, other: RunSummary) -> None:
+        """Adds another file's summary, as add_table of its events (and extending the lists) would have."""
+        for member, evs in other.members.items():
+            for event, (n, tmin, tmax, pos) in evs.items():
+                self.add_counts(member, event, n, tmin, tmax, pos)
+        self.views.extend(other.views)
+        self.bad_lines.extend(other.bad_lines)
+        self.empty_files.extend(other.empty_files)
+        self.events += other.events
 
     def add_table(self, tbl: pa.Table) -> None:
         """Adds one history file's events (with `pos`) to the counters and the view list."""
@@ -152,6 +164,14 @@ def write_summary(
     tmp.replace(path)
 
 
+def summary_from_doc(doc: dict[str, Any]) -> RunSummary:
+    """A RunSummary from its JSON form (dataclasses.asdict of one)."""
+    s = dict(doc)
+    bad = [BadLine(**b) for b in s.pop("bad_lines")]
+    views: list[ViewEvent] = [(m, t, pos, vid, members, merge) for m, t, pos, vid, members, merge in s.pop("views")]
+    return RunSummary(**s, views=views, bad_lines=bad)
+
+
 def read_summary(path: Path, fingerprint: dict[str, object]) -> tuple[dict[str, RunSummary], list[Group]] | None:
     try:
         doc = json.loads(path.read_text())
@@ -159,11 +179,7 @@ def read_summary(path: Path, fingerprint: dict[str, object]) -> tuple[dict[str, 
         return None
     if doc.get("fingerprint") != fingerprint:
         return None
-    out = {}
-    for name, s in doc["runs"].items():
-        bad = [BadLine(**b) for b in s.pop("bad_lines")]
-        views: list[ViewEvent] = [(m, t, pos, vid, members, merge) for m, t, pos, vid, members, merge in s.pop("views")]
-        out[name] = RunSummary(**s, views=views, bad_lines=bad)
+    out = {name: summary_from_doc(s) for name, s in doc["runs"].items()}
     groups = [Group(**g) for g in doc["groups"]]
     if not all((path.parent / g.path).is_dir() for g in groups):
         return None

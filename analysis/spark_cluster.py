@@ -2,9 +2,9 @@
 classes (`bin/spark-class org.apache.spark.deploy.master.Master` and `...deploy.worker.Worker` under pyspark's
 SPARK_HOME, the way Spark's own sbin scripts start them, without their daemon wrapper that writes into
 site-packages), bound to 127.0.0.1. `chaosbed check --spark spark://127.0.0.1:PORT` (or `--master`) then checks on
-it: the executors read the history files and write the Parquet cache themselves (analysis/spark_ingest.py), and
-read the cache's group files in the check job (analysis/spark_job.py); the driver gets only counters, views and
-violations.
+it: the executors parse the history files with local mode's reader and write the Parquet cache themselves
+(analysis/spark_ingest.py), and read the cache's group files in the check job (analysis/spark_job.py); the driver
+gets only each file's summary (counters, views, unparseable lines) and the violations.
 
 State (`$CHAOSBED_STATE/spark-cluster/`, next to the Spark service's `spark/`):
   state.json          the running cluster (ClusterInfo): the master's URL and web UI port, every JVM's pid

@@ -5,9 +5,11 @@
 Writes a matrix of 2 runs of 5 members (analysis/synth.py, one violation of each kind in the first run), starts a
 standalone cluster of --workers workers of one core each (`chaosbed spark cluster start`, analysis/spark_cluster.py;
 a cluster that already runs is used and left running), and checks the histories in a fresh process each way, the
-cache removed first: `--master spark://...` (the executors read the JSON lines and write the cache) and `--spark
-local` (an in-process session with local[*]). Prints both wall times (median of --repeat), the cluster's over
-local's, and the violations each found (they must be the same). On one machine the workers share its cores with
+cache removed first: `--master spark://...` (the executors parse the JSON lines with local mode's reader and write
+the cache: analysis/spark_ingest.py) and `--spark local` (the driver parses them; an in-process session with
+local[*]). Prints both wall times (median of --repeat) with the last check's Spark start, ingest and checks (local
+mode starts Spark while it ingests), the cluster's over local's, and the violations each found (they must be the
+same). On one machine the workers share its cores with
 the driver: the ratio measures what a cluster costs here, not what more machines would gain.
 """
 
@@ -55,8 +57,10 @@ def main(argv: list[str] | None = None) -> None:
             runs = [fresh_check(root, target) for _ in range(args.repeat)]
             walls[name] = statistics.median(r["wall"] for r in runs)
             found[name] = Counter(runs[-1]["found"])
-            print(f"{name:>8}: {walls[name]:.2f} s wall, {events / walls[name] / 1e3:,.0f}k events/s "
-                  f"(ingest {runs[-1]['ingest']:.2f} s, checks {runs[-1]['checks']:.2f} s)", flush=True)  # fmt: skip
+            last = runs[-1]
+            print(f"{name:>8}: {walls[name]:.2f} s wall, {events / walls[name] / 1e3:,.0f}k events/s (Spark start "
+                  f"{last['spark_start']:.2f} s, ingest {last['ingest']:.2f} s, checks {last['checks']:.2f} s)",
+                  flush=True)  # fmt: skip
         print(f"cluster / local: {walls['cluster'] / walls['local']:.2f}x")
         expected = Counter(e.check for t in truths for e in t.expected)
         print(f"violations: injected {dict(expected)}; cluster {dict(found['cluster'])}; local {dict(found['local'])}")

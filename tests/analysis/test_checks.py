@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis.config import InputError
 from analysis.pipeline import Analysis, analyze
 from analysis.reference import check_path
 from analysis.stats import NOT_REQUIRED_REASONS
 from analysis.synth import Truth, write_run
-from tests.analysis.helpers import expected_keys, violation_keys
+from tests.analysis.helpers import cache_snapshot, cut_line_at_kill, expected_keys, violation_keys
 
 pytestmark = pytest.mark.spark
 
@@ -147,16 +148,48 @@ def test_views_converge_bound(tmp_path: Path, spark: object) -> None:
     assert sorted((v.check, v.receiver) for v in late) == [("views_converge", m) for m in "ABCD"]
 
 
-def test_spark_json_reader_gives_the_same_results(tmp_path: Path, spark: object) -> None:
-    """The reader used with cluster masters (Spark's JSON source) against the local pyarrow one."""
-    for spec in ("truncated", "gap:multicast", "duplicate", "restart"):
-        write_run(tmp_path / _name(spec), members=3, rounds=20, inject=[spec])
+def test_spark_reader_writes_the_local_cache_and_results(tmp_path: Path, spark: object) -> None:
+    """The ingest of cluster masters (the files parsed on the executors: spark_ingest.py) against local mode's: the
+    same summary (bad lines with their line numbers and neighbours' times, views, counters, empty files), the same
+    part files, the same results and statistics."""
+    specs = ("truncated", "gap:multicast", "duplicate", "restart")
+    truths = {_name(s): write_run(tmp_path / _name(s), members=3, rounds=20, inject=[s]) for s in specs}
+    cut_line_at_kill(tmp_path / "restart")  # a cut-off line in the middle of a file, skipped: its member was killed
+    (tmp_path / "duplicate" / "history" / "Z.jsonl").write_text("\n\n")  # a file without events
+    damaged = tmp_path / "gap-multicast" / "history" / "A.jsonl"
+    with damaged.open("a") as f:  # `t` as text: the file is read line by line
+        f.write('{"t":"7","member":"A","event":"stop"}\n')
     arrow = analyze(tmp_path, reader="arrow")
+    local_cache = cache_snapshot(tmp_path)
     on_spark = analyze(tmp_path, reader="spark")
+    assert on_spark.timings["from_cache"] == 0.0
+    assert cache_snapshot(tmp_path) == local_cache
+    runs = local_cache[0]["runs"]
+    (cut,) = runs["restart"]["bad_lines"]
+    assert (cut["file"], cut["last"]) == (f"history/{truths['restart'].killed[0]}.jsonl", False)
+    assert cut["line"] > 1 and cut["prev_t"] is not None and cut["next_t"] is not None
+    assert [(b["file"], b["line"]) for b in runs["gap-multicast"]["bad_lines"]] == [
+        ("history/A.jsonl", len(damaged.read_text().splitlines()))
+    ]
+    assert runs["duplicate"]["empty_files"] == ["history/Z.jsonl"]
     for name in arrow.results:
         assert violation_keys(on_spark.results[name].violations) == violation_keys(arrow.results[name].violations)
-        a, b = arrow.stats[name].to_json(), on_spark.stats[name].to_json()
-        assert {k: v for k, v in a.items() if k != "skipped"} == {k: v for k, v in b.items() if k != "skipped"}
+        assert on_spark.stats[name].to_json() == arrow.stats[name].to_json(), name
+
+
+def test_spark_reader_reports_a_damaged_line_as_local_mode_does(tmp_path: Path, spark: object) -> None:
+    """A damaged line in the middle of a file (its member not killed there) stops the check with the same message
+    (file and line number) whichever process parsed the file."""
+    write_run(tmp_path / "r", members=3, rounds=10)
+    path = tmp_path / "r" / "history" / "B.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:5], '{"t":12,"member":"B",', *lines[5:]]) + "\n")
+    errors = []
+    for reader in ("arrow", "spark"):
+        with pytest.raises(InputError) as caught:
+            analyze(tmp_path / "r", reader=reader)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and f"{path}:6: not a complete JSON event" in errors[0], errors
 
 
 def test_dataframe_entry_point_agrees(tmp_path: Path, spark: object) -> None:

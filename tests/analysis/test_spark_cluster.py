@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from analysis import spark_cluster
+from analysis.synth import write_run
+from tests.analysis.helpers import cache_snapshot, cut_line_at_kill
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,3 +87,33 @@ def test_a_matrix_checked_on_a_standalone_cluster_gives_the_local_verdicts(
     doc = spark_cluster.master_json(info.webui_port) or {}
     apps = [a for a in doc.get("completedapps", []) if a.get("name") == "chaosbed-check"]
     assert apps and all(a.get("cores") == 2 for a in apps), doc.get("completedapps")
+
+
+def test_the_cluster_ingest_writes_local_modes_cache_and_reports_bad_lines_alike(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    """The executors parse the history files with local mode's reader: the same summary.json (bad lines with their
+    line numbers and neighbours' times, counters, views), the same part files and verdicts as `--spark local` on the
+    same folder; and a damaged line stops both checks with the same message (its file and line)."""
+    url, env = cluster
+    runs = tmp_path / "runs"
+    truths = {spec: write_run(runs / spec, members=3, rounds=30, inject=[spec]) for spec in ("truncated", "restart")}
+    write_run(runs / "duplicate", members=3, rounds=30, inject=["duplicate"])
+    cut_line_at_kill(runs / "restart")
+    targets = (("--master", url), ("--spark", "local"))
+    seen = []
+    for target in targets:
+        checked = chaosbed("check", str(runs), *target, env=env)
+        assert checked.returncode == 1, checked.stderr[-2000:]  # the duplicate
+        seen.append((cache_snapshot(runs), verdicts(runs)))
+    assert seen[0] == seen[1]
+    bad = {name: [(b["file"], b["line"]) for b in run["bad_lines"]] for name, run in seen[1][0][0]["runs"].items()}
+    cut = f"history/{truths['truncated'].killed[0]}.jsonl"
+    assert bad["truncated"] == [(cut, len((runs / "truncated" / cut).read_text().splitlines()))]
+    assert [f for f, _ in bad["restart"]] == [f"history/{truths['restart'].killed[0]}.jsonl"]
+    damaged = runs / "duplicate" / "history" / "B.jsonl"
+    lines = damaged.read_text().splitlines()
+    damaged.write_text("\n".join([*lines[:7], '{"t":5,"mem', *lines[7:]]) + "\n")
+    errors = [chaosbed("check", str(runs), *target, env=env) for target in targets]
+    assert [e.returncode for e in errors] == [2, 2]
+    assert errors[0].stderr == errors[1].stderr and f"{damaged}:8: not a complete JSON event" in errors[0].stderr

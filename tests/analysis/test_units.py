@@ -12,6 +12,7 @@ from analysis.config import CheckConfig, InputError, parse_duration, read_checks
 from analysis.ingest import JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults, read_schedule_start
 from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
+from analysis.spark_ingest import plan_files
 from analysis.spark_job import MIN_ROWS_PER_TASK, plan_tasks
 from analysis.verdict import Violation, sort_violations, verdict_doc
 from tests.analysis.helpers import write_lines
@@ -158,6 +159,18 @@ def test_tasks_grow_with_the_rows_up_to_two_per_slot() -> None:
     mixed = plan_tasks(groups(*range(1, 40_000, 1_000)), slots=2)
     assert sorted(g.key for t in mixed for g in t) == sorted(g.key for g in groups(*range(1, 40_000, 1_000)))
     assert sizes(mixed) == sorted(sizes(mixed), reverse=True)
+
+
+def test_ingest_tasks_are_whole_files_largest_first_small_ones_together() -> None:
+    """The cluster ingest's tasks: one per file once each task has enough bytes to pay for itself (the largest first,
+    so the slots take the next file as they free), small files packed onto few tasks; every file in one task."""
+    mib = 1 << 20
+    assert plan_files([10 * mib, 30 * mib, 20 * mib]) == [[1], [2], [0]]
+    assert plan_files([mib, 2 * mib, mib]) == [[1, 0, 2]]
+    assert plan_files([9 * mib, 3 * mib, 2 * mib, mib]) == [[0], [1, 2, 3]]
+    assert plan_files([0, 0]) == [[0, 1]]
+    tasks = plan_files([(i % 7 + 1) * mib for i in range(40)], min_task_bytes=16 * mib)
+    assert sorted(i for t in tasks for i in t) == list(range(40)) and len(tasks) == 10
 
 
 def test_liveness_and_incarnations(tmp_path: Path) -> None:
