@@ -8,10 +8,14 @@ import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestration.agent.host import Host
 from orchestration.agent.server import Agent, Server
+
+EXIT_WITH_CHECK_S = 0.5
 
 
 def main(argv: list[str]) -> int:
@@ -21,6 +25,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--docker", default="unix:///var/run/docker.sock", help="this host's Docker engine")
     parser.add_argument("--state", required=True, type=Path, help="the agent's folder (histories, fault tables)")
     parser.add_argument("--name", required=True, help="this host's name in the swarm")
+    parser.add_argument(
+        "--exit-with", type=int, default=None, metavar="PID", help="end (healing everything) when this process ends"
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("agent: needs root (it enters the member containers' network namespaces)", file=sys.stderr)
@@ -52,12 +59,33 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, stop)
     watchdog = threading.Thread(target=agent.watch_leases, daemon=True)
     watchdog.start()
+    if args.exit_with is not None:
+        threading.Thread(target=_exit_with, args=(args.exit_with, stop), daemon=True).start()
     print(json.dumps({"ready": True, "pid": os.getpid(), "listen": args.listen, "recovered": healed}), flush=True)
     with server:
         server.serve_forever(poll_interval=0.2)
     for c in list(host.clusters.values()):  # a stopped agent leaves no fault and no attached namespace behind
         host.release(c, remove_files=False)
     return 0
+
+
+def _exit_with(pid: int, stop: Callable[[int, object], None]) -> None:
+    """Stops the agent when process `pid` ends (checked by its start time too, so a reused pid does not count)."""
+    import psutil
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        started = None
+    while started is not None:
+        try:
+            if psutil.Process(pid).create_time() != started:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(EXIT_WITH_CHECK_S)  # polling a process we cannot wait for (not our child), for the agent's life
+    print(json.dumps({"exit_with": pid, "ended": True, "t": time.time()}), flush=True)
+    stop(signal.SIGTERM, None)
 
 
 if __name__ == "__main__":

@@ -221,7 +221,8 @@ class Host:
 
     def recover(self) -> list[str]:
         """At start: heals what an earlier agent of this host installed and could not remove (it was killed), from
-        the clusters' files."""
+        the clusters' files: the members' namespaces are attached again from their containers (an agent's
+        attachments may have died with it: the service's agents keep them in a private /run/netns)."""
         healed = []
         for folder in sorted((self.state / "clusters").glob("*")) if (self.state / "clusters").is_dir() else []:
             try:
@@ -231,13 +232,24 @@ class Host:
             endpoints = {n: Endpoint(n, str(v[0]), str(v[1])) for n, v in doc.get("endpoints", {}).items()}
             c = ClusterOnHost(folder.name, folder, 0.0, 0.0, str(doc.get("transport", "udp")), endpoints,
                               dict(doc.get("local", {})), expired_at=time.time())  # fmt: skip
-            c.local = {n: cid for n, cid in c.local.items() if n in endpoints}
-            live = set(list_namespaces())
-            c.local = {n: cid for n, cid in c.local.items() if endpoints[n].ns in live}
+            c.local = {n: cid for n, cid in c.local.items() if n in endpoints and self._reattach(endpoints[n].ns, cid)}
             self.heal(c, "an earlier agent of this host left it")
             self.clusters[c.label] = c
             healed.append(c.label)
         return healed
+
+    def _reattach(self, ns: str, container_id: str) -> bool:
+        """Namespace `ns` attached to the container's, if it still runs (True) or still attached (True)."""
+        import docker
+
+        if ns in list_namespaces():
+            return True
+        try:
+            container = self.docker.containers.get(container_id)
+            pid = int(container.attrs["State"]["Pid"])
+        except (docker.errors.DockerException, KeyError, ValueError):
+            return False
+        return pid > 0 and _ip("netns", "attach", ns, str(pid), check=False)
 
     # --- members ------------------------------------------------------------------------------------------------
 
@@ -316,7 +328,9 @@ def _member_pid(init_pid: int) -> int:
     return init_pid
 
 
-def _ip(*args: str, check: bool = True) -> None:
+def _ip(*args: str, check: bool = True) -> bool:
+    """Runs `ip ARGS`; whether it succeeded (AgentError saying why if not and `check`)."""
     proc = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AgentError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.returncode == 0

@@ -5,7 +5,8 @@ constant time); a request without it, or with another, gets an error and nothing
 Requests (`{"token": ..., "cmd": ..., ...}`; replies `{"ok": true, ...}` or `{"ok": false, "error": ...}`):
 
   hello                          host name, boot id, CLOCK_MONOTONIC and CLOCK_REALTIME now (the orchestrator
-                                 estimates this host's clock offset from these, host.py's callers: client.py)
+                                 estimates this host's clock offset from these, host.py's callers: client.py), and
+                                 the agent's pid (in its host's pid namespace)
   prepare   cluster, lease_s     registers a cluster, its lease starts; returns its history folder on this host
   lease     cluster              renews the lease (every cluster request does); says whether it had run out
   attach    cluster, members, transport      attaches the local members' namespaces; their addresses and pids
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import socketserver
 import threading
 import time
@@ -106,7 +108,8 @@ class Agent:
         return c
 
     def hello(self, req: dict[str, Any]) -> dict[str, object]:
-        return {"host": self.host.name, "boot_id": boot_id(), "mono_ns": time.monotonic_ns(), "real_ns": time.time_ns()}
+        return {"host": self.host.name, "boot_id": boot_id(), "mono_ns": time.monotonic_ns(), "real_ns": time.time_ns(),
+                "pid": os.getpid()}  # fmt: skip
 
     def faults(self, req: dict[str, Any]) -> dict[str, object]:
         c = self._cluster(req)

@@ -72,6 +72,71 @@ def swarm_down() -> None:
     console.print("the local swarm is down" if removed else "no local swarm was running")
 
 
+@swarm.group("agents")
+def swarm_agents() -> None:
+    """The chaos agents of a swarm of real hosts ($CHAOSBED_SWARM) as a global service (`swarm up` deploys them on the
+    local swarm itself)."""
+
+
+NAME_OPTION = click.option("--name", default="chaosbed-agent", show_default=True, help="the service's name")
+
+
+@swarm_agents.command("up")
+@NAME_OPTION
+@click.option("--engine-socket", default="/var/run/docker.sock", show_default=True, help="each host's engine socket")
+@click.option("--state", default="/var/lib/chaosbed-agent", show_default=True, help="each agent's folder on its host")
+@click.option("--python", "python", default=sys.executable, show_default=True,
+              help="python with chaosbed installed, the same path on every host")  # fmt: skip
+@click.option("--repo", default=None, help="this checkout's path on every host (default: where it is here)")
+def swarm_agents_up(name: str, engine_socket: str, state: str, python: str, repo: str | None) -> None:
+    """Deploy the agents (service chaosbed-agent, the token as a swarm secret) and wait until each host's answers."""
+    import docker
+
+    from orchestration.agent import service
+    from orchestration.agent.client import AgentClient
+    from orchestration.backends.swarm_hosts import load_description
+    from orchestration.cluster import ClusterError
+
+    try:
+        desc = load_description()
+        ports = {h.agent_port for h in desc.hosts}
+        if len(ports) != 1:
+            raise ClusterError(f"the hosts' agent_port differ ({sorted(ports)}): one service listens on one port")
+        spec = service.AgentService(name, desc.image, ports.pop(), engine_socket, state, python,
+                                    repo or str(service.REPO))  # fmt: skip
+        service.deploy(docker.DockerClient(base_url=desc.manager), spec, desc.token())
+        with console.status("waiting for the agents"):
+            pids = service.wait_ready(AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns)
+                                      for h in desc.hosts)  # fmt: skip
+    except (ClusterError, docker.errors.DockerException) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    for host, pid in pids.items():
+        console.print(f"  {host}: agent up (pid {pid} on its host)")
+
+
+@swarm_agents.command("down")
+@NAME_OPTION
+def swarm_agents_down(name: str) -> None:
+    """Remove the agents' service: every agent heals and detaches what it installed as it stops."""
+    import docker
+
+    from orchestration.agent import service
+    from orchestration.agent.client import AgentClient
+    from orchestration.backends.swarm_hosts import load_description
+    from orchestration.cluster import ClusterError
+
+    try:
+        desc = load_description()
+        agents = [AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns) for h in desc.hosts]
+        with console.status("stopping the agents (each heals what it installed)"):
+            existed = service.remove(docker.DockerClient(base_url=desc.manager), name, agents=agents)
+    except (ClusterError, docker.errors.DockerException) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    console.print(f"the agents' service {name} is removed" if existed else f"no service {name}")
+
+
 def _print_hosts(desc: object) -> None:
     for h in getattr(desc, "hosts", []):
         console.print(f"  {h.name}  node {h.node_id[:12]}  {h.address}  agent :{h.agent_port}  netns {h.netns}")

@@ -1,8 +1,9 @@
 """A Docker Swarm of several engines on this machine, for the swarm backend's tests and demos (`chaosbed swarm up`):
 N engines, each in its own network namespace (swarm_engines.py), joined into one swarm over a bridge between the
 namespaces (engine 1 is the manager), the member image in every engine, and a chaos agent per engine's host
-(orchestration/agent/), in that host's network namespace. The description of the swarm (swarm_hosts.py) goes to
-`$CHAOSBED_STATE/swarm/swarm.json`, where `--backend swarm` finds it.
+(orchestration/agent/), deployed as a global service of the swarm (orchestration/agent/service.py): its task on
+each engine starts the agent in the host's pid namespace and in that engine's network namespace. The description
+of the swarm (swarm_hosts.py) goes to `$CHAOSBED_STATE/swarm/swarm.json`, where `--backend swarm` finds it.
 
 Images: no registry is reachable here, so the member image is built in engine 1 from the checkout (on the base image
 that compose/base-image.sh imports from its cached debootstrap tarball) and copied into the others with
@@ -15,24 +16,22 @@ cgroups, data roots, the state folder and the address claim. One local swarm per
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
-
+from orchestration.agent import service
+from orchestration.agent.client import AgentClient
+from orchestration.agent.service import NODE_HOSTNAME, AgentService
 from orchestration.backends.swarm_hosts import AGENT_PORT, SwarmDescription, SwarmHost, swarm_dir
 from orchestration.cluster import ClusterError, new_label
 from orchestration.host import claims, docker_images, leases
 from orchestration.host.filelock import locked
-from orchestration.host.leases import process_started
 from orchestration.host.swarm_engines import (
     DATA_ROOT,
     Engine,
@@ -45,7 +44,7 @@ from orchestration.host.swarm_engines import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT_START_TIMEOUT = 30.0
+AGENT_SERVICE = "chaosbed-agent"
 SUBNETS = 250  # 10.90.<index>.0/24: the hosts' network
 
 
@@ -134,15 +133,15 @@ def _up(folder: Path, n: int, on_step: object, *, on_demand: bool = False) -> Sw
     token_file = state / "agent.token"
     token_file.write_text(secrets.token_hex(16))
     token_file.chmod(0o600)
-    agents: list[dict[str, object]] = []
-    local: dict[str, object] = {"made_run_docker": prepare_run_docker(), "engines": [], "agents": agents,
-                                "on_demand": on_demand}  # fmt: skip
+    local: dict[str, object] = {"made_run_docker": prepare_run_docker(), "engines": [], "on_demand": on_demand}
     desc = SwarmDescription("", "", str(token_file), [], label, local)
     _write(folder, desc)  # from here on, down() finds what to remove
     try:
         _say(on_step, f"namespaces and a bridge for {n} engines")
         addresses = make_network(label, f"10.90.{index}", n)
-        made = [Engine(label, i + 1, addresses[i], str(state / f"h{i + 1}")) for i in range(n)]
+        # each engine's folder is named as its host (its namespace and hostname): the agent service's paths are
+        # templates on the node's hostname
+        made = [Engine(label, i + 1, addresses[i], str(state / f"{label}-h{i + 1}")) for i in range(n)]
         local["engines"] = [e.to_json() for e in made]
         for i, e in enumerate(made):
             _say(on_step, f"dockerd in namespace {e.netns}")
@@ -157,14 +156,37 @@ def _up(folder: Path, n: int, on_step: object, *, on_demand: bool = False) -> Sw
         image = _images(made)
         hosts = [SwarmHost(e.name, node_ids[i], e.address, AGENT_PORT, e.netns) for i, e in enumerate(made)]
         desc = SwarmDescription(made[0].socket, image, str(token_file), hosts, label, local)
-        for e in made:
-            _say(on_step, f"the chaos agent of {e.name}")
-            agents.append(start_agent(e, state / f"{e.name}-agent", token_file))
-            _write(folder, desc)
+        _say(on_step, "the chaos agents (a global service of the swarm)")
+        local["agent_service"] = AGENT_SERVICE
+        _write(folder, desc)
+        deploy_agents(desc, agent_service(desc, AGENT_SERVICE, AGENT_PORT))
+        _write(folder, desc)
     except BaseException:
         _down(folder)
         raise
     return desc
+
+
+def agent_service(desc: SwarmDescription, name: str, port: int, node_id: str | None = None) -> AgentService:
+    """The agent service of the local swarm: paths per engine, by the hostname the swarm expands on each node."""
+    engine_folder = f"{swarm_dir() / desc.label}/{NODE_HOSTNAME}"
+    return AgentService(name, desc.image, port, engine_socket=f"{engine_folder}/docker.sock",
+                        state=f"{engine_folder}/{name}", python=sys.executable, node_id=node_id)  # fmt: skip
+
+
+def deploy_agents(desc: SwarmDescription, spec: AgentService) -> dict[str, int]:
+    """Deploys `spec` on the local swarm and waits for its agents (on every host, or on spec.node_id's); returns
+    their pids by host."""
+    service.deploy(engines(desc)[0].client(), spec, desc.token())
+    hosts = [h for h in desc.hosts if spec.node_id in (None, h.node_id)]
+    return service.wait_ready(AgentClient(h.name, h.address, spec.port, desc.token(), h.netns) for h in hosts)
+
+
+def remove_agents(desc: SwarmDescription, name: str) -> None:
+    """Removes an agent service of the local swarm and waits until its agents are gone from every engine."""
+    clients = [e.client() for e in engines(desc) if e.process() is not None]
+    if clients:
+        service.remove(clients[0], name, clients)
 
 
 def _write(folder: Path, desc: SwarmDescription) -> None:
@@ -213,31 +235,6 @@ def _images(engines: list[Engine]) -> str:
     return image
 
 
-def start_agent(
-    e: Engine, state: Path, token_file: Path, port: int = AGENT_PORT, log: Path | None = None
-) -> dict[str, object]:
-    """A chaos agent of engine e's host, in its network namespace, serving on `port` with its files in `state`;
-    waits for its ready line. Returns its pid and start time (what `down` stops it by)."""
-    log = log or Path(e.folder) / "agent.log"
-    cmd = ["nsenter", f"--net=/run/netns/{e.netns}", sys.executable, "-m", "orchestration.agent",
-           "--listen", f"{e.address}:{port}", "--token-file", str(token_file), "--docker", e.socket,
-           "--state", str(state), "--name", e.name]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO, start_new_session=True)  # fmt: skip
-    deadline = time.monotonic() + AGENT_START_TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        for line in log.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                if json.loads(line).get("ready"):
-                    return {"host": e.name, "pid": proc.pid, "started": process_started(proc.pid)}
-        time.sleep(0.05)  # polling the agent's log for its ready line, with a deadline
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGKILL)
-    raise EngineError(f"the chaos agent of {e.name} did not start: {log.read_text(errors='replace')[-1500:]}")
-
-
 def down() -> bool:
     """Removes the local swarm of this state root (True if there was one)."""
     folder = swarm_dir()
@@ -255,8 +252,11 @@ def _down(folder: Path) -> bool:
         path.unlink(missing_ok=True)
         return False
     problems = []
-    for agent in desc.local.get("agents", []):  # type: ignore[attr-defined]
-        stop_agent(agent)
+    if isinstance(name := desc.local.get("agent_service"), str):
+        try:
+            remove_agents(desc, name)
+        except ClusterError as why:  # the engines are stopped anyway: their containers go with them
+            problems.append(str(why))
     for e in reversed(engines(desc)):
         problems += e.stop()
     for d in (DATA_ROOT / desc.label, DATA_ROOT):
@@ -270,18 +270,3 @@ def _down(folder: Path) -> bool:
     if problems:
         raise EngineError(f"the local swarm {desc.label} left: {', '.join(problems)}")
     return True
-
-
-def stop_agent(agent: dict[str, object]) -> None:
-    """SIGTERM to an agent we started (pid and start time checked): it heals its clusters and exits."""
-    pid, started = agent.get("pid"), agent.get("started")
-    if not isinstance(pid, int) or process_started(pid) != started:
-        return
-    with contextlib.suppress(psutil.NoSuchProcess):
-        proc = psutil.Process(pid)
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except psutil.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)

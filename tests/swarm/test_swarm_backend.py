@@ -6,6 +6,7 @@ mid-run (their lease heals); a host whose agent stops answering is reported."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 
 from analysis.reference import check_path
 from chaos.faults import ChaosError
+from orchestration.agent import service as agent_service
 from orchestration.agent.client import AgentClient
 from orchestration.backends import swarm as swarm_backend
 from orchestration.backends.netns import list_namespaces
@@ -184,40 +186,108 @@ def test_faults_are_installed_where_the_receivers_run_and_none_is_left(
     assert {p.stem for p in (cluster.workdir / "history").glob("*.jsonl")} == {"A", "B", "C"}
 
 
+@contextlib.contextmanager
+def own_agent_on_h2(swarm: SwarmDescription, port: int) -> Iterator[tuple[AgentClient, int, str]]:
+    """An agent service of the test's own with one task, on engine h2 (the session's agents stay up): its client,
+    its agent's pid and the service's name; removed afterwards, waiting until its agent is gone."""
+    h2 = next(h for h in swarm.hosts if h.name == "h2")
+    name = f"chaosbed-agent-test-{port}-{os.getpid()}"
+    pids = local_swarm.deploy_agents(swarm, local_swarm.agent_service(swarm, name, port, node_id=h2.node_id))
+    try:
+        yield AgentClient("h2", h2.address, port, swarm.token(), h2.netns), pids["h2"], name
+    finally:
+        local_swarm.remove_agents(swarm, name)
+
+
+def use_agent(cluster: SwarmCluster, swarm: SwarmDescription, port: int) -> None:
+    """The cluster reaches host h2 through the agent on `port`."""
+    hosts = [h if h.name != "h2" else SwarmHost(h.name, h.node_id, h.address, port, h.netns) for h in swarm.hosts]
+    cluster._desc = SwarmDescription(swarm.manager, swarm.image, swarm.token_file, hosts, swarm.label)
+
+
+def agent_lines(swarm: SwarmDescription, service_name: str) -> list[dict[str, object]]:
+    """The JSON lines the service's launchers and agents wrote (`docker service logs`)."""
+    manager = local_swarm.engines(swarm)[0].client()
+    lines = [line.split("| ", 1)[-1] for line in agent_service.logs(manager, service_name)]
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_the_agents_are_a_global_service_in_the_hosts_pid_namespace_and_their_engines_network_namespace(
+    swarm: SwarmDescription,
+) -> None:
+    manager = local_swarm.engines(swarm)[0].client()
+    service = manager.services.get(swarm.local["agent_service"])
+    assert service.attrs["Spec"]["Mode"] == {"Global": {}}
+    running = [t for t in service.tasks() if t["Status"]["State"] == "running"]
+    assert sorted(t["NodeID"] for t in running) == sorted(h.node_id for h in swarm.hosts)
+    token = swarm.token()
+    for h in swarm.hosts:  # measured on each agent process, not read from the service's spec
+        pid = int(AgentClient(h.name, h.address, h.agent_port, token, h.netns).request("hello")["pid"])
+        assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid"), "not in the host's pid ns"
+        assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{h.netns}").st_ino
+        caps = int(next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("CapEff"))
+                   .split()[1], 16)  # fmt: skip
+        assert caps & (1 << 21) and caps & (1 << 12), "CAP_SYS_ADMIN and CAP_NET_ADMIN"
+        engine = next(e for e in local_swarm.engines(swarm) if e.name == h.name).client()
+        (agent,) = engine.containers.list(filters={"label": f"chaosbed.agent-of={service.name}"})
+        assert agent.attrs["HostConfig"]["PidMode"] == "host" and agent.attrs["State"]["Pid"] == pid
+
+
 def test_a_host_whose_agent_stops_answering_is_reported_and_healed_by_its_lease(
-    swarm: SwarmDescription, cluster: SwarmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    swarm: SwarmDescription, cluster: SwarmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(swarm_backend, "LEASE_S", 4.0)
     monkeypatch.setattr(swarm_backend, "RENEW_S", 0.5)
-    h2 = local_swarm.engines(swarm)[1]
-    port, log = 7791, tmp_path / "agent-h2.log"  # an agent of its own for engine 2: the others' stays up
-    agent = local_swarm.start_agent(h2, tmp_path / "agent-h2", Path(swarm.token_file), port, log)
-    try:
-        hosts = [h if h.name != "h2" else SwarmHost(h.name, h.node_id, h.address, port, h.netns) for h in swarm.hosts]
-        cluster._desc = SwarmDescription(swarm.manager, swarm.image, swarm.token_file, hosts, swarm.label)
-        cluster.start()
-        cluster.wait_for_view(timeout=60)
-        cluster.chaos.add("partition", {"from": ["A"], "to": ["B"]})  # rules at B (engine 2) and at A
-        os.kill(int(agent["pid"]), signal.SIGSTOP)  # the orchestrator loses host h2
+    with own_agent_on_h2(swarm, 7791) as (client, pid, service_name):
+        use_agent(cluster, swarm, 7791)
         try:
-            cluster.wait_until(lambda: "h2" in cluster.lost, 20, "host h2 reported lost")
-            assert "h2" in cluster.lost["h2"] and "did not answer" in cluster.lost["h2"]
-            with pytest.raises(ChaosError, match="host h2 is lost"):
-                cluster.chaos.add("loss", {"from": ["C"], "to": ["B"], "probability": 0.5})
-            # the agent stays stopped for longer than its lease: that (not a race) is what the test is about
-            time.sleep(swarm_backend.LEASE_S + 0.5)
+            cluster.start()
+            cluster.wait_for_view(timeout=60)
+            cluster.chaos.add("partition", {"from": ["A"], "to": ["B"]})  # rules at B (engine 2) and at A
+            os.kill(pid, signal.SIGSTOP)  # the orchestrator loses host h2
+            try:
+                cluster.wait_until(lambda: "h2" in cluster.lost, 20, "host h2 reported lost")
+                assert "h2" in cluster.lost["h2"] and "did not answer" in cluster.lost["h2"]
+                with pytest.raises(ChaosError, match="host h2 is lost"):
+                    cluster.chaos.add("loss", {"from": ["C"], "to": ["B"], "probability": 0.5})
+                # the agent stays stopped for longer than its lease: that (not a race) is what the test is about
+                time.sleep(swarm_backend.LEASE_S + 0.5)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            deadline = time.monotonic() + 10
+            while client.request("installed", cluster=cluster.label)["rules"]["B"] and time.monotonic() < deadline:
+                time.sleep(0.1)  # the agent's watchdog heals within a quarter second of resuming
+            assert client.request("installed", cluster=cluster.label)["rules"] == {"B": {}}
+            healed = [h for h in agent_lines(swarm, service_name) if "healed" in h]
+            assert any(h["healed"] == cluster.label and "lease" in str(h["why"]) for h in healed), healed
         finally:
-            os.kill(int(agent["pid"]), signal.SIGCONT)
-        client = AgentClient("h2", h2.address, port, Path(swarm.token_file).read_text().strip(), h2.netns)
-        deadline = time.monotonic() + 10
-        while client.request("installed", cluster=cluster.label)["rules"]["B"] and time.monotonic() < deadline:
-            time.sleep(0.1)  # the agent's watchdog heals within a quarter second of resuming
-        assert client.request("installed", cluster=cluster.label)["rules"] == {"B": {}}
-        healed = [json.loads(line) for line in log.read_text().splitlines() if '"healed"' in line]
-        assert any(h["healed"] == cluster.label and "lease" in h["why"] for h in healed), healed
-    finally:
-        cluster.down()  # while its agent still runs: it detaches B's namespace
-        local_swarm.stop_agent(agent)
+            cluster.down()  # while its agent still runs: it detaches B's namespace
+
+
+def test_a_killed_agent_is_replaced_by_the_service_and_the_new_agent_heals_what_it_left(
+    swarm: SwarmDescription, cluster: SwarmCluster
+) -> None:
+    with own_agent_on_h2(swarm, 7792) as (client, pid, service_name):
+        use_agent(cluster, swarm, 7792)
+        try:
+            cluster.start()
+            cluster.wait_for_view(timeout=60)
+            cluster.chaos.add("partition", {"from": ["A"], "to": ["B"]})
+            assert client.request("installed", cluster=cluster.label)["rules"]["B"]
+            os.kill(pid, signal.SIGKILL)  # no clean-up of any kind: B's rules stay in its namespace
+
+            def replaced() -> bool:
+                try:
+                    return int(client.request("hello", timeout=2.0)["pid"]) != pid
+                except ClusterError:
+                    return False
+
+            cluster.wait_until(replaced, 60, "a new agent on h2 (the service's next task)")
+            assert client.request("installed", cluster=cluster.label)["rules"] == {"B": {}}
+            ready = [h for h in agent_lines(swarm, service_name) if h.get("ready")]  # the tasks' lines, in any order
+            assert len(ready) == 2 and [h["recovered"] for h in ready if h["pid"] != pid] == [[cluster.label]], ready
+        finally:
+            cluster.down()
 
 
 def test_the_agents_heal_when_the_orchestrator_is_killed_mid_run(swarm: SwarmDescription, tmp_path: Path) -> None:
@@ -276,3 +346,41 @@ def test_a_swarm_run_without_a_swarm_says_what_to_do(tmp_path: Path, monkeypatch
     cluster = SwarmCluster(ClusterSpec(["A", "B"], backend="swarm"), workdir=tmp_path)
     with pytest.raises(ClusterError, match="chaosbed swarm up"):
         cluster.start()
+
+
+def test_the_agents_of_a_described_swarm_come_and_go_with_the_swarm_agents_commands(
+    swarm: SwarmDescription, tmp_path: Path
+) -> None:
+    """As on real hosts: a description file without the local swarm's extras, `chaosbed swarm agents up` deploys the
+    service on it, `swarm status` finds every agent, `swarm agents down` removes them (and waits until they are
+    gone)."""
+    doc = json.loads(swarm.to_json())
+    for h in doc["hosts"]:
+        h["agent_port"] = 7794
+    del doc["local"], doc["label"]
+    described = tmp_path / "swarm.json"
+    described.write_text(json.dumps(doc))
+    env = dict(os.environ, CHAOSBED_SWARM=str(described))
+    name = f"chaosbed-agent-cli-{os.getpid()}"
+    per_host = f"{local_swarm.swarm_dir() / swarm.label}/{{{{.Node.Hostname}}}}"
+
+    def chaosbed(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+
+    up = ["swarm", "agents", "up", "--name", name, "--engine-socket", f"{per_host}/docker.sock",
+          "--state", f"{per_host}/{name}"]  # fmt: skip
+    try:
+        done = chaosbed(*up)
+        assert done.returncode == 0 and "h1: agent up" in done.stdout and "h2: agent up" in done.stdout, done
+        status = chaosbed("swarm", "status")
+        assert status.returncode == 0 and status.stdout.count("agent up") == 2, status.stdout
+        again = chaosbed(*up)
+        assert again.returncode == 2 and f"a service {name} runs already" in again.stderr, again
+    finally:
+        down = chaosbed("swarm", "agents", "down", "--name", name)
+    assert down.returncode == 0 and f"service {name} is removed" in down.stdout, down
+    status = chaosbed("swarm", "status")
+    assert status.returncode == 1 and status.stdout.count("agent lost") == 2, status.stdout
+    for e in local_swarm.engines(swarm):
+        assert not e.client().containers.list(all=True, filters={"label": f"chaosbed.agent-of={name}"})
