@@ -35,15 +35,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from analysis.config import InputError
 from node import history_format
-
-if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
 
 SCHEMA_VERSION = 2  # the cache's layout: a new column makes old caches stale
 _ARROW_OF = {
@@ -64,22 +61,6 @@ EVENTS_ARROW = pa.schema([("run", pa.string()), *HISTORY_FIELDS, ("pos", pa.int6
 def history_arrow_schema() -> pa.Schema:
     """The fields of one history line (without `run` and `pos`)."""
     return pa.schema(HISTORY_FIELDS)
-
-
-def history_spark_schema(corrupt_column: str | None = None) -> StructType:
-    """The fields of one history line as a Spark schema; `corrupt_column` adds Spark's corrupt-record column."""
-    from pyspark.sql import types as T
-
-    mapping = {
-        pa.int64(): T.LongType(),
-        pa.string(): T.StringType(),
-        pa.bool_(): T.BooleanType(),
-        pa.list_(pa.string()): T.ArrayType(T.StringType()),
-    }
-    fields = [T.StructField(name, mapping[typ]) for name, typ in HISTORY_FIELDS]
-    if corrupt_column:
-        fields.append(T.StructField(corrupt_column, T.StringType()))
-    return T.StructType(fields)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from analysis.cache import Group
 from analysis.config import CheckConfig, InputError, parse_duration, read_checks
 from analysis.ingest import JsonReader, read_history_file, split_groups
 from analysis.membership import NEVER, build_run_info, fault_intervals, read_faults, read_schedule_start
-from analysis.schema import discover_runs, history_arrow_schema, history_spark_schema
+from analysis.schema import discover_runs
 from analysis.spark_ingest import plan_files
 from analysis.spark_job import MIN_ROWS_PER_TASK, plan_tasks
 from analysis.verdict import Violation, sort_violations, verdict_doc
@@ -61,10 +61,6 @@ def test_violations_sort_stably_and_serialise_conn_ids() -> None:
     assert doc["ok"] is False
     assert [v["conn_id"] for v in doc["violations"]] == ["x", 2, 10, 10, None]
     assert verdict_doc([], {"a": 1}) == {"ok": True, "violations": [], "stats": {"a": 1}}
-
-
-def test_schemas_list_the_same_fields() -> None:
-    assert history_arrow_schema().names == [f.name for f in history_spark_schema().fields]
 
 
 def test_numbers_and_strings_in_text_fields(tmp_path: Path) -> None:
