@@ -199,11 +199,12 @@ class NetnsCluster(RealCluster):
 
 @contextlib.contextmanager
 def in_namespace(ns: str) -> Iterator[None]:
-    """Runs the block with this thread in network namespace ns, then returns it to its own namespace. Sockets
-    created inside keep ns, so they work after the switch back."""
+    """Runs the block with this thread in network namespace ns (a name under /run/netns, or a path such as
+    /proc/PID/ns/net), then returns it to its own namespace. Sockets created inside keep ns, so they work after the
+    switch back."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        target = os.open(ns if ns.startswith("/") else f"/run/netns/{ns}", os.O_RDONLY)
     except OSError:
         os.close(own)
         raise ClusterError(f"namespace {ns} does not exist (was the cluster taken down?)") from None

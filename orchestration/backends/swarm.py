@@ -143,7 +143,7 @@ class SwarmCluster(Cluster):
         self._renew_leases()
         hosts = [h.name for h in self.desc.hosts]
         self.placement = {m: hosts[i % len(hosts)] for i, m in enumerate(self.spec.members)}
-        self.members = {m: MemberInfo(m, "", DATA_PORT, netns=f"{self.label}-{m}") for m in self.spec.members}
+        self.members = {m: MemberInfo(m, "", DATA_PORT) for m in self.spec.members}
         self._save_state()
         self._create_network()
         for m in self.spec.members:
@@ -209,6 +209,9 @@ class SwarmCluster(Cluster):
         for name, found in reply["members"].items():
             m = self.members[name]
             m.ip, m.pid, m.paused = str(found["ip"]), int(found["pid"]), False
+            # a member on this machine's kernel (the local swarm's engines): its namespace, by its process, for
+            # whoever here wants to enter it (probes); the agents' names for it are their own
+            m.netns = f"/proc/{m.pid}/ns/net" if self.clocks[host].same_clock else None
 
     def wait_ready(self, name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -285,7 +288,7 @@ class SwarmCluster(Cluster):
         if name not in self.running():
             raise ClusterError(f"member {name} is not running")
         self._member(name, "kill")
-        m.pid = None
+        m.pid = m.netns = None
 
     def pause(self, name: str) -> None:
         if name not in self.running():
@@ -343,7 +346,7 @@ class SwarmCluster(Cluster):
                 raise reply
             if reply.get("exit_code") is None and reply.get("state") != "gone":
                 raise ClusterError(f"member {name} did not stop within {STOP_TIMEOUT:g}s of SIGTERM")
-            self.members[name].pid = None
+            self.members[name].pid = self.members[name].netns = None
         problems = self.collect_histories()
         if problems:
             raise ClusterError("; ".join(problems))
