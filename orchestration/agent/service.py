@@ -92,6 +92,26 @@ def deploy(client: DockerClient, spec: AgentService, token: str) -> str:
     return str(service.id)
 
 
+def start(
+    client: DockerClient, spec: AgentService, token: str, agents: Iterable[AgentClient], timeout: float = READY_TIMEOUT
+) -> dict[str, int]:
+    """Deploys the service and waits until each of `agents` answers; returns their pids by host. If one does not,
+    removes the service again and raises ClusterError with what its tasks said last (a wrong python path on the
+    hosts, a port in use, ...)."""
+    deploy(client, spec, token)
+    agents = list(agents)
+    try:
+        return wait_ready(agents, timeout)
+    except ClusterError as e:
+        try:
+            said = logs(client, spec.name)[-8:]
+        except Exception as why:  # docker's errors: the logs are a courtesy here
+            said = [f"(no logs: {why})"]
+        with contextlib.suppress(ClusterError):
+            remove(client, spec.name)
+        raise ClusterError(f"{e}; the service's last lines: " + " | ".join(said)) from None
+
+
 def wait_ready(agents: Iterable[AgentClient], timeout: float = READY_TIMEOUT) -> dict[str, int]:
     """Waits until every host's agent answers `hello`; returns each host's agent pid. ClusterError naming the hosts
     whose agent did not answer."""
@@ -138,6 +158,8 @@ def remove(
         existed = True
     except docker.errors.NotFound:
         existed = False
+    except docker.errors.DockerException as e:
+        raise ClusterError(f"removing the agent service {name}: {e}") from None
     engines, agents = list(engines), list(agents)
     deadline = time.monotonic() + timeout
 

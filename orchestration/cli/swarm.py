@@ -88,7 +88,9 @@ NAME_OPTION = click.option("--name", default="chaosbed-agent", show_default=True
 @click.option("--python", "python", default=sys.executable, show_default=True,
               help="python with chaosbed installed, the same path on every host")  # fmt: skip
 @click.option("--repo", default=None, help="this checkout's path on every host (default: where it is here)")
-def swarm_agents_up(name: str, engine_socket: str, state: str, python: str, repo: str | None) -> None:
+@click.option("--timeout", type=click.FloatRange(1), default=90.0, show_default=True,
+              help="seconds to wait for every agent's answer (else the service is removed again)")  # fmt: skip
+def swarm_agents_up(name: str, engine_socket: str, state: str, python: str, repo: str | None, timeout: float) -> None:
     """Deploy the agents (service chaosbed-agent, the token as a swarm secret) and wait until each host's answers."""
     import docker
 
@@ -104,10 +106,9 @@ def swarm_agents_up(name: str, engine_socket: str, state: str, python: str, repo
             raise ClusterError(f"the hosts' agent_port differ ({sorted(ports)}): one service listens on one port")
         spec = service.AgentService(name, desc.image, ports.pop(), engine_socket, state, python,
                                     repo or str(service.REPO))  # fmt: skip
-        service.deploy(docker.DockerClient(base_url=desc.manager), spec, desc.token())
+        agents = [AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns) for h in desc.hosts]
         with console.status("waiting for the agents"):
-            pids = service.wait_ready(AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns)
-                                      for h in desc.hosts)  # fmt: skip
+            pids = service.start(docker.DockerClient(base_url=desc.manager), spec, desc.token(), agents, timeout)
     except (ClusterError, docker.errors.DockerException) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)

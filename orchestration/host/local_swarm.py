@@ -177,9 +177,9 @@ def agent_service(desc: SwarmDescription, name: str, port: int, node_id: str | N
 def deploy_agents(desc: SwarmDescription, spec: AgentService) -> dict[str, int]:
     """Deploys `spec` on the local swarm and waits for its agents (on every host, or on spec.node_id's); returns
     their pids by host."""
-    service.deploy(engines(desc)[0].client(), spec, desc.token())
     hosts = [h for h in desc.hosts if spec.node_id in (None, h.node_id)]
-    return service.wait_ready(AgentClient(h.name, h.address, spec.port, desc.token(), h.netns) for h in hosts)
+    agents = [AgentClient(h.name, h.address, spec.port, desc.token(), h.netns) for h in hosts]
+    return service.start(engines(desc)[0].client(), spec, desc.token(), agents)
 
 
 def remove_agents(desc: SwarmDescription, name: str) -> None:

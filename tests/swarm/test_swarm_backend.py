@@ -384,3 +384,9 @@ def test_the_agents_of_a_described_swarm_come_and_go_with_the_swarm_agents_comma
     assert status.returncode == 1 and status.stdout.count("agent lost") == 2, status.stdout
     for e in local_swarm.engines(swarm):
         assert not e.client().containers.list(all=True, filters={"label": f"chaosbed.agent-of={name}"})
+    # agents that cannot start: the command says why in their own words, and leaves no service behind
+    wrong = chaosbed(*up, "--python", "/nowhere/python", "--timeout", "8")
+    assert wrong.returncode == 2 and "did not answer within 8 s" in wrong.stderr, wrong
+    assert "/nowhere/python" in wrong.stderr, wrong.stderr  # chroot's error, from the service's logs
+    manager = local_swarm.engines(swarm)[0].client()
+    assert not [s for s in manager.services.list() if s.name == name], "the failed service was left"
