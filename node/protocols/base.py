@@ -424,6 +424,11 @@ class MembershipLayer(Layer[P]):
     def suspect(self, member: str, now: float, out: Effects) -> None: ...
 
     @abstractmethod
+    def suspect_all(self, members: list[str], now: float, out: Effects) -> None:
+        """Members suspected at the same instant (one failure-detection check): a coordinator excludes them in one
+        view, as JGroups' view bundling does, not one view after the other."""
+
+    @abstractmethod
     def unsuspect(self, member: str, now: float, out: Effects) -> None: ...
 
     @abstractmethod

@@ -34,6 +34,8 @@ class SuspectListener(Protocol):
 
     def suspect(self, member: str, now: float, out: Effects) -> None: ...
 
+    def suspect_all(self, members: list[str], now: float, out: Effects) -> None: ...
+
     def unsuspect(self, member: str, now: float, out: Effects) -> None: ...
 
 
@@ -157,14 +159,17 @@ class Fd(FailureDetector[FdProps]):
     def _check(self, now: float, out: Effects) -> None:
         self.c["checks"] += 1
         timeout = self.props.timeout
-        for m in self.members:
-            if m != self.local and m not in self.suspected and now - self.last_heard.get(m, now) >= timeout:
-                self._suspect(m, now, out, report=True)
+        heard, quiet = self.last_heard, [m for m in self.members if m != self.local and m not in self.suspected]
+        due = [m for m in quiet if now - heard.get(m, now) >= timeout]
+        for m in due:
+            self._suspect(m, now, out, report=True, notify=False)
+        if due and self.membership is not None:  # together: one view excludes them all (JGroups' FD_ALL + bundling)
+            self.membership.suspect_all(due, now, out)
         # forget non-members not heard from for long: the table stays bounded by the senders actually alive
         for m in [m for m, t in self.last_heard.items() if m not in self.members and now - t > 2 * timeout]:
             del self.last_heard[m]
 
-    def _suspect(self, member: str, now: float, out: Effects, *, report: bool) -> None:
+    def _suspect(self, member: str, now: float, out: Effects, *, report: bool, notify: bool = True) -> None:
         self.suspected.add(member)
         self.c["suspicions"] += 1
         out.event("suspect", peer=member)
@@ -175,7 +180,8 @@ class Fd(FailureDetector[FdProps]):
         if report and coord is not None and coord != self.local and coord != member:
             out.send(coord, SUSPECT(member))
             self.c["suspects_sent"] += 1
-        membership.suspect(member, now, out)
+        if notify:
+            membership.suspect(member, now, out)
 
     # --- introspection --------------------------------------------------------------------------------------------
 

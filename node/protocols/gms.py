@@ -113,6 +113,7 @@ class Gms(MembershipLayer[GmsProps]):
         "view_acks_sent",
         "view_acks_received",
         "view_ack_timeouts",
+        "view_acks_waived",
         "stale_views_dropped",
         "foreign_views_dropped",
         "views_not_member",
@@ -205,13 +206,20 @@ class Gms(MembershipLayer[GmsProps]):
         self.merging.start(reps, reported, now, out)
 
     def suspect(self, member: str, now: float, out: Effects) -> None:
+        self.suspect_all([member], now, out)
+
+    def suspect_all(self, members: list[str], now: float, out: Effects) -> None:
         s = self.s
         view = s.view
-        if view is None or member == s.local or member not in view.members or s.state is not State.MEMBER:
+        if view is None or s.state is not State.MEMBER:
             return
-        s.suspected.add(member)
-        s.c["suspicions"] += 1
+        members = [m for m in members if m != s.local and m in view.members]
+        if not members:
+            return
+        s.suspected.update(members)
+        s.c["suspicions"] += len(members)
         if s.is_coord:
+            self.views.waive_acks(members, now, out)
             self.views.process_requests(now, out)
         else:
             self._maybe_take_over(now, out)

@@ -243,6 +243,17 @@ class ViewChanges:
         if not pending.unacked:
             self._finish(now, out)
 
+    def waive_acks(self, members: list[str], now: float, out: Effects) -> None:
+        """Suspected members: the pending view change stops waiting for their VIEW_ACKs (JGroups' AckCollector
+        .suspect), so the view that excludes them follows at once instead of after view_ack_collection_timeout."""
+        pending = self.s.pending
+        if pending is None or pending.leaving_self:
+            return
+        waived = [m for m in members if pending.unacked.pop(m, None) is not None]
+        self.s.c["view_acks_waived"] += len(waived)
+        if waived and not pending.unacked:
+            self._finish(now, out)
+
     # --- a member's side ------------------------------------------------------------------------------------------
 
     def handle_view(self, src: str, view: View, digest: Digest, subgroups: Ranges, now: float, out: Effects) -> None:

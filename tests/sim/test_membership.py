@@ -369,6 +369,24 @@ def test_crash_is_detected_and_excluded_within_the_fd_bound(victim: str) -> None
     finish_and_check(sim, "unicast3+nakack2", require_across_merge=False)
 
 
+def test_members_lost_at_the_same_instant_are_all_excluded_within_the_fd_bound() -> None:
+    """Their last heartbeats fall in different checks, so the coordinator may exclude one, then the other: the view
+    change that excludes the first stops waiting for the second's VIEW_ACK when it is suspected (JGroups'
+    AckCollector.suspect), so the second view follows at once, not view_ack_collection_timeout later."""
+    sim = make(5, stack="unicast3+nakack2")
+    converge(sim, JOIN_BOUND)
+    sim.run(1.0)
+    before = sim.protocol_counters("A", "gms")
+    sim.crash("C")
+    sim.crash("E")
+    took = converge(sim, CRASH_BOUND + 0.5, members="ABD")
+    assert took <= CRASH_BOUND, f"exclusion took {took:.2f}s > {CRASH_BOUND}s"
+    assert sim.view_names("A") == ["A", "B", "D"]
+    after = sim.protocol_counters("A", "gms")
+    assert after["views_installed"] - before["views_installed"] in (1, 2)
+    assert after["view_ack_timeouts"] == before["view_ack_timeouts"]
+
+
 def test_restarted_member_rejoins_as_a_new_incarnation() -> None:
     sim = make(4)
     converge(sim, JOIN_BOUND)

@@ -422,8 +422,23 @@ class Recorder:
     def suspect(self, member: str, now: float, out: Effects) -> None:
         self.log.append(("suspect", member))
 
+    def suspect_all(self, members: list[str], now: float, out: Effects) -> None:
+        self.log.append(("suspect_all", ",".join(members)))
+
     def unsuspect(self, member: str, now: float, out: Effects) -> None:
         self.log.append(("unsuspect", member))
+
+
+def test_fd_hands_the_members_one_check_suspects_to_gms_together() -> None:
+    rec = Recorder()
+    fd = Fd("A", FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0), membership=rec)
+    fd.install_view(view("A", 1, "ABCD"), 0.0, Effects())
+    fd.handle("B", [], 4.0, Effects())
+    t, out = 0.0, Effects()
+    while t < 6.0:
+        t = fd.next_wakeup()
+        fd.tick(t, out)
+    assert rec.log == [("suspect_all", "C,D")]  # one call: GMS excludes both in one view
 
 
 def test_fd_suspects_after_timeout_reports_to_the_coordinator_and_unsuspects_on_a_heartbeat() -> None:
@@ -435,7 +450,7 @@ def test_fd_suspects_after_timeout_reports_to_the_coordinator_and_unsuspects_on_
     while t < 6.0:
         t = fd.next_wakeup()
         fd.tick(t, out)
-    assert rec.log == [("suspect", "A")]  # B was heard at 4.0
+    assert rec.log == [("suspect_all", "A")]  # B was heard at 4.0
     assert ("A", header("FD", "SUSPECT")("A")) not in out.sends  # never report the coordinator to itself
     fd.handle("A", [header("FD", "HEARTBEAT")()], 6.5, Effects())
     assert rec.log[-1] == ("unsuspect", "A")
