@@ -141,8 +141,13 @@ class Host:
         the task is assigned."""
         filters = {"label": [f"{LABEL}={label}", f"chaosbed.member={name}"], "status": "running"}
         deadline = time.monotonic() + timeout
+        import docker
+
         while True:
-            running = self.docker.containers.list(filters=filters)
+            try:  # containers.list inspects each container it lists: one removed meanwhile (a replaced task) is gone
+                running = self.docker.containers.list(filters=filters)
+            except docker.errors.NotFound:
+                running = []
             if running:
                 return running[0]
             if time.monotonic() > deadline:

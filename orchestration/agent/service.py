@@ -163,9 +163,9 @@ def remove(
     engines, agents = list(engines), list(agents)
     deadline = time.monotonic() + timeout
 
-    def left() -> list[str]:
+    def left() -> list[str]:  # the low-level list: containers.list inspects each, racing their auto-removal
         mine = {"label": f"{AGENT_OF}={name}"}
-        return [c.id[:12] for e in engines for c in e.containers.list(all=True, filters=mine)]
+        return [str(c["Id"])[:12] for e in engines for c in e.api.containers(all=True, filters=mine)]
 
     def answering() -> list[str]:
         return [a.host for a in agents if _answers(a)]

@@ -184,9 +184,14 @@ def deploy_agents(desc: SwarmDescription, spec: AgentService) -> dict[str, int]:
 
 def remove_agents(desc: SwarmDescription, name: str) -> None:
     """Removes an agent service of the local swarm and waits until its agents are gone from every engine."""
+    import docker
+
     clients = [e.client() for e in engines(desc) if e.process() is not None]
     if clients:
-        service.remove(clients[0], name, clients)
+        try:
+            service.remove(clients[0], name, clients)
+        except docker.errors.DockerException as e:
+            raise ClusterError(f"removing the agents' service {name}: {e}") from None
 
 
 def _write(folder: Path, desc: SwarmDescription) -> None:

@@ -383,7 +383,7 @@ def test_the_agents_of_a_described_swarm_come_and_go_with_the_swarm_agents_comma
     status = chaosbed("swarm", "status")
     assert status.returncode == 1 and status.stdout.count("agent lost") == 2, status.stdout
     for e in local_swarm.engines(swarm):
-        assert not e.client().containers.list(all=True, filters={"label": f"chaosbed.agent-of={name}"})
+        assert not e.client().api.containers(all=True, filters={"label": f"chaosbed.agent-of={name}"})
     # agents that cannot start: the command says why in their own words, and leaves no service behind
     wrong = chaosbed(*up, "--python", "/nowhere/python", "--timeout", "8")
     assert wrong.returncode == 2 and "did not answer within 8 s" in wrong.stderr, wrong
