@@ -558,6 +558,10 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                         self.c["conns_expired"] += 1
                         self._conn_event(out, peer, entry.conn_id, side, "closing")
                 elif props.conn_close_timeout > 0 and idle >= props.conn_close_timeout:
+                    if side == "send" and entry.table.hd < entry.table.hr:
+                        # CLOSING flushes its unacked messages (the design's "flush pending messages before closing
+                        # a connection"): removed once drained, or by max_retransmit_time when the peer left
+                        continue
                     del conns[peer]
                     self.c["conns_removed"] += 1
                     self._conn_event(out, peer, entry.conn_id, side, "closed")

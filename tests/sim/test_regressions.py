@@ -20,11 +20,6 @@ FILES = sorted(REGRESSIONS.glob("*.toml"))
 
 # file stem -> why it fails today (a protocol bug explore found and nobody has fixed yet)
 OPEN: dict[str, str] = {
-    "unicast3-closing-entry-removed-with-unacked": (
-        "UNICAST3 removes a CLOSING send entry after conn_close_timeout with messages still unacked (found by explore; "
-        "node/protocols/unicast3.py _reap)"
-    ),
-    "unicast3-closing-entry-removed-robust": "the same UNICAST3 bug, in a form that reproduces on netns (3 of 3)",
     "nakack2-merge-skips-own-view-sender": (
         "a merge view resets a member's NAKACK2 window for a sender of its own view at the sender's digest, skipping "
         "messages the sender still holds (gms.reset_subgroup_windows; found by explore)"

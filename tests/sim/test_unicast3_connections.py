@@ -39,6 +39,21 @@ def test_graceful_close_flushes_then_closes_and_a_send_reopens() -> None:
     assert_exactly_once_in_order(sim, "A", "B")
 
 
+def test_a_closing_entry_outlives_conn_close_timeout_until_its_unacked_messages_are_acked() -> None:
+    """CLOSING flushes: an entry whose messages are still unacked when conn_close_timeout runs out stays (and keeps
+    resending) until they are acked, then goes with its CLOSE (explore's unicast3-closing-entry-removed-*)."""
+    sim = u3(conn_close_timeout="0.5s", conn_expiry_timeout="0s")
+    cut = sim.add_rule(MessageRule("UNICAST3", "DATA", {"seqno": 3}, src="A", dst="B"))  # every copy, for now
+    burst(sim, "A", "B", 3)
+    a = sim.protocol("A")
+    sim.close_connection("A", "B")
+    sim.run(2.0)  # four conn_close_timeouts, #3 still unacked
+    assert "B" in a.send_table and a.send_table["B"].state.value == "closing" and a.c["close_sent"] == 0
+    sim.rules.remove(cut)  # the drop ends
+    assert sim.run_until(lambda: "B" not in a.send_table, 5.0)
+    assert a.c["close_sent"] == 1 and sim.delivered("B") == sim.sent("A", "B")
+
+
 def test_idle_connections_expire_and_are_removed() -> None:
     sim = u3(conn_expiry_timeout="3s", conn_close_timeout="2s")
     burst(sim, "A", "B", 3)
