@@ -49,7 +49,7 @@ STOP_TIMEOUT = 20  # s: the agent heals and detaches every cluster when it stops
 AGENT_OF = "chaosbed.agent-of"  # the label of an agent container: its service
 # the agent's namespace names (`ip netns attach`) in a /run/netns of its own: the host's `ip netns` (and `chaosbed
 # down --all` there) never sees them half-alive, and none is left on the host when the agent dies
-PRIVATE_NETNS = 'mount -t tmpfs -o mode=0755 chaosbed-agent /run/netns && exec "$0" "$@"'
+PRIVATE_NETNS = 'mkdir -p /run/netns && mount -t tmpfs -o mode=0755 chaosbed-agent /run/netns && exec "$0" "$@"'
 
 
 class Engine:

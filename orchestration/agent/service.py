@@ -66,11 +66,14 @@ def deploy(client: DockerClient, spec: AgentService, token: str) -> str:
     if not spec.python:
         raise ClusterError("the agent service needs the path of python (with chaosbed) on the hosts")
     labels = {LABEL: spec.name, **spec.labels}
-    if any(s.name == spec.name for s in client.services.list(filters={"name": spec.name})):  # name: a prefix match
-        raise ClusterError(f"a service {spec.name} runs already on this swarm (`chaosbed swarm agents down --name "
-                           f"{spec.name}` removes it)")  # fmt: skip
     try:
+        if any(s.name == spec.name for s in client.services.list(filters={"name": spec.name})):  # a prefix match
+            raise ClusterError(f"a service {spec.name} runs already on this swarm (`chaosbed swarm agents down "
+                               f"--name {spec.name}` removes it)")  # fmt: skip
         secret = client.secrets.create(name=f"{spec.name}-token", data=token.encode(), labels=labels)
+    except docker.errors.DockerException as e:
+        raise ClusterError(f"deploying the agent service {spec.name}: {e}") from None
+    try:
         service = client.services.create(
             spec.image,
             command=["python3", LAUNCHER],
@@ -88,6 +91,8 @@ def deploy(client: DockerClient, spec: AgentService, token: str) -> str:
             labels=labels,
         )
     except docker.errors.DockerException as e:
+        with contextlib.suppress(docker.errors.DockerException):
+            secret.remove()  # nothing of a failed deploy is left
         raise ClusterError(f"deploying the agent service {spec.name}: {e}") from None
     return str(service.id)
 
