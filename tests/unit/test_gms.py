@@ -429,27 +429,27 @@ class Recorder:
         self.log.append(("unsuspect", member))
 
 
-def test_fd_hands_the_members_one_check_suspects_to_gms_together() -> None:
-    rec = Recorder()
-    fd = Fd("A", FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0), membership=rec)
-    fd.install_view(view("A", 1, "ABCD"), 0.0, Effects())
+def fd_until_six_seconds(local: str, members: str, rec: Recorder) -> tuple[Fd, Effects]:
+    """An FD (timeout 5 s, checks every second) of `local` in view A|1 of `members`, B heard at 4 s, run to 6 s."""
+    fd = Fd(local, FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0), membership=rec)
+    fd.install_view(view("A", 1, members), 0.0, Effects())
     fd.handle("B", [], 4.0, Effects())
     t, out = 0.0, Effects()
     while t < 6.0:
         t = fd.next_wakeup()
         fd.tick(t, out)
+    return fd, out
+
+
+def test_fd_hands_the_members_one_check_suspects_to_gms_together() -> None:
+    rec = Recorder()
+    fd_until_six_seconds("A", "ABCD", rec)
     assert rec.log == [("suspect_all", "C,D")]  # one call: GMS excludes both in one view
 
 
 def test_fd_suspects_after_timeout_reports_to_the_coordinator_and_unsuspects_on_a_heartbeat() -> None:
     rec = Recorder()
-    fd = Fd("C", FdProps(interval=1.0, timeout=5.0, timeout_check_interval=1.0), membership=rec)
-    fd.install_view(view("A", 1, "ABC"), 0.0, Effects())
-    fd.handle("B", [], 4.0, Effects())
-    t, out = 0.0, Effects()
-    while t < 6.0:
-        t = fd.next_wakeup()
-        fd.tick(t, out)
+    fd, out = fd_until_six_seconds("C", "ABC", rec)
     assert rec.log == [("suspect_all", "A")]  # B was heard at 4.0
     assert ("A", header("FD", "SUSPECT")("A")) not in out.sends  # never report the coordinator to itself
     fd.handle("A", [header("FD", "HEARTBEAT")()], 6.5, Effects())
