@@ -8,11 +8,14 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node import jsonl
 from orchestration.backends.netns import _socket_in_namespace
 from orchestration.cluster import ClusterError
+
+if TYPE_CHECKING:
+    from orchestration.backends.swarm_hosts import SwarmHost
 
 CLOCK_SAMPLES = 7
 
@@ -50,6 +53,11 @@ class AgentClient:
 
     def __init__(self, host: str, address: str, port: int, token: str, netns: str | None = None) -> None:
         self.host, self.address, self.port, self.token, self.netns = host, address, port, token, netns
+
+    @classmethod
+    def of(cls, host: SwarmHost, token: str, port: int | None = None) -> AgentClient:
+        """The client of a swarm host's agent (on `port` instead of the host's agent_port: another agent service)."""
+        return cls(host.name, host.address, host.agent_port if port is None else port, token, host.netns)
 
     def _connect(self, timeout: float) -> socket.socket:
         if self.netns:

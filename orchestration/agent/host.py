@@ -139,10 +139,10 @@ class Host:
     def _running_container(self, label: str, name: str, timeout: float = 30.0) -> Container:
         """The member's running container (its task's), waited for up to `timeout`: swarm starts it shortly after
         the task is assigned."""
-        filters = {"label": [f"{LABEL}={label}", f"chaosbed.member={name}"], "status": "running"}
-        deadline = time.monotonic() + timeout
         import docker
 
+        filters = {"label": [f"{LABEL}={label}", f"chaosbed.member={name}"], "status": "running"}
+        deadline = time.monotonic() + timeout
         while True:
             try:  # containers.list inspects each container it lists: one removed meanwhile (a replaced task) is gone
                 running = self.docker.containers.list(filters=filters)
@@ -244,7 +244,8 @@ class Host:
         return healed
 
     def _reattach(self, ns: str, container_id: str) -> bool:
-        """Namespace `ns` attached to the container's, if it still runs (True) or still attached (True)."""
+        """Whether namespace `ns` is attached: still (this agent's own, or one an agent in this host's namespaces
+        left), or again, to the container's if it still runs."""
         import docker
 
         if ns in list_namespaces():

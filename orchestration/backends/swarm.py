@@ -90,7 +90,7 @@ class SwarmCluster(Cluster):
         if not self._agents:
             token = self.desc.token()
             hosts = self.desc.hosts
-            self._agents = {h.name: AgentClient(h.name, h.address, h.agent_port, token, h.netns) for h in hosts}
+            self._agents = {h.name: AgentClient.of(h, token) for h in hosts}
         return self._agents
 
     @property

@@ -47,7 +47,7 @@ def swarm_status() -> None:
     console.print(f"swarm {desc.label or '(described)'}: manager {desc.manager}, image {desc.image}")
     up = True
     for h in desc.hosts:
-        agent = AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns)
+        agent = AgentClient.of(h, desc.token())
         try:
             clock = agent.clock()
             state = f"agent up, clock offset {clock.offset_ns} ns (rtt {clock.rtt_ns / 1e3:.0f} us"
@@ -106,7 +106,7 @@ def swarm_agents_up(name: str, engine_socket: str, state: str, python: str, repo
             raise ClusterError(f"the hosts' agent_port differ ({sorted(ports)}): one service listens on one port")
         spec = service.AgentService(name, desc.image, ports.pop(), engine_socket, state, python,
                                     repo or str(service.REPO))  # fmt: skip
-        agents = [AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns) for h in desc.hosts]
+        agents = [AgentClient.of(h, desc.token()) for h in desc.hosts]
         with console.status("waiting for the agents"):
             pids = service.start(docker.DockerClient(base_url=desc.manager), spec, desc.token(), agents, timeout)
     except (ClusterError, docker.errors.DockerException) as e:
@@ -129,7 +129,7 @@ def swarm_agents_down(name: str) -> None:
 
     try:
         desc = load_description()
-        agents = [AgentClient(h.name, h.address, h.agent_port, desc.token(), h.netns) for h in desc.hosts]
+        agents = [AgentClient.of(h, desc.token()) for h in desc.hosts]
         with console.status("stopping the agents (each heals what it installed)"):
             existed = service.remove(docker.DockerClient(base_url=desc.manager), name, agents=agents)
     except (ClusterError, docker.errors.DockerException) as e:

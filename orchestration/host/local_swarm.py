@@ -178,7 +178,7 @@ def deploy_agents(desc: SwarmDescription, spec: AgentService) -> dict[str, int]:
     """Deploys `spec` on the local swarm and waits for its agents (on every host, or on spec.node_id's); returns
     their pids by host."""
     hosts = [h for h in desc.hosts if spec.node_id in (None, h.node_id)]
-    agents = [AgentClient(h.name, h.address, spec.port, desc.token(), h.netns) for h in hosts]
+    agents = [AgentClient.of(h, desc.token(), spec.port) for h in hosts]
     return service.start(engines(desc)[0].client(), spec, desc.token(), agents)
 
 

@@ -194,7 +194,7 @@ def own_agent_on_h2(swarm: SwarmDescription, port: int) -> Iterator[tuple[AgentC
     name = f"chaosbed-agent-test-{port}-{os.getpid()}"
     pids = local_swarm.deploy_agents(swarm, local_swarm.agent_service(swarm, name, port, node_id=h2.node_id))
     try:
-        yield AgentClient("h2", h2.address, port, swarm.token(), h2.netns), pids["h2"], name
+        yield AgentClient.of(h2, swarm.token(), port), pids["h2"], name
     finally:
         local_swarm.remove_agents(swarm, name)
 
@@ -222,7 +222,7 @@ def test_the_agents_are_a_global_service_in_the_hosts_pid_namespace_and_their_en
     assert sorted(t["NodeID"] for t in running) == sorted(h.node_id for h in swarm.hosts)
     token = swarm.token()
     for h in swarm.hosts:  # measured on each agent process, not read from the service's spec
-        pid = int(AgentClient(h.name, h.address, h.agent_port, token, h.netns).request("hello")["pid"])
+        pid = int(AgentClient.of(h, token).request("hello")["pid"])
         assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid"), "not in the host's pid ns"
         assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{h.netns}").st_ino
         caps = int(next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("CapEff"))
@@ -316,7 +316,7 @@ def test_the_agents_heal_when_the_orchestrator_is_killed_mid_run(swarm: SwarmDes
         assert orchestrator.poll() is None, orchestrator.stderr.read().decode() if orchestrator.stderr else ""
         label = next(p.name for p in state.iterdir() if p.name.startswith("cb"))
         token = Path(swarm.token_file).read_text().strip()
-        agents = {h.name: AgentClient(h.name, h.address, h.agent_port, token, h.netns) for h in swarm.hosts}
+        agents = {h.name: AgentClient.of(h, token) for h in swarm.hosts}
         installed = {n: a.request("installed", cluster=label) for n, a in agents.items()}
         assert installed["h1"]["rules"]["A"] and installed["h1"]["rules"]["C"] and installed["h1"]["handlers"] == ["A"]
         orchestrator.kill()  # SIGKILL: no clean-up of any kind
