@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _master: str | None = None
+# the folder of the checks' code zip that a cluster session's executors fetch from the driver; removed with the
+# session (or at exit: TemporaryDirectory's finalizer)
+_code_folder: tempfile.TemporaryDirectory[str] | None = None
 
 
 @contextlib.contextmanager
@@ -106,7 +109,7 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
 def get_spark(master: str | None = None) -> SparkSession:
     """Returns the process's session for a target (see the module's docstring), starting it on first use. Another
     target stops and replaces it."""
-    global _session, _master
+    global _session, _master, _code_folder
     wanted = requested(master)
     concrete = wanted if is_connect(wanted) else resolve(wanted)  # an sc:// URL as is: no lock, no lease here
     with _lock:
@@ -146,7 +149,8 @@ def get_spark(master: str | None = None) -> SparkSession:
             _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
         if not is_local(master):  # executors on other hosts get the checks' code with the job, not an installation
-            _session.sparkContext.addPyFile(str(code_zip()))
+            _code_folder = tempfile.TemporaryDirectory(prefix="chaosbed-checks-")
+            _session.sparkContext.addPyFile(str(code_zip(Path(_code_folder.name))))
         _master = master or LOCAL
         return _session
 
@@ -192,11 +196,15 @@ def _end_session(session: SparkSession) -> None:
     """Ends this process's use of a session. A Connect session is only closed on the client side: stopping it would
     release the service's shared session over RPCs, retrying for minutes when the server has gone (a worker of the
     test suite hung there when the service it had used was replaced)."""
+    global _code_folder
     with contextlib.suppress(Exception):
         if session_is_connect(session):
             _close_client(session)  # the server and its shared session keep running
         else:
             session.stop()
+    if _code_folder is not None:
+        _code_folder.cleanup()
+        _code_folder = None
 
 
 def session_is_connect(spark: SparkSession) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -285,21 +284,17 @@ def processes(folder: Path | None = None) -> Iterator[psutil.Process]:
                 yield proc
 
 
-def code_zip() -> Path:
+def code_zip(folder: Path) -> Path:
     """A zip of the analysis and node packages (what the executors' Python workers import: analysis.streams and the
     history table it reads), added to a cluster session's Python path, so that workers on other hosts need Python,
-    pyspark, numpy, pyarrow and pandas, but no chaosbed installation. Named by the code's fingerprint, made once."""
-    import tempfile
+    pyspark, numpy, pyarrow and pandas, but no chaosbed installation. Written into `folder`, which the session owns
+    and removes when it ends (the driver serves the file to the executors while the session lives)."""
     import zipfile
 
     root = Path(__file__).resolve().parent.parent
     sources = sorted([*(root / "analysis").glob("*.py"), *(root / "node").rglob("*.py")])
-    digest = hashlib.sha256(b"".join(p.relative_to(root).as_posix().encode() + p.read_bytes() for p in sources))
-    path = Path(tempfile.gettempdir()) / f"chaosbed-checks-{digest.hexdigest()[:16]}.zip"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for p in sources:
-                z.write(p, p.relative_to(root).as_posix())
-        tmp.replace(path)
+    path = folder / "chaosbed-checks.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sources:
+            z.write(p, p.relative_to(root).as_posix())
     return path

@@ -68,8 +68,12 @@ def test_a_matrix_checked_on_a_standalone_cluster_gives_the_local_verdicts(
         '[axes]\nbackend = ["sim"]\n'
     )
     on_cluster = tmp_path / "on-cluster"  # named relative to the working folder: the executors' is another
-    ran = chaosbed("matrix", str(matrix), "--out", "on-cluster", "-j", "2", "--master", url, env=env, cwd=tmp_path)
+    scratch = tmp_path / "tmp"  # the driver's temporary files (the code zip the executors fetch)
+    scratch.mkdir()
+    ran = chaosbed("matrix", str(matrix), "--out", "on-cluster", "-j", "2", "--master", url,
+                   env={**env, "TMPDIR": str(scratch)}, cwd=tmp_path)  # fmt: skip
     assert ran.returncode == 1, ran.stderr[-2000:]  # unicast2-reopen fails, as it must
+    assert not list(scratch.glob("chaosbed-checks*")), "the checks' code zip outlived its session"
     local = tmp_path / "local"
     shutil.copytree(on_cluster, local, ignore=shutil.ignore_patterns(".chaosbed-cache", "verdict.json"))
     checked = chaosbed("check", str(local), "--spark", "local", env=env)
