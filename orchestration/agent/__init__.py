@@ -11,5 +11,6 @@ itself.
         --state /var/lib/chaosbed-agent --name HOST [--exit-with PID]
 
 (as launcher.py runs it, or by hand as root on a host). client.py is the orchestrator's side
-(orchestration/backends/swarm.py), service.py deploys and removes the agents' service.
+(orchestration/backends/swarm.py), replies.py the types of the replies it reads by field, service.py deploys and
+removes the agents' service.
 """

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, overload
 
 from node import jsonl
+from orchestration.agent.replies import AttachReply, HelloReply, HistoryReply, StatsReply
 from orchestration.backends.netns import _socket_in_namespace
 from orchestration.cluster import ClusterError
 
@@ -43,6 +45,18 @@ class HostClock:
         return {"offset_ns": self.offset_ns, "rtt_ns": self.rtt_ns, "same_clock": self.same_clock,
                 "measured_ns": self.measured_ns}  # fmt: skip
 
+    @classmethod
+    def from_json(cls, d: object) -> HostClock:
+        """From to_json's form (a swarm cluster's state file); TypeError when it is not that."""
+        if not isinstance(d, dict) or set(d) != {"offset_ns", "rtt_ns", "same_clock", "measured_ns"}:
+            raise TypeError(f"not a host clock: {d!r}")
+        offset, rtt, same, measured = d["offset_ns"], d["rtt_ns"], d["same_clock"], d["measured_ns"]
+        if not (
+            isinstance(offset, int) and isinstance(rtt, int) and isinstance(same, bool) and isinstance(measured, int)
+        ):
+            raise TypeError(f"not a host clock: {d!r}")
+        return cls(offset, rtt, same, measured)
+
 
 class AgentLost(ClusterError):
     """The agent of a host did not answer: the host is lost to the orchestrator (its lease heals its faults)."""
@@ -64,11 +78,37 @@ class AgentClient:
             return _socket_in_namespace(self.netns, (self.address, self.port), timeout)
         return socket.create_connection((self.address, self.port), timeout=timeout)
 
+    @overload
+    def request(
+        self, cmd: Literal["hello"], *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> HelloReply: ...
+
+    @overload
+    def request(
+        self, cmd: Literal["attach"], *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> AttachReply: ...
+
+    @overload
+    def request(
+        self, cmd: Literal["history"], *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> HistoryReply: ...
+
+    @overload
+    def request(
+        self, cmd: Literal["stats"], *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> StatsReply: ...
+
+    @overload
     def request(
         self, cmd: str, *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, object]: ...
+
+    def request(
+        self, cmd: str, *, timeout: float = 15.0, request_timeout: float | None = None, **args: object
+    ) -> Mapping[str, object]:
         """The agent's reply (ok); AgentLost when it does not answer within `request_timeout` (default: `timeout`,
-        which is also passed to the agent as the request's own), ClusterError when it refuses."""
+        which is also passed to the agent as the request's own), ClusterError when it refuses. The replies the
+        orchestrator reads field by field have their types (replies.py: the agent builds them as those)."""
         req: dict[str, object] = {"token": self.token, "cmd": cmd, "timeout": timeout, **args}
         wait = request_timeout or timeout + 5.0
         try:

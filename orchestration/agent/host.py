@@ -25,6 +25,7 @@ from chaos.faults import ChaosError, FaultRecord
 from chaos.render import Endpoint
 from node import jsonl
 from orchestration.agent.engine import HostFaultEngine
+from orchestration.agent.replies import AttachedMember, AttachReply, HistoryReply, StatsReply, bypass_reply
 from orchestration.backends.netns import _socket_in_namespace, list_namespaces
 
 if TYPE_CHECKING:
@@ -116,10 +117,10 @@ class Host:
         c.expires = time.monotonic() + c.lease_s
         return {"lease_s": c.lease_s, "expired_at": c.expired_at}
 
-    def attach(self, c: ClusterOnHost, names: list[str], transport: str, timeout: float) -> dict[str, object]:
+    def attach(self, c: ClusterOnHost, names: list[str], transport: str, timeout: float) -> AttachReply:
         """Finds the running container of each member in `names` on this engine, attaches its network namespace and
         returns its address on the cluster's network and its host pid."""
-        found: dict[str, object] = {}
+        found: dict[str, AttachedMember] = {}
         with c.lock:
             c.transport = transport
             for name in names:
@@ -178,11 +179,11 @@ class Host:
                 raise AgentError(str(e)) from None
         return True
 
-    def stats(self, c: ClusterOnHost) -> dict[str, object]:
+    def stats(self, c: ClusterOnHost) -> StatsReply:
         with c.lock:
             engine = c.engine()
             faults = [f.to_json() for f in engine.faults(stats=True)]
-            bypass = {m: vars(b) for m, b in engine.queue_bypass().items()}
+            bypass = {m: bypass_reply(b) for m, b in engine.queue_bypass().items()}
             return {"faults": faults, "kernel": engine.kernel_counters(), "bypass": bypass}
 
     def installed(self, c: ClusterOnHost) -> dict[str, object]:
@@ -300,7 +301,7 @@ class Host:
         except (OSError, ValueError) as e:
             raise AgentError(f"member {name}: {e}") from None
 
-    def history(self, c: ClusterOnHost, name: str, offset: int) -> dict[str, object]:
+    def history(self, c: ClusterOnHost, name: str, offset: int) -> HistoryReply:
         """Up to HISTORY_CHUNK bytes of a member's history file from `offset` (whole lines, unless a line is longer
         than a chunk), as text."""
         path = c.folder / "history" / f"{name}.jsonl"

@@ -32,15 +32,18 @@ import os
 import socketserver
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from chaos.faults import FaultRecord
 from orchestration.agent.host import AgentError, ClusterOnHost, Host
+from orchestration.agent.replies import HelloReply
 
 MAX_LINE = 64 << 20  # a `faults` request with many records, or a reply with a history chunk
 EXPIRY_CHECK_S = 0.25
+T = TypeVar("T")
+Request = Mapping[str, object]  # a request line's JSON object
 
 
 def boot_id() -> str:
@@ -51,11 +54,20 @@ def boot_id() -> str:
         return ""
 
 
-def _arg(req: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+def _arg(req: Request, key: str, kind: type[T] | tuple[type[T], ...]) -> T:
     value = req.get(key)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise AgentError(f"{req.get('cmd')}: {key} must be {getattr(kind, '__name__', kind)}, not {value!r}")
     return value
+
+
+def _seconds(req: Request, key: str, default: float) -> float:
+    """An optional number of seconds (float() of it, as JSON gives it: a number; TypeError for what float() refuses,
+    a bad request)."""
+    value = req.get(key, default)
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"{key} must be a number of seconds, not {value!r}")
+    return float(value)
 
 
 class Agent:
@@ -83,13 +95,13 @@ class Agent:
         except (KeyError, TypeError, ValueError) as e:
             return {"ok": False, "error": f"{cmd}: bad request ({type(e).__name__}: {e})"}
 
-    def _commands(self) -> dict[str, Callable[[dict[str, Any]], dict[str, object]]]:
+    def _commands(self) -> dict[str, Callable[[Request], Mapping[str, object]]]:
         return {
             "hello": self.hello,
             "prepare": lambda r: self.host.prepare(_arg(r, "cluster", str), float(_arg(r, "lease_s", (int, float)))),
             "lease": lambda r: self.host.renew(self._cluster(r)),
             "attach": lambda r: self.host.attach(
-                self._cluster(r), _arg(r, "members", list), _arg(r, "transport", str), float(r.get("timeout", 30.0))
+                self._cluster(r), _arg(r, "members", list), _arg(r, "transport", str), _seconds(r, "timeout", 30.0)
             ),
             "faults": self.faults,
             "stats": lambda r: self.host.stats(self._cluster(r, renew=False)),
@@ -100,36 +112,36 @@ class Agent:
             "release": self.release,
         }
 
-    def _cluster(self, req: dict[str, Any], *, renew: bool = True) -> ClusterOnHost:
+    def _cluster(self, req: Request, *, renew: bool = True) -> ClusterOnHost:
         """The request's cluster, its lease renewed (not by the questions an observer may ask too)."""
         c = self.host.cluster(req.get("cluster"))
         if renew:
             self.host.renew(c)
         return c
 
-    def hello(self, req: dict[str, Any]) -> dict[str, object]:
+    def hello(self, req: Request) -> HelloReply:
         return {"host": self.host.name, "boot_id": boot_id(), "mono_ns": time.monotonic_ns(), "real_ns": time.time_ns(),
                 "pid": os.getpid()}  # fmt: skip
 
-    def faults(self, req: dict[str, Any]) -> dict[str, object]:
+    def faults(self, req: Request) -> dict[str, object]:
         c = self._cluster(req)
         records = [FaultRecord.from_json(r) for r in _arg(req, "records", list)]
         endpoints = {str(n): str(ip) for n, ip in _arg(req, "endpoints", dict).items()}
         installed = self.host.install(c, endpoints, records, _arg(req, "shift_ns", int), _arg(req, "generation", int))
         return {"installed": len(records) if installed else None}
 
-    def member(self, req: dict[str, Any]) -> dict[str, object]:
+    def member(self, req: Request) -> dict[str, object]:
         c = self._cluster(req)
-        timeout = float(req.get("timeout", 10.0))
+        timeout = _seconds(req, "timeout", 10.0)
         return self.host.member(c, _arg(req, "name", str), _arg(req, "action", str), timeout)
 
-    def control(self, req: dict[str, Any]) -> dict[str, object]:
+    def control(self, req: Request) -> dict[str, object]:
         c = self._cluster(req)
-        timeout = float(req.get("timeout", 10.0))
+        timeout = _seconds(req, "timeout", 10.0)
         name, request, port = _arg(req, "name", str), _arg(req, "request", dict), _arg(req, "port", int)
         return {"reply": self.host.control(c, name, request, port, timeout)}
 
-    def release(self, req: dict[str, Any]) -> dict[str, object]:
+    def release(self, req: Request) -> dict[str, object]:
         c = self.host.cluster(req.get("cluster"))
         self.host.release(c, bool(req.get("remove_files", True)))
         return {}

@@ -9,10 +9,14 @@ runs the member image's entrypoint (`python3 -m node.container`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestration.cluster import ClusterError
 from orchestration.systems import System
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 CHAOSBED_ENTRYPOINT = ["python3", "-m", "node.container"]
 DATA_PORT = 7800
@@ -21,21 +25,21 @@ DATA_PORT = 7800
 @dataclass
 class Found:
     name: str
-    container: Any
+    container: Container
     ip: str
     port: int
 
 
-def env_of(container: Any) -> dict[str, str]:
+def env_of(container: Container) -> dict[str, str]:
     return dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
 
 
-def _number(container: Any) -> int:
+def _number(container: Container) -> int:
     n = container.labels.get("com.docker.compose.container-number", "")
     return int(n) if n.isdigit() else 1
 
 
-def project_members(client: Any, project: str, service: str | None) -> list[Found]:
+def project_members(client: DockerClient, project: str, service: str | None) -> list[Found]:
     """The running containers of the project (of `service`, or of every service), named and addressed."""
     labels = [f"com.docker.compose.project={project}"]
     if service is not None:
@@ -54,7 +58,7 @@ def project_members(client: Any, project: str, service: str | None) -> list[Foun
             zip(names, containers, strict=True)]  # fmt: skip
 
 
-def _name(container: Any, one_service: bool) -> str:
+def _name(container: Container, one_service: bool) -> str:
     n = _number(container)
     if one_service:
         return chr(ord("A") + n - 1) if 1 <= n <= 26 else ""
@@ -62,7 +66,7 @@ def _name(container: Any, one_service: bool) -> str:
     return service if n == 1 else f"{service}-{n}"
 
 
-def _shared_network(containers: list[Any]) -> str:
+def _shared_network(containers: list[Container]) -> str:
     """The network every member is on (the first by name when there are several): the one faults act on."""
     common = set.intersection(*(set(c.attrs["NetworkSettings"]["Networks"]) for c in containers))
     if not common:
@@ -70,16 +74,16 @@ def _shared_network(containers: list[Any]) -> str:
     return sorted(common)[0]
 
 
-def _port(container: Any) -> int:
+def _port(container: Container) -> int:
     value = env_of(container).get("CHAOSBED_PORT", "")
     return int(value) if value.isdigit() else DATA_PORT
 
 
-def is_chaosbed_member(container: Any) -> bool:
+def is_chaosbed_member(container: Container) -> bool:
     return list(container.attrs["Config"].get("Entrypoint") or []) == CHAOSBED_ENTRYPOINT
 
 
-def foreign_system(project: str, containers: list[Any]) -> System:
+def foreign_system(project: str, containers: list[Container]) -> System:
     """The system of containers that are not chaosbed's members: their command and image, with control where they
     have a control token (CHAOSBED_TOKEN) in their environment."""
     first = containers[0]
@@ -94,6 +98,6 @@ def foreign_system(project: str, containers: list[Any]) -> System:
     )  # fmt: skip
 
 
-def history_folders(containers: list[Any], mount: str) -> set[str]:
+def history_folders(containers: list[Container], mount: str) -> set[str]:
     """The host folders mounted at `mount` (the folder the members write their histories to)."""
     return {m["Source"] for c in containers for m in c.attrs["Mounts"] if m["Destination"] == mount}

@@ -26,14 +26,13 @@ import time
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from node import jsonl
 from orchestration.backends.docker import DockerCluster, member_pid
 from orchestration.backends.netns import NetnsCluster
 from orchestration.backends.process import ProcessCluster
 from orchestration.backends.real import RealCluster
-from orchestration.cluster import ClusterError, ControlReply, MemberInfo, ViewInfo
+from orchestration.cluster import Cluster, ClusterError, ControlReply, MemberInfo, ViewInfo
 from orchestration.host import claims
 from orchestration.host.member_python import member_env
 from orchestration.host.processes import send_signal
@@ -57,7 +56,7 @@ class ForeignMembers(RealCluster):
     def _history_quiet(self) -> HistoryQuiet:
         return HistoryQuiet(self.system.settle)
 
-    def start(self, timeout: float = 30.0) -> Any:
+    def start(self, timeout: float = 30.0) -> Cluster:
         try:
             prepare(self.system)
         except RuntimeError as e:
@@ -272,7 +271,7 @@ class ForeignDocker(DockerCluster, ForeignMembers):
         else:
             DockerCluster._spawn_all(self, members)
 
-    def _member_run(self, m: MemberInfo) -> dict[str, Any]:
+    def _member_run(self, m: MemberInfo) -> dict[str, object]:
         run = super()._member_run(m)
         argv = self._launch(m).argv(self.system.command)  # not _command: no `ip netns exec` in a container
         run.update(entrypoint=argv[:1], command=argv[1:], environment=self._launch(m).env(self.token))

@@ -35,9 +35,10 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from orchestration.agent.client import AgentClient, HostClock
 from orchestration.backends.swarm_faults import SwarmFaultTable
@@ -278,7 +279,7 @@ class SwarmCluster(Cluster):
 
     # --- members ------------------------------------------------------------------------------------------------
 
-    def _member(self, name: str, action: str, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
+    def _member(self, name: str, action: str, timeout: float = STOP_TIMEOUT) -> Mapping[str, object]:
         """A member fault by the agent of its host (the request waits `timeout` for the member, and the engine)."""
         return self.agent_of(name).request("member", cluster=self.label, name=name, action=action, timeout=timeout,
                                            request_timeout=timeout + 30.0)  # fmt: skip
@@ -351,11 +352,11 @@ class SwarmCluster(Cluster):
         if problems:
             raise ClusterError("; ".join(problems))
 
-    def _term_all(self, names: list[str]) -> dict[str, dict[str, Any] | ClusterError]:
+    def _term_all(self, names: list[str]) -> dict[str, Mapping[str, object] | ClusterError]:
         """SIGTERM to all of `names` at once, as on the docker backend, and their exits: one at a time, the last
         would outlive the others by a fault detector's timeout and install a view of its own after theirs."""
 
-        def term(name: str) -> dict[str, Any] | ClusterError:
+        def term(name: str) -> Mapping[str, object] | ClusterError:
             try:
                 return self._member(name, "term")
             except ClusterError as e:
@@ -411,11 +412,26 @@ class SwarmCluster(Cluster):
         }
         self._write_state(self.token, network)
 
-    def _restore_network(self, network: dict[str, Any]) -> None:
-        self.placement = dict(network.get("placement", {}))
-        self.history_dirs = dict(network.get("history_dirs", {}))
-        self._leaving = set(network.get("leaving", []))
-        self.clocks = {h: HostClock(**c) for h, c in network.get("clocks", {}).items()}
+    def _restore_network(self, network: Mapping[str, object]) -> None:
+        """What _save_state wrote (TypeError naming the part that is not)."""
+        self.placement = _strings_by_name(network, "placement")
+        self.history_dirs = _strings_by_name(network, "history_dirs")
+        leaving = network.get("leaving", [])
+        if not isinstance(leaving, list) or not all(isinstance(n, str) for n in leaving):
+            raise TypeError(f"the swarm state's leaving is not a list of names: {leaving!r:.200}")
+        self._leaving = set(leaving)
+        clocks = network.get("clocks", {})
+        if not isinstance(clocks, dict):
+            raise TypeError(f"the swarm state's clocks are not a table: {clocks!r:.200}")
+        self.clocks = {h: HostClock.from_json(c) for h, c in clocks.items()}
+
+
+def _strings_by_name(network: Mapping[str, object], key: str) -> dict[str, str]:
+    """A {name: string} table of the swarm state's network section ({} without it)."""
+    table = network.get(key, {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        raise TypeError(f"the swarm state's {key} is not a table of strings: {table!r:.200}")
+    return dict(table)
 
 
 def shift_history(data: bytes, offset_ns: int) -> bytes:

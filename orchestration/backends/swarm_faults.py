@@ -11,14 +11,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from chaos.engine_state import EngineState, load_state, locked_state
 from chaos.fault_table import FaultTable, QueueBypass
 from chaos.faults import ChaosError, Fault, FaultRecord, TimedFault
 from chaos.normalize import normalize
 from orchestration.agent.client import AgentClient, HostClock
+from orchestration.agent.replies import StatsReply
 from orchestration.cluster import ClusterError
+
+R = TypeVar("R")
 
 
 class SwarmFaultTable:
@@ -91,11 +94,11 @@ class SwarmFaultTable:
         if not stats:
             return list(records)
         handled: dict[str, dict[str, int]] = {}
-        for reply in self._each("stats").values():
-            for f in reply["faults"]:
-                for k, v in (f.get("handled") or {}).items():
-                    total = handled.setdefault(str(f["id"]), {})
-                    total[k] = total.get(k, 0) + int(v)
+        for reply in self._stats().values():
+            for f in map(FaultRecord.from_json, reply["faults"]):
+                for k, v in (f.handled or {}).items():
+                    total = handled.setdefault(f.id, {})
+                    total[k] = total.get(k, 0) + v
         return [r.with_handled(handled[r.id]) if r.id in handled else r for r in records]
 
     def clock_offset(self) -> int | None:
@@ -103,7 +106,7 @@ class SwarmFaultTable:
 
     def queue_bypass(self) -> dict[str, QueueBypass]:
         out: dict[str, QueueBypass] = {}
-        for reply in self._each("stats").values():
+        for reply in self._stats().values():
             for member, b in reply["bypass"].items():
                 out[str(member)] = QueueBypass(**b)
         return out
@@ -136,17 +139,20 @@ class SwarmFaultTable:
     def kernel_counters(self) -> dict[str, dict[str, int]]:
         """Per receiving member (on every host), the packets its kernel rules acted on."""
         out: dict[str, dict[str, int]] = {}
-        for reply in self._each("stats").values():
+        for reply in self._stats().values():
             out.update(reply["kernel"])
         return out
 
-    def installed(self) -> dict[str, dict[str, Any]]:
+    def installed(self) -> dict[str, Mapping[str, object]]:
         """Per host: the kernel rules left in its members' namespaces and its running handlers."""
-        return self._each("installed")
+        return self._each(lambda agent: agent.request("installed", cluster=self.label))
 
-    def _each(self, cmd: str) -> dict[str, dict[str, Any]]:
+    def _stats(self) -> dict[str, StatsReply]:
+        return self._each(lambda agent: agent.request("stats", cluster=self.label))
+
+    def _each(self, ask: Callable[[AgentClient], R]) -> dict[str, R]:
         try:
-            return {host: agent.request(cmd, cluster=self.label) for host, agent in self.agents.items()}
+            return {host: ask(agent) for host, agent in self.agents.items()}
         except ClusterError as e:
             raise ChaosError(str(e)) from None
 

@@ -18,8 +18,9 @@ failure detection, merge and STABLE timers; `unicast2` and `unicast` are udp.xml
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import TypeVar
 
 from chaos.profiles import PROFILES
 from foreign import jgroups
@@ -32,6 +33,7 @@ WIRE_PROFILES = {
     **{name: p.description for name, p in PROFILES.items()},
 }
 DEFAULT_SETTLE = 1.0  # seconds of unchanged histories that make a foreign member without `waiting_on` quiet
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -78,26 +80,72 @@ class System:
         """The name with the stack, for reports: `my-gossip (gossip-v1)`."""
         return f"{self.name} ({self.stack})" if self.stack and self.stack != self.name else self.name
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-able (a ClusterSpec keeps it, so a cluster attached from its state file knows its system)."""
         d = asdict(self)
         d["command"] = list(self.command)
         return d
 
-    def cluster_table(self) -> dict[str, Any]:
+    def cluster_table(self) -> dict[str, object]:
         """The system as a scenario's [cluster] keys: its name, and an inline system's [cluster.member] table."""
         if not self.inline:
             return {"system": self.name}
-        member: dict[str, Any] = {"command": list(self.command), "control": self.control, "wire": self.wire,
+        member: dict[str, object] = {"command": list(self.command), "control": self.control, "wire": self.wire,
                                   "stack": self.stack, "settle": self.settle, "views": self.views}  # fmt: skip
         if self.image:
             member["image"] = self.image
         return {"system": self.name, "member": member}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> System:
-        tuples = {k: tuple(d.get(k, ())) for k in ("command", "stacks", "mounts")}
-        return cls(**{**d, **tuples})
+    def from_dict(cls, d: Mapping[str, object]) -> System:
+        """From to_dict's form, also as JSON (a ClusterSpec's `system` in a cluster's state file: lists for the
+        tuples); a missing key is the field's default. TypeError naming the key for a key that is no field, or a
+        value of the wrong type."""
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"a system has no field {unknown[0]!r}")
+        if not isinstance(name := d.get("name"), str):
+            raise TypeError(f"a system's name must be a string, not {name!r}")
+        base = cls(name)  # the defaults
+        image, settle = d.get("image", base.image), d.get("settle", base.settle)
+        if image is not None and not isinstance(image, str):
+            raise TypeError(f"a system's image must be a string or null, not {image!r}")
+        if not isinstance(settle, int | float) or isinstance(settle, bool):
+            raise TypeError(f"a system's settle must be a number, not {settle!r}")
+        return cls(
+            name=name,
+            command=_strings(d, "command"),
+            image=image,
+            control=_field(d, "control", base.control),
+            wire=_field(d, "wire", base.wire),
+            stack=_field(d, "stack", base.stack),
+            settle=settle,
+            native=_field(d, "native", base.native),
+            description=_field(d, "description", base.description),
+            inline=_field(d, "inline", base.inline),
+            views=_field(d, "views", base.views),
+            stacks=_strings(d, "stacks"),
+            process_ip=_field(d, "process_ip", base.process_ip),
+            mounts=_strings(d, "mounts"),
+            requires=_field(d, "requires", base.requires),
+            one_by_one=_field(d, "one_by_one", base.one_by_one),
+        )
+
+
+def _field(d: Mapping[str, object], key: str, default: T) -> T:
+    """A System field of to_dict's form: the default without it, TypeError naming it when not of the default's type."""
+    value = d.get(key, default)
+    if not isinstance(value, type(default)):
+        raise TypeError(f"a system's {key} must be {type(default).__name__}, not {value!r}")
+    return value
+
+
+def _strings(d: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """A tuple field of to_dict's form (a list in JSON): () without it, TypeError naming it when not of strings."""
+    value = d.get(key, ())
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"a system's {key} must be a list of strings, not {value!r}")
+    return tuple(value)
 
 
 CHAOSBED = System(
@@ -155,7 +203,7 @@ def named(name: str) -> System | None:
     return SYSTEMS.get(name)
 
 
-def system_of(spec_system: dict[str, Any] | None) -> System:
+def system_of(spec_system: Mapping[str, object] | None) -> System:
     """The system a ClusterSpec carries (None: chaosbed's own)."""
     return CHAOSBED if spec_system is None else System.from_dict(spec_system)
 

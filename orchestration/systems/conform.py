@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from chaos.faults import JsonObject
 from node.history_contract import ERROR, file_problems
 from orchestration.cluster import Cluster, ClusterError
 from orchestration.host.processes import alive
@@ -36,6 +37,7 @@ NEEDS_CONTROL = ("control", "unicast", "multicast")
 WAIT = 10.0  # seconds for each awaited line or exit
 READY = 20.0  # seconds for a member to start
 FIRST_LINE = 2.0  # seconds after it is ready for a member's first line
+T = TypeVar("T")
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Failed(Exception):
     """An item failed: the message is the reason."""
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[JsonObject]:
     """A history's whole lines that are JSON objects (others are the `histories` item's business)."""
     try:
         return read_events_from(path.read_bytes())
@@ -57,7 +59,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         return []
 
 
-def wait_for(what: str, found: Callable[[], Any], timeout: float = WAIT) -> Any:
+def wait_for(what: str, found: Callable[[], T | None], timeout: float = WAIT) -> T:
     """The first truthy result of `found`, polled until the deadline (Failed naming `what` then)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -83,7 +85,7 @@ class Checklist:
     def history(self, name: str) -> Path:
         return Path(self.cluster.workdir) / "history" / f"{name}.jsonl"
 
-    def events(self, name: str) -> list[dict[str, Any]]:
+    def events(self, name: str) -> list[JsonObject]:
         return read_events(self.history(name))
 
     def record(self, key: str, step: Callable[[], str]) -> bool:
@@ -132,7 +134,7 @@ class Checklist:
                 raise Failed(f"{name}'s ping reply {reply} must have member={name!r}, address, pid, incarnation=1")
         return "both answer ping (member, address, pid, incarnation)"
 
-    def _first_line(self, name: str) -> list[dict[str, Any]]:
+    def _first_line(self, name: str) -> list[JsonObject]:
         return self.events(name)[:1]
 
     def start_first(self) -> str:
@@ -145,7 +147,7 @@ class Checklist:
 
     def control(self) -> str:
         c = self.cluster
-        shapes: dict[str, tuple[str | None, Callable[[Any], bool]]] = {
+        shapes: dict[str, tuple[str | None, Callable[[object], bool]]] = {
             "view": ("view", lambda v: v is None or isinstance(v, dict)),
             "stats": ("counters", lambda v: isinstance(v, dict)),
             "tasks": ("tasks", lambda v: isinstance(v, dict)),
@@ -168,30 +170,26 @@ class Checklist:
         before = time.monotonic_ns()
         self.cluster.control("A", "send", to="B", count=1, size=32)
         sent = wait_for("`send` of a unicast to B in A's history", lambda: self._find("A", "send", "unicast", "B"))
-        self._check_msg_id(sent, r"A>B#\d+")
-        got = wait_for(
-            f"`deliver` of {sent['msg_id']} in B's history", lambda: self._find("B", "deliver", msg_id=sent["msg_id"])
-        )
+        msg_id = self._check_msg_id(sent, r"A>B#\d+")
+        got = wait_for(f"`deliver` of {msg_id} in B's history", lambda: self._find("B", "deliver", msg_id=msg_id))
         self.windows.append(("unicast", before, time.monotonic_ns()))
         if got.get("sender") != "A" or got.get("kind") != "unicast":
-            raise Failed(
-                f"B's delivery of {sent['msg_id']} says sender={got.get('sender')!r}, kind={got.get('kind')!r}"
-            )
-        return f"{sent['msg_id']}: sent by A, delivered by B"
+            raise Failed(f"B's delivery of {msg_id} says sender={got.get('sender')!r}, kind={got.get('kind')!r}")
+        return f"{msg_id}: sent by A, delivered by B"
 
     def multicast(self) -> str:
         before = time.monotonic_ns()
         self.cluster.control("A", "multicast", count=1, size=32)
         sent = wait_for("`send` of a multicast in A's history", lambda: self._find("A", "send", "multicast"))
-        self._check_msg_id(sent, r"A>\*#\d+")
+        msg_id = self._check_msg_id(sent, r"A>\*#\d+")
         for name in ("B", "A"):
             wait_for(
-                f"`deliver` of {sent['msg_id']} in {name}'s history"
+                f"`deliver` of {msg_id} in {name}'s history"
                 + (" (a sender delivers its own multicasts too)" if name == "A" else ""),
-                functools.partial(self._find, name, "deliver", msg_id=sent["msg_id"]),
+                functools.partial(self._find, name, "deliver", msg_id=msg_id),
             )
         self.windows.append(("multicast", before, time.monotonic_ns()))
-        return f"{sent['msg_id']}: sent by A, delivered by A and B"
+        return f"{msg_id}: sent by A, delivered by A and B"
 
     def clock(self) -> str:
         for what, lo, hi in self.windows:
@@ -246,7 +244,7 @@ class Checklist:
 
     def _find(
         self, name: str, event: str, kind: str | None = None, dest: str | None = None, msg_id: str | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JsonObject | None:
         for e in self.events(name):
             if e.get("event") != event or (kind and e.get("kind") != kind) or (dest and e.get("dest") != dest):
                 continue
@@ -255,16 +253,19 @@ class Checklist:
         return None
 
     @staticmethod
-    def _check_msg_id(sent: dict[str, Any], pattern: str) -> None:
-        if not isinstance(sent.get("msg_id"), str) or not re.fullmatch(pattern, sent["msg_id"]):
+    def _check_msg_id(sent: JsonObject, pattern: str) -> str:
+        """The send's msg_id, which must match `pattern`."""
+        msg_id = sent.get("msg_id")
+        if not isinstance(msg_id, str) or not re.fullmatch(pattern, msg_id):
             want = pattern.replace("\\d+", "<n>").replace("\\", "")
-            raise Failed(f"the send's msg_id is {sent.get('msg_id')!r}, not {want} (the payload's first bytes)")
+            raise Failed(f"the send's msg_id is {msg_id!r}, not {want} (the payload's first bytes)")
+        return msg_id
 
     def _stopped(self, name: str) -> bool:
         m = self.cluster.members[name]
         return m.pid is None or not alive(m.pid, self.cluster.label)
 
-    def _window_events(self, name: str, what: str) -> list[dict[str, Any]]:
+    def _window_events(self, name: str, what: str) -> list[JsonObject]:
         if what == "restart":
             return [e for e in self.events(name) if e.get("event") == "start" and e.get("incarnation") == 2]
         events = [e for e in self.events(name) if e.get("incarnation", 1) == 1]
@@ -274,8 +275,8 @@ class Checklist:
         return [e for e in events if e.get("event") in ("send", "deliver") and e.get("kind") == kind]
 
 
-def read_events_from(data: bytes) -> list[dict[str, Any]]:
-    out = []
+def read_events_from(data: bytes) -> list[JsonObject]:
+    out: list[JsonObject] = []
     for raw in data.split(b"\n")[:-1]:
         try:
             rec = json.loads(raw)
@@ -286,9 +287,9 @@ def read_events_from(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def _numbered(path: Path) -> list[dict[str, Any] | None]:
+def _numbered(path: Path) -> list[JsonObject | None]:
     """Each non-empty line of a history: its object, or None where it is not one."""
-    out: list[dict[str, Any] | None] = []
+    out: list[JsonObject | None] = []
     for raw in path.read_bytes().split(b"\n"):
         if not raw.strip():
             continue
@@ -315,7 +316,7 @@ def terminate(cluster: Cluster, name: str) -> None:
     cluster._leaving.add(name)  # type: ignore[attr-defined]
 
 
-def _clock_reason(name: str, e: dict[str, Any], lo: int, hi: int) -> str:
+def _clock_reason(name: str, e: JsonObject, lo: int, hi: int) -> str:
     t = e.get("t")
     off = (t - lo if isinstance(t, int) and t < lo else t - hi) if isinstance(t, int) else None
     hint = ""

@@ -6,7 +6,8 @@ key: `cluster.member.wire: unknown wire profile ...`, `faults[2].kind: ... refus
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeGuard
 
 from node.units import parse_duration
 from orchestration.systems import NATIVE, SYSTEMS, WIRE_PROFILES, System, named
@@ -34,22 +35,27 @@ def _need(cond: bool, path: str, reason: str) -> None:
         raise SystemProblem(path, reason)
 
 
-def from_cluster(cluster: dict[str, Any]) -> System:
+def _strings(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(a, str) for a in value)
+
+
+def from_cluster(cluster: Mapping[str, object]) -> System:
     """The system of a scenario's [cluster] table: `system` names a registered system (default chaosbed) or, with a
     [cluster.member] table, an inline one."""
     name = cluster.get("system", NATIVE)
-    _need(isinstance(name, str) and bool(name), "cluster.system", "a non-empty string: a system's name")
+    if not isinstance(name, str) or not name:
+        raise SystemProblem("cluster.system", "a non-empty string: a system's name")
     _need("/" not in name, "cluster.system", "no '/' in a system's name")
     member = cluster.get("member")
     known = named(name)
     if member is None:
-        _need(
-            known is not None,
-            "cluster.system",
-            f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
-            "or define it inline with a [cluster.member] table (command = [...])",
-        )
-        return known  # type: ignore[return-value]
+        if known is None:
+            raise SystemProblem(
+                "cluster.system",
+                f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
+                "or define it inline with a [cluster.member] table (command = [...])",
+            )
+        return known
     _need(
         known is None,
         "cluster.member",
@@ -59,43 +65,44 @@ def from_cluster(cluster: dict[str, Any]) -> System:
     return inline(name, member)
 
 
-def inline(name: str, member: Any, path: str = "cluster.member") -> System:
+def inline(name: str, member: object, path: str = "cluster.member") -> System:
     """An inline system from its [cluster.member] table."""
-    _need(isinstance(member, dict), path, "must be a table: command = [...], image, control, wire, stack")
-    for key in member:
+    if not isinstance(member, dict):
+        raise SystemProblem(path, "must be a table: command = [...], image, control, wire, stack")
+    table: Mapping[str, object] = member
+    for key in table:
         _need(
             key in MEMBER_KEYS, f"{path}.{key}", f"unknown key; [cluster.member] has: {', '.join(sorted(MEMBER_KEYS))}"
         )
-    command = member.get("command")
-    _need(
-        isinstance(command, list) and bool(command) and all(isinstance(a, str) for a in command),
-        f"{path}.command",
-        'an argv: a non-empty list of strings, e.g. ["python3", "member.py", "{config}"]',
-    )
+    command = table.get("command")
+    if not _strings(command) or not command:
+        raise SystemProblem(
+            f"{path}.command", 'an argv: a non-empty list of strings, e.g. ["python3", "member.py", "{config}"]'
+        )
     for i, arg in enumerate(command):
         problem = template_problem(arg)
         _need(problem is None, f"{path}.command[{i}]", str(problem))
     _need(bool(command[0].strip()), f"{path}.command[0]", "the program to run: not empty")
-    image = member.get("image")
-    _need(
-        image is None or (isinstance(image, str) and bool(image)),
-        f"{path}.image",
-        "an image reference, e.g. my/gossip:1",
-    )
-    control = member.get("control", True)
-    _need(isinstance(control, bool), f"{path}.control", "true (it answers the control contract) or false")
-    wire = member.get("wire", "none")
-    _need(
-        isinstance(wire, str) and wire in WIRE_PROFILES,
-        f"{path}.wire",
-        f"unknown wire profile {wire!r}; profiles the fault engine applies: {', '.join(WIRE_PROFILES)}",
-    )
-    stack = member.get("stack", "")
-    _need(isinstance(stack, str), f"{path}.stack", "free text (shown in reports)")
-    settle = parse_duration(member.get("settle", "1s"), f"{path}.settle", non_negative=True, error=_settle_error)
+    image = table.get("image")
+    if image is not None and not (isinstance(image, str) and image):
+        raise SystemProblem(f"{path}.image", "an image reference, e.g. my/gossip:1")
+    control = table.get("control", True)
+    if not isinstance(control, bool):
+        raise SystemProblem(f"{path}.control", "true (it answers the control contract) or false")
+    wire = table.get("wire", "none")
+    if not isinstance(wire, str) or wire not in WIRE_PROFILES:
+        raise SystemProblem(
+            f"{path}.wire",
+            f"unknown wire profile {wire!r}; profiles the fault engine applies: {', '.join(WIRE_PROFILES)}",
+        )
+    stack = table.get("stack", "")
+    if not isinstance(stack, str):
+        raise SystemProblem(f"{path}.stack", "free text (shown in reports)")
+    settle = parse_duration(table.get("settle", "1s"), f"{path}.settle", non_negative=True, error=_settle_error)
     _need(settle <= 60, f"{path}.settle", "at most 60s")
-    views = member.get("views", False)
-    _need(isinstance(views, bool), f"{path}.views", "true (its members install views) or false")
+    views = table.get("views", False)
+    if not isinstance(views, bool):
+        raise SystemProblem(f"{path}.views", "true (its members install views) or false")
     return System(
         name, tuple(command), image, control, wire, stack or name, settle, native=False, inline=True,
         description="defined inline by the scenario", views=views,
@@ -107,7 +114,7 @@ def _settle_error(message: str) -> SystemProblem:
     return SystemProblem(path, reason or message)
 
 
-def cluster_refusals(system: System, cluster: dict[str, Any]) -> list[tuple[str, str]]:
+def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tuple[str, str]]:
     """[cluster] keys that only chaosbed's own member understands, used with a foreign system."""
     if system.native:
         return []

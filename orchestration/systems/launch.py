@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from node.wire import make_address
 
@@ -71,7 +70,7 @@ class Launch:
             "peers": others,
         }
 
-    def config_doc(self, token: str, transport: str, system: str) -> dict[str, Any]:
+    def config_doc(self, token: str, transport: str, system: str) -> dict[str, object]:
         """The config JSON's content (docs/contracts/control.md lists the keys)."""
         return {
             "name": self.name,

@@ -20,17 +20,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from orchestration.cluster import ClusterError, ControlReply
+from orchestration.cluster import Clock, ClusterError, ControlReply
+from orchestration.systems import System
 
 
 class _Foreign(Protocol):
     @property
-    def system(self) -> Any: ...
+    def system(self) -> System: ...
 
     @property
-    def clock(self) -> Any: ...
+    def clock(self) -> Clock: ...
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply: ...
 

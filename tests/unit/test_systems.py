@@ -4,6 +4,7 @@ gets its placeholders filled (the token never)."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,29 @@ def test_an_inline_system() -> None:
     assert not sc.system.views and parse(scenario({"system": "g", "member": {**INLINE, "views": True}})).system.views
     assert sc.stack == "naive-v1" and sc.properties == {}
     assert "sim" not in sc.system.backends and "docker" in sc.system.backends
+
+
+def test_a_system_goes_through_a_state_file_unchanged() -> None:
+    inline_system = parse(scenario({"system": "naive-rb", "member": {**INLINE, "image": "my/naive:1"}})).system
+    for s in [*SYSTEMS.values(), inline_system]:
+        assert System.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    assert System.from_dict({"name": "bare"}) == System("bare")  # a missing key is the field's default
+
+
+@pytest.mark.parametrize(
+    ("doc", "words"),
+    [
+        ({"name": "x", "colour": "red"}, "no field 'colour'"),
+        ({"command": ["a"]}, "name must be a string"),
+        ({"name": "x", "command": "python3 member.py"}, "command must be a list of strings"),
+        ({"name": "x", "control": "yes"}, "control must be bool"),
+        ({"name": "x", "settle": "1s"}, "settle must be a number"),
+        ({"name": "x", "image": 1}, "image must be a string or null"),
+    ],
+)
+def test_a_bad_system_doc_is_a_type_error_naming_the_key(doc: dict[str, object], words: str) -> None:
+    with pytest.raises(TypeError, match=words):
+        System.from_dict(doc)
 
 
 def test_a_named_system_and_an_unknown_one() -> None:
