@@ -4,11 +4,15 @@ status, send, fault, kill, pause and check work on it (orchestration/backends/co
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from orchestration.cli.options import console
+
+if TYPE_CHECKING:
+    from orchestration.backends.compose import ComposeCluster
+    from orchestration.systems import System
 
 
 @click.group()
@@ -33,6 +37,7 @@ def attach(project: str, service: str | None, history: str) -> None:
     members (any image) are attached as a foreign system: every network fault works on them."""
     from orchestration.backends.compose import ComposeCluster
     from orchestration.cluster import ClusterError
+    from orchestration.systems import System
 
     try:
         cluster = ComposeCluster.attach_project(project, service, history)
@@ -41,19 +46,17 @@ def attach(project: str, service: str | None, history: str) -> None:
     members = ", ".join(f"{n} {m.ip}" for n, m in cluster.members.items())
     console.print(f"attached compose project {project} as cluster [bold]{cluster.label}[/bold]: {members}")
     if cluster.spec.system is not None:
-        _foreign_attached(cluster, history)
+        _foreign_attached(cluster, System.from_dict(cluster.spec.system), history)
     console.print(f"faults.jsonl: {cluster.workdir}")
     console.print(f"detach with `chaosbed down --cluster {cluster.label}` (the containers stay)")
 
 
-def _foreign_attached(cluster: Any, history: str) -> None:
+def _foreign_attached(cluster: ComposeCluster, system: System, history: str) -> None:
     """Says what works on containers that are not chaosbed's members, and writes scenario.toml next to their
     histories (the system, so that `chaosbed check` reads them against the history contract)."""
     from orchestration.runner import scenario_toml
     from orchestration.scenario import parse
-    from orchestration.systems import System
 
-    system = System.from_dict(cluster.spec.system)
     control = "they answer the control contract" if system.control else "no control (no CHAOSBED_TOKEN): no send/view"
     console.print(f"not chaosbed's members ({system.image}): network faults, kill, pause, resume, leave; {control}")
     if not any(m.history for m in cluster.members.values()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,8 +15,9 @@ from orchestration.cli.options import attach, cluster_option, console
 
 if TYPE_CHECKING:
     from chaos.faults import JsonObject
+    from orchestration.cluster import Cluster
 
-ACTIONS: dict[str, tuple[str, Callable[[Any, str], None]]] = {
+ACTIONS: dict[str, tuple[str, Callable[[Cluster, str], None]]] = {
     "kill": ("SIGKILL: the member stops at once, without its `stop` event", lambda c, m: c.kill(m)),
     "restart": ("start a killed (or left) member again as its next incarnation", lambda c, m: c.restart(m)),
     "pause": ("SIGSTOP (docker: the cgroup freezer): the member neither runs nor reads", lambda c, m: c.pause(m)),
@@ -33,7 +34,7 @@ def member_fault(kind: str, member: str, label: str | None) -> JsonObject:
     from orchestration.cluster import ClusterError
     from orchestration.fault_log import FILE, FaultLog
 
-    cluster: Any = attach(label)
+    cluster = attach(label)
     if member not in cluster.members:
         raise click.ClickException(f"no member {member!r} in cluster {cluster.label}: {', '.join(cluster.members)}")
     t = cluster.clock.now_ns()  # when it started, as the scheduler records member actions

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -14,10 +14,13 @@ from rich.table import Table
 from orchestration.cli.options import console
 from orchestration.cluster import ClusterError
 
+if TYPE_CHECKING:
+    from orchestration.cluster import Cluster
+
 COUNTERS_WIDTH = 60
 
 
-def print_foreign_status(cluster: Any) -> None:
+def print_foreign_status(cluster: Cluster) -> None:
     from orchestration.systems import system_of
 
     system = system_of(cluster.spec.system)
@@ -43,7 +46,7 @@ def print_foreign_status(cluster: Any) -> None:
     console.print(f"not known from outside: {'; '.join(unknown)}", markup=False)
 
 
-def _asked(cluster: Any, name: str) -> tuple[str, str]:
+def _asked(cluster: Cluster, name: str) -> tuple[str, str]:
     try:
         view = cluster.control(name, "view", timeout=3.0).get("view")
         counters = cluster.control(name, "stats", timeout=3.0).get("counters")

@@ -6,13 +6,18 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from orchestration.cli.options import console, duration_arg
+
+if TYPE_CHECKING:
+    from orchestration.scenario import TomlTable
+    from orchestration.systems import System
+    from orchestration.systems.conform import Item
 
 CONFORM_BACKENDS = click.Choice(["process", "netns", "docker"])
 
@@ -80,12 +85,13 @@ def conform(
     sys.exit(1 if any(i.ok is False for i in items) else 0)
 
 
-def _system(target: tuple[str, ...], as_command: bool, control: bool, image: str | None, name: str | None) -> Any:
+def _system(target: tuple[str, ...], as_command: bool, control: bool, image: str | None, name: str | None) -> System:
     from orchestration.systems import named
     from orchestration.systems.definition import SystemProblem, inline
 
     if not as_command:
-        if len(target) != 1 or named(target[0]) is None:
+        system = named(target[0]) if len(target) == 1 else None
+        if system is None:
             from orchestration.systems import SYSTEMS
 
             click.echo(
@@ -94,8 +100,8 @@ def _system(target: tuple[str, ...], as_command: bool, control: bool, image: str
                 err=True,
             )
             sys.exit(2)
-        return named(target[0])
-    member: dict[str, Any] = {"command": list(target), "control": control}
+        return system
+    member: TomlTable = {"command": list(target), "control": control}
     if image:
         member["image"] = image
     try:
@@ -131,7 +137,7 @@ def _backend_problem(backend: str) -> str | None:
     return None
 
 
-def _print(name: str, backend: str, items: list[Any], out: Path) -> None:
+def _print(name: str, backend: str, items: list[Item], out: Path) -> None:
     table = Table("item", "result", "reason", title=f"chaosbed conform {name} ({backend})", title_justify="left")
     for item in items:
         result = "[green]pass[/]" if item.ok else "[bold red]FAIL[/]" if item.ok is False else "[dim]skip[/]"

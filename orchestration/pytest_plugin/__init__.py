@@ -31,7 +31,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -49,7 +49,9 @@ from orchestration.pytest_plugin.spark import spark_pid, spark_service
 from orchestration.pytest_plugin.teardown import take_down
 
 if TYPE_CHECKING:
-    from analysis.pipeline import Analysis
+    from docker import DockerClient
+
+    from orchestration.pytest_plugin.checked_run import CheckedRun
 
 __all__ = ["chaos_cluster", "chaosbed_docker_engine", "check_history", "history_check"]
 
@@ -150,14 +152,14 @@ def chaos_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cl
 
 
 @pytest.fixture
-def history_check(request: pytest.FixtureRequest) -> Callable[..., Analysis]:
+def history_check(request: pytest.FixtureRequest) -> Callable[..., CheckedRun]:
     """`history_check(cluster, fifo=True, exactly_once=True, complete=True, no_phantoms=True, views_converge="10s",
     delivered_within=None, control_per_heal=None, quiet_within="30s")`: see check_history."""
     return functools.partial(check_history, replay=replay_command(request.config, request.node.nodeid))
 
 
 @pytest.fixture(scope="session")
-def chaosbed_docker_engine() -> Iterator[Any]:
+def chaosbed_docker_engine() -> Iterator[DockerClient]:
     """The Docker engine of this session's docker clusters: the running one, or one started for the session and
     stopped when the last session (xdist worker) using it ends."""
     from orchestration.host import docker_engine

@@ -3,12 +3,12 @@ a violation fails the test with one line per violation and the command that repl
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,9 +17,9 @@ from orchestration.fault_log import FILE as FAULTS_FILE
 from orchestration.pytest_plugin.marker import scenario_raw
 
 if TYPE_CHECKING:
-    from analysis.pipeline import Analysis
-    from analysis.stats import RunStats
     from analysis.verdict import Violation
+    from orchestration.pytest_plugin.checked_run import CheckedRun
+    from orchestration.scenario import TomlTable
 
 SHOWN = 30  # violations in a failure message; verdict.json in the run folder has them all
 
@@ -31,29 +31,6 @@ def replay_command(config: pytest.Config, nodeid: str, backend: str | None = Non
     return cmd if Path.cwd() == root else f"cd {shlex.quote(str(root))} && {cmd}"
 
 
-@functools.cache
-def checked_run_class() -> type[Analysis]:
-    """CheckedRun: analysis.pipeline.Analysis of the one run folder a history_check made, with its figures at hand
-    (made on first use: the plugin loads in every pytest session, Spark and Arrow only where a test checks)."""
-    from analysis.pipeline import Analysis
-
-    class CheckedRun(Analysis):
-        @property
-        def path(self) -> Path:
-            return self.runs[0].path
-
-        @property
-        def run_stats(self) -> RunStats:
-            """The run's `stats` of verdict.json: deliveries, duplicate_deliveries, latency_ms, members, ..."""
-            return self.stats[self.runs[0].name]
-
-        @property
-        def violations(self) -> list[Violation]:
-            return self.results[self.runs[0].name].violations
-
-    return CheckedRun
-
-
 def checks_table(
     *,
     fifo: bool,
@@ -63,9 +40,9 @@ def checks_table(
     views_converge: str | float | bool | None,
     delivered_within: str | float | bool | None,
     control_per_heal: dict[str, int] | None,
-) -> dict[str, Any]:
+) -> TomlTable:
     """history_check's arguments as a scenario's [checks] table (None switches a check off)."""
-    table: dict[str, Any] = {
+    table: TomlTable = {
         "fifo": fifo,
         "exactly_once": exactly_once,
         "complete": complete,
@@ -91,7 +68,7 @@ def check_history(
     control_per_heal: dict[str, int] | None = None,
     quiet_within: str | float = "30s",
     replay: str | None = None,
-) -> Analysis:
+) -> CheckedRun:
     """Ends the cluster's run and checks its histories: waits (at most `quiet_within`) until every workload is sent,
     every message delivered, nothing missing and no sender retransmitting (orchestration.schedule.wait_quiet; a
     cluster that does not get quiet is a `timeout` violation, as in `chaosbed run`), stops the members (each history
@@ -101,6 +78,7 @@ def check_history(
     from analysis.config import InputError, parse_duration
     from analysis.pipeline import SparkUnavailable, analyze
     from analysis.verdict import write_verdict
+    from orchestration.pytest_plugin.checked_run import CheckedRun
     from orchestration.runner import RunOutcome, scenario_toml, timeout_violation, write_outcome
     from orchestration.scenario import ScenarioError, parse
     from orchestration.schedule import wait_quiet
@@ -139,14 +117,14 @@ def check_history(
         analysis = analyze(out)
     except (InputError, SparkUnavailable) as e:
         pytest.fail(f"chaosbed: the histories in {out} could not be checked: {e}", pytrace=False)
-    result: Any = checked_run_class()(**{f.name: getattr(analysis, f.name) for f in fields(analysis)})
+    result = CheckedRun(**{f.name: getattr(analysis, f.name) for f in fields(analysis)})
     write_verdict(out / "verdict.json", result.violations, result.run_stats)
     if result.violations:
         pytest.fail(failure_message(result, cluster, replay), pytrace=False)
     return result
 
 
-def views_wait_after(faults_file: Path, checks: dict[str, Any], now: int) -> int | None:
+def views_wait_after(faults_file: Path, checks: Mapping[str, object], now: int) -> int | None:
     """Until when a quiet cluster also waits for its views to agree (orchestration.schedule.wait_quiet): the last
     heal in faults.jsonl (now, without faults) plus the views_converge bound; None when that check is off or a
     fault is still in force (the checker does not check the views then)."""
@@ -156,6 +134,8 @@ def views_wait_after(faults_file: Path, checks: dict[str, Any], now: int) -> int
     bound = checks.get("views_converge", DEFAULT_VIEWS_BOUND)
     if bound is False:
         return None
+    if not isinstance(bound, (int, float)):  # orchestration.scenario.parse makes it seconds (or false)
+        raise TypeError(f"checks.views_converge must be seconds or false, not {bound!r}")
     faults = fault_intervals(read_faults(faults_file)[0])
     heal = max((f.end for f in faults), default=now)
     return None if heal == NEVER else heal + round(float(bound) * 1e9)
@@ -172,7 +152,7 @@ def violation_line(v: Violation) -> str:
     return f"  {v.check}: {where}" + (f" {extra}" if extra else "") + f": {v.detail}"
 
 
-def failure_message(result: Any, cluster: Cluster, replay: str | None) -> str:
+def failure_message(result: CheckedRun, cluster: Cluster, replay: str | None) -> str:
     spec = cluster.spec
     shown = result.violations[:SHOWN]
     lines = [

@@ -4,8 +4,8 @@ ClusterSpec they describe, validated as a scenario's [cluster] table is."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -20,30 +20,25 @@ MARKER_HELP = (
     "else netns as root, else process; system: a named system, or with member={'command': [...], ...} one defined "
     "as a scenario's [cluster.member] is)"
 )
-MARKER_DEFAULTS: dict[str, Any] = {  # Any: a user's marker arguments, validated by cluster_spec
-    "members": 3,
-    "stack": "unicast3+nakack2",
-    "backend": None,
-    "transport": "udp",
-    "properties": None,
-    "seed": 0,
-    "system": "chaosbed",
-    "member": None,
-}
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    """The `chaosbed` marker's arguments with their defaults."""
+    """The `chaosbed` marker's arguments with their defaults. A user's arguments come as pytest hands them over,
+    unchecked: cluster_spec validates them as a scenario's [cluster] table is."""
 
-    members: int | list[str]
-    stack: str
-    backend: str | None
-    transport: str
-    properties: Properties | None
-    seed: int
+    members: int | list[str] = 3
+    stack: str = "unicast3+nakack2"
+    backend: str | None = None
+    transport: str = "udp"
+    properties: Properties | None = None
+    seed: int = 0
     system: str = "chaosbed"
-    member: dict[str, Any] | None = None  # an inline system's [cluster.member] table
+    member: TomlTable | None = None  # an inline system's [cluster.member] table
+
+
+MARKER_DEFAULTS = ClusterOptions()
+MARKER_ARGUMENTS = tuple(f.name for f in fields(ClusterOptions))  # in the order MARKER_HELP gives them
 
 
 def marker_options(node: pytest.Item) -> ClusterOptions:
@@ -52,13 +47,13 @@ def marker_options(node: pytest.Item) -> ClusterOptions:
     kwargs = dict(marker.kwargs) if marker else {}
     if marker and marker.args:
         usage_error(f"the chaosbed marker of {node.nodeid} takes keyword arguments only: {MARKER_HELP}")
-    unknown = sorted(set(kwargs) - set(MARKER_DEFAULTS))
+    unknown = sorted(set(kwargs) - set(MARKER_ARGUMENTS))
     if unknown:
         usage_error(
             f"the chaosbed marker of {node.nodeid}: unknown argument(s) {', '.join(unknown)}; "
-            f"it takes {', '.join(MARKER_DEFAULTS)}"
+            f"it takes {', '.join(MARKER_ARGUMENTS)}"
         )
-    return ClusterOptions(**(MARKER_DEFAULTS | kwargs))
+    return ClusterOptions(**kwargs)
 
 
 def usage_error(message: str) -> NoReturn:
@@ -151,7 +146,7 @@ def cluster_spec(options: ClusterOptions, backend: str, name: str) -> ClusterSpe
     if options.system != "chaosbed" or options.member is not None:
         foreign = {"system": options.system, **({"member": options.member} if options.member is not None else {})}
         raw["cluster"] = {"members": members, "transport": options.transport, **foreign}
-        if options.stack != MARKER_DEFAULTS["stack"] or options.properties:
+        if options.stack != MARKER_DEFAULTS.stack or options.properties:
             usage_error(
                 f"the chaosbed marker of {name}: stack and properties are chaosbed's own, not {options.system}'s"
             )

@@ -3,10 +3,24 @@ check does) and stop what their session started."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from analysis.spark_service import ServiceInfo
 
 
-def spark_service() -> Any:
+class SparkService(Protocol):
+    """What the session hooks use of the module analysis.spark_service."""
+
+    def status(self) -> ServiceInfo | None: ...
+
+    def service_dir(self) -> Path: ...
+
+    def stop(self) -> bool: ...
+
+
+def spark_service() -> SparkService | None:
     """analysis.spark_service (standard library only at import), or None where chaosbed lacks it."""
     try:
         from analysis import spark_service

@@ -14,14 +14,15 @@ are sent.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 from node import wire
 from node.wire import name_of
-from orchestration.sim.events import DATAGRAM, EventQueue
+from orchestration.sim.events import EventQueue
 from orchestration.sim.member import SimMember
 
 LOOPBACK_DELAY = 1e-6
@@ -48,6 +49,17 @@ class LinkFaults:
             raise ValueError("link delay and jitter must be >= 0")
 
 
+class LinkChange(TypedDict, total=False):
+    """The fields of `LinkFaults` a `set_link` call changes (its keyword arguments)."""
+
+    delay: float
+    jitter: float
+    loss: float
+    duplicate: float
+    reorder: float
+    cut: bool
+
+
 @dataclass
 class MessageRule:
     """An exact, protocol-aware fault on single messages, e.g. drop the first UNICAST3.ACK(seqno=50) from B to A.
@@ -61,7 +73,7 @@ class MessageRule:
 
     protocol: str
     header: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, object] = field(default_factory=dict)
     src: str | None = None
     dst: str | None = None
     action: str = "drop"
@@ -69,8 +81,8 @@ class MessageRule:
     count: int | None = None
     probability: float = 1.0
     matched: int = 0
-    held: list[tuple[str, str, Any]] = field(default_factory=list)
-    seen: list[Any] = field(default_factory=list)
+    held: list[tuple[str, str, wire.Message]] = field(default_factory=list)  # (src address, dst address, message)
+    seen: list[wire.Message] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.cls = wire.header_class(self.protocol, self.header)  # raises naming the known headers
@@ -88,7 +100,7 @@ class MessageRule:
     def exhausted(self) -> bool:
         return self.count is not None and self.matched >= self.count
 
-    def matches(self, src: str, dst: str, msg: Any) -> bool:
+    def matches(self, src: str, dst: str, msg: wire.Message) -> bool:
         if type(msg) is not self.cls or self.exhausted:
             return False
         if (self.src is not None and self.src != src) or (self.dst is not None and self.dst != dst):
@@ -119,7 +131,7 @@ class SimNetwork:
         rng: random.Random,
         cluster: str,
         default_link: LinkFaults,
-        log_fault: Callable[[dict[str, Any]], None],
+        log_fault: Callable[[Mapping[str, object]], None],
     ) -> None:
         default_link.validate()
         self.events = events
@@ -136,14 +148,14 @@ class SimNetwork:
     def link(self, src: str, dst: str) -> LinkFaults:
         return self.links.get((src, dst), self.default_link)
 
-    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Any) -> None:
+    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Unpack[LinkChange]) -> None:
         """Changes one directed link, e.g. set_link("A", "B", loss=0.2); with `duration` (seconds) the link goes
         back to the default link after that long, and the fault record says so (`for`, as in scenario files)."""
         current = self.link(src, dst)
-        new = LinkFaults(**{**current.__dict__, **faults})
+        new = dataclasses.replace(current, **faults)
         new.validate()
         self.links[(src, dst)] = new
-        record: dict[str, Any] = {"kind": "link", "from": src, "to": dst, **faults}
+        record: dict[str, object] = {"kind": "link", "from": src, "to": dst, **faults}
         if duration is not None:
             record["for"] = f"{duration:g}s"
             self.events.call_at(self.events.now + duration, self.reset_link, src, dst)
@@ -192,8 +204,8 @@ class SimNetwork:
         held, rule.held = rule.held, []
         for src_addr, dst_addr, msg in held:
             data = wire.encode_datagram(self.cluster, src_addr, dst_addr, [msg])
-            self.events.push(
-                self.events.now + self.link(name_of(src_addr), name_of(dst_addr)).delay, DATAGRAM, (dst_addr, data)
+            self.events.push_datagram(
+                self.events.now + self.link(name_of(src_addr), name_of(dst_addr)).delay, dst_addr, data
             )
         return len(held)
 
@@ -210,7 +222,7 @@ class SimNetwork:
             return  # nobody there: the datagram is lost
         events = self.events
         if dst_name == src.name:
-            events.push(events.now + LOOPBACK_DELAY, DATAGRAM, (dst_addr, data))
+            events.push_datagram(events.now + LOOPBACK_DELAY, dst_addr, data)
             return
         # As on netns: partitions and loss (nft) act before message rules (iptables and the NFQUEUE handler), so a
         # datagram that is cut or lost never spends a rule's count.
@@ -228,9 +240,9 @@ class SimNetwork:
         at = events.now + link.delay + (rng.random() * link.jitter if link.jitter else 0.0)
         if link.reorder and rng.random() < link.reorder:
             at += 2 * link.delay + link.jitter
-        events.push(at, DATAGRAM, (dst_addr, data))
+        events.push_datagram(at, dst_addr, data)
         if link.duplicate and rng.random() < link.duplicate:
-            events.push(at + link.delay + rng.random() * link.jitter, DATAGRAM, (dst_addr, data))
+            events.push_datagram(at + link.delay + rng.random() * link.jitter, dst_addr, data)
 
     def _apply_rules(self, src: SimMember, dst_name: str, dst_addr: str, data: bytes) -> bytes | None:
         active = [r for r in self.rules if not r.exhausted]
@@ -259,12 +271,12 @@ class SimNetwork:
                 elif rule.action == "delay":
                     one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
                     at = self.events.now + self.link(src.name, dst_name).delay + rule.delay
-                    self.events.push(at, DATAGRAM, (dst_addr, one))
+                    self.events.push_datagram(at, dst_addr, one)
                     keep = False
                 elif rule.action == "reorder":
                     link = self.link(src.name, dst_name)
                     one = wire.encode_datagram(self.cluster, src.address, dst_addr, [msg])
-                    self.events.push(self.events.now + 3 * link.delay + link.jitter, DATAGRAM, (dst_addr, one))
+                    self.events.push_datagram(self.events.now + 3 * link.delay + link.jitter, dst_addr, one)
                     keep = False
                 elif rule.action == "duplicate":
                     kept.append(msg)

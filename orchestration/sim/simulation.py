@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVarTuple, Unpack
 
 from chaos.faults import JsonObject
 from node.history import HistoryWriter, write_records
@@ -43,12 +43,14 @@ from node.workload import Progress
 from orchestration.fault_log import FILE, FaultLog
 from orchestration.sim.events import DATAGRAM, TIMER, EventQueue
 from orchestration.sim.member import SimMember, find
-from orchestration.sim.network import ACTIONS, LinkFaults, MessageRule, SimNetwork
+from orchestration.sim.network import ACTIONS, LinkChange, LinkFaults, MessageRule, SimNetwork
 from orchestration.sim.workload import SimWorkload
 
 __all__ = ["ACTIONS", "TRANSPORT", "LinkFaults", "MessageRule", "SimMember", "Simulation"]
 
 TRANSPORT = "sim"  # the `transport` of the members' start events
+
+Ts = TypeVarTuple("Ts")
 
 
 class Simulation:
@@ -60,7 +62,7 @@ class Simulation:
         *,
         seed: int = 0,
         stack: str = "unicast3",
-        properties: dict[str, dict[str, Any]] | None = None,
+        properties: Mapping[str, Mapping[str, object]] | None = None,
         link: LinkFaults | None = None,
         cluster: str = "sim",
         record: bool = True,
@@ -82,7 +84,7 @@ class Simulation:
         self.record = record
         self.events = EventQueue()
         self.members: dict[str, SimMember] = {}  # the running (or last) incarnation of each started member
-        self.history: dict[str, list[dict[str, Any]]] = {n: [] for n in names}  # every member ever named
+        self.history: dict[str, list[dict[str, object]]] = {n: [] for n in names}  # every member ever named
         self.fault_log = FaultLog(None)  # faults.jsonl: what this simulation's own API did (write_run)
         self.events_processed = 0
         if stagger < 0:
@@ -283,7 +285,7 @@ class Simulation:
 
         self._act(m, act)
 
-    def at(self, when: float, fn: Callable[..., Any], *args: Any) -> None:
+    def at(self, when: float, fn: Callable[[*Ts], object], *args: *Ts) -> None:
         """Runs fn(*args) at virtual time `when`."""
         self.events.call_at(when, fn, *args)
 
@@ -312,7 +314,7 @@ class Simulation:
     def link(self, src: str, dst: str) -> LinkFaults:
         return self.network.link(src, dst)
 
-    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Any) -> None:
+    def set_link(self, src: str, dst: str, *, duration: float | None = None, **faults: Unpack[LinkChange]) -> None:
         """One directed link changed, e.g. set_link("A", "B", loss=0.2) (SimNetwork.set_link)."""
         self.network.set_link(src, dst, duration=duration, **faults)
 
@@ -376,7 +378,7 @@ class Simulation:
         wake = m.stack.next_wakeup()
         if wake < m.timer_at:
             m.timer_at = max(wake, self.now)
-            self.events.push(m.timer_at, TIMER, (m.name, m.incarnation))
+            self.events.push_timer(m.timer_at, m.name, m.incarnation)
 
     def _flush(self, m: SimMember) -> None:
         stack = m.stack
@@ -403,11 +405,11 @@ class Simulation:
         events = self.events
         if not events.heap:
             return False
-        at, _, kind, data = events.pop()
-        events.now = at
+        event = events.pop()
+        at = events.now = event[0]
         self.events_processed += 1
-        if kind == DATAGRAM:
-            dst_addr, payload = data
+        if event[2] == DATAGRAM:
+            dst_addr, payload = event[3]
             m = self.members.get(name_of(dst_addr))
             if m is not None and m.alive:
                 if m.paused:
@@ -419,8 +421,8 @@ class Simulation:
                 else:
                     m.stack.receive(payload, at)
                     self._flush(m)
-        elif kind == TIMER:
-            name, incarnation = data
+        elif event[2] == TIMER:
+            name, incarnation = event[3]
             m = self.members[name]
             if m.alive and m.incarnation == incarnation and m.timer_at == at:
                 m.timer_at = float("inf")
@@ -428,7 +430,7 @@ class Simulation:
                     m.stack.tick(at)
                     self._flush(m)
         else:
-            fn, args = data
+            fn, args = event[3]
             fn(*args)
         return True
 
