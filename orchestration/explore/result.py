@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestration.explore.finish import Failure
 from orchestration.explore.search import SearchResult
+from orchestration.explore.tables import faults_of
 
 EXPLORE_JSON = "explore.json"
 
@@ -21,7 +22,7 @@ def failure_doc(f: Failure, root: Path) -> dict[str, Any]:
         "violated": list(f.found.result.violated),
         "minimal": f.minimal.relative_to(root).as_posix(),
         "faults_before": len(f.found.faults),
-        "faults_after": len(f.shrunk.raw.get("faults", [])),
+        "faults_after": len(faults_of(f.shrunk.raw)),
         "confirm": f.confirm,
         "index": f.found.index,
         "found_after_s": round(f.found.elapsed, 3),
