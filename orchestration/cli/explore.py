@@ -183,9 +183,10 @@ def _refuse_for_soak(backend: str) -> None:
 
 def _summary(explored: Explored, out: Path) -> None:
     from orchestration.explore.confirm import confirm_line
+    from orchestration.explore.tables import faults_of
 
     for f in explored.failures:
-        n_before, n_after = len(f.found.faults), len(f.shrunk.raw.get("faults", []))
+        n_before, n_after = len(f.found.faults), len(faults_of(f.shrunk.raw))
         shrunk = "shrunk" if f.shrunk.complete else "shrinking stopped"
         console.print(
             f"failure {f.number}: [bold red]{', '.join(f.found.result.violated)}[/] (schedule seed {f.found.seed}); "

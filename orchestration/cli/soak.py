@@ -28,6 +28,7 @@ def soak(
 ) -> None:
     from orchestration.explore.case import load_base
     from orchestration.explore.soak import ROUND_S, SoakPlan, soak_scenario, summarize, write_summary
+    from orchestration.explore.tables import integer
     from orchestration.scenario import ScenarioError, parse
 
     try:
@@ -36,7 +37,7 @@ def soak(
             budget,
             nemesis or "combined",
             ROUND_S if interval is None else interval,
-            seed if seed is not None else int(base.get("seed", 0)),
+            seed if seed is not None else integer(base, "seed", 0),
         )
         sc = parse(soak_scenario(base, plan))
         out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -6,6 +6,7 @@ The parts, one job each:
                  are in moves.py (network), actions.py (member actions), discards.py (protocol-aware rules) and
                  companions.py (discards that go with a move); plan.py keeps its member actions possible, and
                  fairness.py says what it leaves out (and the shrinker does not make)
+  tables.py      the raw scenario and fault tables (TomlTable) and the typed accessors that read their fields
   case.py        a schedule is a scenario: the base scenario with a schedule's faults, run and checked in the
                  simulator with the plain-Python checker (analysis/reference.py)
   pool.py        worker processes running cases (worker.py: `python -m orchestration.explore.worker`)

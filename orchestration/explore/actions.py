@@ -10,18 +10,18 @@ stays behind)."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from chaos import nemesis
 from orchestration.explore.context import Context
 from orchestration.explore.fairness import LEAVE_LEAD
 from orchestration.explore.moves import Move
 from orchestration.explore.plan import FOREVER, Plan, table
+from orchestration.explore.tables import TomlTable, kind, text
 
 PERMANENT = 0.25
 
 
-def kill(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def kill(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     forever = rng.random() < PERMANENT
     victim = plan.pick(rng, list(ctx.members), at, FOREVER if forever else at + d)
     if victim is None:
@@ -44,7 +44,7 @@ def _forever_fair(ctx: Context, member: str) -> bool:
     return ctx.membership and ctx.views_bound is None and not owed
 
 
-def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     forever = rng.random() < PERMANENT
     end = FOREVER if forever else at + d
     candidates = [m for m in _pausable(ctx, at, end) if not forever or _forever_fair(ctx, m)]
@@ -58,7 +58,7 @@ def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> 
     return out
 
 
-def leave(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def leave(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     """A graceful leave (membership stacks): the member is gone for good. The coordinator (the first member) leaves
     half the time, as its leave hands the group over. Not near the workload's end (fairness.py)."""
     if at > ctx.sends_until - LEAVE_LEAD:
@@ -72,7 +72,7 @@ def leave(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> 
     return [table("leave", at, member=victim)]
 
 
-def close_connection(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def close_connection(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     """A member closes its unicast connection to a peer (mostly one a unicast workload uses, either end), and with
     probability 1/3 the peer closes its end too at the same instant."""
     pairs = sorted(ctx.unicast_links) if ctx.unicast_links and rng.random() < 0.8 else None
@@ -93,18 +93,20 @@ def close_connection(rng: random.Random, ctx: Context, plan: Plan, at: float, d:
     return out
 
 
-def nemesis_action(kind: str) -> Move:
+def nemesis_action(round_kind: str) -> Move:
     """A kill-restart or pause-resume round of chaos/nemesis.py, kept only when its victim is free (and, for a
     pause, sends no workload command meanwhile)."""
 
-    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
-        faults = nemesis.schedule(kind, ctx.members, seed=rng.randrange(2**32), start=at, interval=2 * d, duration=d)
-        victim = faults[0]["member"]
-        allowed = _pausable(ctx, at, at + d) if kind == "pause-resume" else list(ctx.members)
+    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
+        faults: list[TomlTable] = nemesis.schedule(
+            round_kind, ctx.members, seed=rng.randrange(2**32), start=at, interval=2 * d, duration=d
+        )
+        victim = text(faults[0], "member")
+        allowed = _pausable(ctx, at, at + d) if round_kind == "pause-resume" else list(ctx.members)
         if victim not in allowed or not plan.room(at, at + d) or not plan.free(victim, at, at + d):
             return []
         plan.take(victim, at, at + d)
-        first, second = faults[0]["kind"], faults[1]["kind"]
+        first, second = kind(faults[0]), kind(faults[1])
         return [table(first, at, member=victim), table(second, at + d, member=victim)]
 
     return move

@@ -8,11 +8,16 @@ from __future__ import annotations
 import copy
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from orchestration.explore.tables import JsonObject, TomlTable, as_int, as_number, as_strs, faults_of
 from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse, read_raw
+
+if TYPE_CHECKING:
+    from analysis.verdict import Violation
 
 SEARCH_KEYS = ("faults", "nemesis", "bug")  # what the base of a search leaves out of the file (faults unless kept)
 DETAILS = 5  # violations a case result keeps, as sentences
@@ -32,7 +37,7 @@ class CaseResult:
     def failed(self) -> bool:
         return bool(self.violated) and self.error is None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonObject:
         return {
             "violated": list(self.violated),
             "error": self.error,
@@ -42,16 +47,26 @@ class CaseResult:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> CaseResult:
-        return cls(tuple(doc["violated"]), doc["error"], doc["events"], doc["seconds"], tuple(doc["details"]))
+    def from_json(cls, doc: Mapping[str, object]) -> CaseResult:
+        """The result as_json wrote (a worker's line): TypeError naming a field of the wrong type."""
+        error = doc["error"]
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"error: a string or null expected, not {error!r}")
+        return cls(
+            tuple(as_strs(doc["violated"], "violated")),
+            error,
+            as_int(doc["events"], "events"),
+            as_number(doc["seconds"], "seconds"),
+            tuple(as_strs(doc["details"], "details")),
+        )
 
 
-def scenario_of(raw: dict[str, Any]) -> Scenario:
+def scenario_of(raw: TomlTable) -> Scenario:
     """The parsed scenario of a raw table, which stays as it was (parse() writes parsed values into `[checks]`)."""
     return parse(copy.deepcopy(raw))
 
 
-def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> dict[str, Any]:
+def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> TomlTable:
     """The base scenario of a search: FILE with `--set` applied, validated; its faults, nemeses and `[bug]` table
     left out (faults and nemeses kept with keep_faults). Raises ScenarioError naming what is wrong."""
     raw = apply_overrides(read_raw(path), list(sets))
@@ -60,18 +75,18 @@ def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_
     return {k: v for k, v in raw.items() if k not in drop}
 
 
-def with_faults(base: dict[str, Any], faults: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+def with_faults(base: TomlTable, faults: list[TomlTable], seed: int) -> TomlTable:
     """The scenario of one schedule: the base with `faults` after its own (kept) ones, and the seed."""
     raw = {k: copy.deepcopy(v) for k, v in base.items() if k != "checks"}
     raw["seed"] = seed
     if faults:
-        raw["faults"] = raw.get("faults", []) + copy.deepcopy(faults)
+        raw["faults"] = faults_of(raw) + copy.deepcopy(faults)
     if "checks" in base:  # last, so that a scenario file reads cluster, workload, faults, checks
         raw["checks"] = copy.deepcopy(base["checks"])
     return raw
 
 
-def run_case(raw: dict[str, Any], out: Path, *, keep: bool = False) -> CaseResult:
+def run_case(raw: TomlTable, out: Path, *, keep: bool = False) -> CaseResult:
     """Runs a scenario in the simulator into `out` and checks it with the reference checker. `out` is removed
     afterwards unless `keep`. A scenario that cannot run (ScenarioError) or cannot be checked is an `error`."""
     from analysis.config import InputError
@@ -93,12 +108,12 @@ def run_case(raw: dict[str, Any], out: Path, *, keep: bool = False) -> CaseResul
     return CaseResult(violated, None, res.events, time.perf_counter() - t0, sentences(res.violations))
 
 
-def sentences(violations: list[Any]) -> tuple[str, ...]:
+def sentences(violations: Sequence[Violation]) -> tuple[str, ...]:
     """The first DETAILS violations, a line each."""
     return tuple(_sentence(v) for v in violations[:DETAILS])
 
 
-def _sentence(v: Any) -> str:
+def _sentence(v: Violation) -> str:
     """A violation in one line: `complete A->B seqno 7 msg A>B#7: missing`."""
     parts = [v.check]
     if v.sender and v.receiver:

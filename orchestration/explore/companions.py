@@ -7,11 +7,11 @@ every matching packet in the window otherwise. Only over udp (discards act on da
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from node.units import parse_duration
 from orchestration.explore.context import Context
 from orchestration.explore.plan import table
+from orchestration.explore.tables import TomlTable, groups, kind, members, text
 
 LEAVE_HEADERS = ("GMS.VIEW()", "GMS.LEAVE_REQ()", "GMS.LEAVE_RSP()", "GMS.VIEW_ACK()")
 
@@ -20,40 +20,41 @@ def unicast_protocol(ctx: Context) -> str:
     return next(p for p in ctx.protocols if p.startswith("UNICAST"))
 
 
-def companion(rng: random.Random, ctx: Context, faults: list[dict[str, Any]], d: float) -> list[dict[str, Any]]:
+def companion(rng: random.Random, ctx: Context, faults: list[TomlTable], d: float) -> list[TomlTable]:
     """At most one discard going with the move that drew `faults` (each `d` long), or none."""
     if not ctx.udp or not faults:
         return []
     f = rng.choice(faults)
     at = parse_duration(f["at"])
     d = max(0.05, min(d, ctx.horizon - at))
-    kind = f["kind"]
-    if kind == "close-connection":
+    what = kind(f)
+    if what == "close-connection":
         match = f"{unicast_protocol(ctx)}.DATA(first=1)"
-        return [table("discard", at, d, match=match, **{"from": [f["member"]], "to": [f["peer"]]}, count=1)]
+        return [table("discard", at, d, match=match, **{"from": [text(f, "member")], "to": [text(f, "peer")]}, count=1)]
     others = [m for m in ctx.members if m != f.get("member")]
-    if kind == "leave" and ctx.membership:
+    if what == "leave" and ctx.membership:
         match = rng.choice(LEAVE_HEADERS)
         peers = sorted(rng.sample(others, rng.randint(1, len(others))))
-        src, dst = (peers, [f["member"]]) if match == "GMS.VIEW_ACK()" else ([f["member"]], peers)
+        src, dst = (peers, [text(f, "member")]) if match == "GMS.VIEW_ACK()" else ([text(f, "member")], peers)
         return [table("discard", at, d, match=match, **{"from": src, "to": dst}, count=1)]
-    if kind == "restart":
+    if what == "restart":
+        victim = text(f, "member")
         if ctx.membership and rng.random() < 0.5:
-            return [table("discard", at, d, match="GMS.JOIN_RSP()", **{"from": others, "to": [f["member"]]}, count=1)]
+            return [table("discard", at, d, match="GMS.JOIN_RSP()", **{"from": others, "to": [victim]}, count=1)]
         match = f"{unicast_protocol(ctx)}.DATA(first=1)"
-        return [table("discard", at, d, match=match, **{"from": [f["member"]], "to": others}, count=1)]
-    if kind in ("split", "partition") and ctx.membership:
+        return [table("discard", at, d, match=match, **{"from": [victim], "to": others}, count=1)]
+    if what in ("split", "partition") and ctx.membership:
         return _merge_info(rng, ctx, f, at, d)
     return []
 
 
-def _merge_info(rng: random.Random, ctx: Context, f: dict[str, Any], at: float, d: float) -> list[dict[str, Any]]:
+def _merge_info(rng: random.Random, ctx: Context, f: TomlTable, at: float, d: float) -> list[TomlTable]:
     """MERGE.INFO from one member to another across the cut, from the cut until 0.5-3 s after its heal."""
     if f["kind"] == "split":
-        a, b = rng.sample(f["groups"], 2)
+        a, b = rng.sample(groups(f), 2)
         src, dst = rng.choice(a), rng.choice(b)
     else:
-        src, dst = rng.choice(f["from"]), rng.choice(f["to"])
+        src, dst = rng.choice(members(f, "from")), rng.choice(members(f, "to"))
         if src == dst:
             return []
     span = min(parse_duration(f.get("for", "0s")) + rng.uniform(0.5, 3.0), ctx.horizon - at)

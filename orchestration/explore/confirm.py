@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from orchestration.scenario import ScenarioError, load
 
 CONFIRM_BACKENDS = ("netns", "docker")
+
+
+class ConfirmDoc(TypedDict):
+    """explore.json's `confirm` entry of a failure."""
+
+    backend: str
+    runs: int
+    reproduced: int  # runs that violated the same checks
+    violated: list[list[str] | None]  # per run: its violated checks, or None if it could not run
+    parity: bool  # no run reproduced it and every run ran: the simulator alone shows it
+    errors: NotRequired[list[str]]  # the first errors of runs that could not run
 
 
 def check_backend(backend: str) -> None:
@@ -44,7 +55,7 @@ def confirm(
     backend: str,
     runs: int,
     on_run: Callable[[int, tuple[str, ...] | None], None] | None = None,
-) -> dict[str, Any]:
+) -> ConfirmDoc:
     """Replays `minimal` `runs` times on `backend`; returns explore.json's `confirm` entry: {backend, runs,
     reproduced, violated: [per run: its checks, or null if it could not run], parity}."""
     from analysis.config import InputError
@@ -68,14 +79,19 @@ def confirm(
         if on_run is not None:
             on_run(k, got)
     reproduced = sum(1 for v in per_run if v is not None and tuple(v) == violated)
-    doc: dict[str, Any] = {"backend": backend, "runs": runs, "reproduced": reproduced, "violated": per_run}
-    doc["parity"] = reproduced == 0 and not errors
+    doc: ConfirmDoc = {
+        "backend": backend,
+        "runs": runs,
+        "reproduced": reproduced,
+        "violated": per_run,
+        "parity": reproduced == 0 and not errors,
+    }
     if errors:
         doc["errors"] = errors[:3]
     return doc
 
 
-def confirm_line(doc: dict[str, Any]) -> str:
+def confirm_line(doc: ConfirmDoc) -> str:
     line = f"reproduced {doc['reproduced']}/{doc['runs']} on {doc['backend']}"
     if doc.get("parity"):
         line += " (simulator only: a possible parity bug between the simulator and real members)"

@@ -8,12 +8,12 @@ mostly dropping them, else delaying or duplicating them. Discards act on datagra
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from node import wire
 from orchestration.explore.context import Context
 from orchestration.explore.moves import links, valid_links
 from orchestration.explore.plan import Plan, table
+from orchestration.explore.tables import TomlTable
 
 LONG_DELAY = 3.0  # the longest a delayed packet is held when no delivery bound says otherwise (stale ACKs)
 
@@ -41,12 +41,14 @@ def match_of(rng: random.Random, ctx: Context) -> str:
     return f"{proto}.{name}({', '.join(args)})"
 
 
-def discard(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def discard(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     if not ctx.udp:
         return []
-    keys: dict[str, Any] = {"match": match_of(rng, ctx), **links(rng, ctx)}
-    if not valid_links(keys):
+    match = match_of(rng, ctx)
+    pair = links(rng, ctx)
+    if not valid_links(pair):
         return []
+    keys: TomlTable = {"match": match, **pair}
     if rng.random() < 0.5:
         keys["count"] = rng.randint(1, 3)
     action = rng.random()

@@ -13,11 +13,10 @@ the stack's:
 
 from __future__ import annotations
 
-from typing import Any
-
 from node.units import parse_duration
 from orchestration.explore.case import scenario_of
 from orchestration.explore.context import Context, context_of
+from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.scenario import ScenarioError
 
 LEAVE_LEAD = 1.0  # seconds a leave comes before the end of the workload at the latest
@@ -25,12 +24,12 @@ LEAVE_CUT_OFF = 2.5  # seconds after a leave its VIEW is still resent (gms.view_
 CUTS = ("partition", "split")
 
 
-def _window(f: dict[str, Any]) -> tuple[float, float]:
+def _window(f: TomlTable) -> tuple[float, float]:
     at = parse_duration(f.get("at", "0s"))
     return at, at + parse_duration(f.get("for", "1000s"))
 
 
-def unfair_leaves(faults: list[dict[str, Any]], ctx: Context) -> list[int]:
+def unfair_leaves(faults: list[TomlTable], ctx: Context) -> list[int]:
     """The indices of the leaves among `faults` that are unfair in this context (see the module docstring)."""
     cuts = [_window(f) for f in faults if f.get("kind") in CUTS]
     out = []
@@ -45,9 +44,9 @@ def unfair_leaves(faults: list[dict[str, Any]], ctx: Context) -> list[int]:
     return out
 
 
-def unfair(raw: dict[str, Any]) -> str | None:
+def unfair(raw: TomlTable) -> str | None:
     """Why the scenario is not a fair test (None: it is)."""
-    faults = raw.get("faults", [])
+    faults = faults_of(raw)
     if not any(f.get("kind") == "leave" for f in faults):
         return None
     try:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestration.explore.case import sentences
+from orchestration.explore.confirm import ConfirmDoc
 from orchestration.explore.minimal import Provenance, write_minimal
 from orchestration.explore.search import Found
 from orchestration.explore.shrink import Shrunk
@@ -30,7 +30,7 @@ class Failure:
     checked: tuple[str, ...] | None = None  # the normal check's violated checks (None: not checked)
     check_error: str | None = None
     same_checks: list[int] = field(default_factory=list)  # seeds of later failures with the same checks
-    confirm: dict[str, Any] | None = None
+    confirm: ConfirmDoc | None = None
     details: tuple[str, ...] = ()  # the minimal run's first violations (the reference checker)
 
     @property

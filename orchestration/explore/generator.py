@@ -21,7 +21,6 @@ import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from chaos import nemesis
 from node.units import parse_duration
@@ -30,6 +29,7 @@ from orchestration.explore.companions import companion
 from orchestration.explore.context import Context
 from orchestration.explore.fairness import unfair_leaves
 from orchestration.explore.plan import Plan
+from orchestration.explore.tables import TomlTable
 
 KINDS: dict[str, str] = {
     "partition": "random sets that do not hear each other (one way or both), or a set of one-way link cuts",
@@ -176,7 +176,7 @@ class Generator:
     def window(self) -> tuple[float, float]:
         return self.shape.window or (self.ctx.start, self.ctx.horizon)
 
-    def draw(self, rng: random.Random) -> list[dict[str, Any]]:
+    def draw(self, rng: random.Random) -> list[TomlTable]:
         """One schedule: fault tables sorted by `at` (moves of the same instant in the order drawn)."""
         shape = self.shape
         plan = Plan(self.ctx)
@@ -185,14 +185,14 @@ class Generator:
         lo, hi = shape.duration
         weights = [self.weights[k] for k in self.kinds]
         t = w0
-        out: list[dict[str, Any]] = []
+        out: list[TomlTable] = []
         for _ in range(rng.randint(*shape.moves)):
             if layout == "overlap":
                 t = rng.uniform(w0, max(w0, w1 - lo))
             if w1 - t < lo:
                 break
             d = _log_uniform(rng, lo, min(hi, w1 - t))
-            faults: list[dict[str, Any]] = []
+            faults: list[TomlTable] = []
             for _ in range(TRIES):
                 faults = MOVES[rng.choices(self.kinds, weights)[0]](rng, self.ctx, plan, t, d)
                 if faults:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from orchestration.explore.steps import describe
+from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.runner import scenario_toml
 from orchestration.scenario import parse
 
@@ -24,10 +24,10 @@ class Provenance:
     index: int
     seed: int
     violated: tuple[str, ...]
-    faults: tuple[dict[str, Any], ...]
+    faults: tuple[TomlTable, ...]
 
 
-def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[dict[str, Any]]) -> str:
+def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable]) -> str:
     lines = [
         f"minimal scenario found by chaosbed explore: violates {', '.join(prov.violated)}",
         f"schedule seed {prov.seed} (schedule #{prov.index + 1} of: {prov.command})",
@@ -51,13 +51,11 @@ def minimal_name(base_name: str, seed: int) -> str:
     return f"{base_name}-minimal-{seed}"
 
 
-def write_minimal(
-    path: Path, raw: dict[str, Any], prov: Provenance, trail: list[str], runs: int, complete: bool
-) -> str:
+def write_minimal(path: Path, raw: TomlTable, prov: Provenance, trail: list[str], runs: int, complete: bool) -> str:
     """Writes minimal.toml (the scenario `raw`, renamed, with its header); returns the text."""
     doc = copy.deepcopy(raw)
     doc["name"] = minimal_name(str(raw.get("name", "scenario")), prov.seed)
     sc = dataclasses.replace(parse(copy.deepcopy(doc)), raw=doc)  # validated; written as given (parse edits checks)
-    text = header(prov, trail, runs, complete, doc.get("faults", [])) + scenario_toml(sc)
+    text = header(prov, trail, runs, complete, faults_of(doc)) + scenario_toml(sc)
     path.write_text(text)
     return text

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 from chaos import nemesis
 from orchestration.explore.context import Context
 from orchestration.explore.plan import Plan, secs, subset, table
+from orchestration.explore.tables import TomlTable, text
 
-Move = Callable[[random.Random, Context, Plan, float, float], list[dict[str, Any]]]
+Move = Callable[[random.Random, Context, Plan, float, float], list[TomlTable]]
 
 NEMESIS_ROUNDS = ("isolate-one", "one-way-isolate", "random-halves", "majority-ring", "bridge", "flapping")
 
@@ -22,18 +22,20 @@ NEMESIS_ROUNDS = ("isolate-one", "one-way-isolate", "random-halves", "majority-r
 def nemesis_round(kind: str) -> Move:
     """One round of a chaos/nemesis.py kind (its seed drawn from `rng`), with times written to the millisecond."""
 
-    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
-        faults = nemesis.schedule(kind, ctx.members, seed=rng.randrange(2**32), start=at, interval=2 * d, duration=d)
+    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
+        faults: list[TomlTable] = nemesis.schedule(
+            kind, ctx.members, seed=rng.randrange(2**32), start=at, interval=2 * d, duration=d
+        )
         for f in faults:  # nemesis writes microseconds; schedules read better (and shrink) in milliseconds
-            f["at"] = secs(float(f["at"][:-1]))
+            f["at"] = secs(float(text(f, "at")[:-1]))
             if "for" in f:
-                f["for"] = secs(float(f["for"][:-1]))
+                f["for"] = secs(float(text(f, "for")[:-1]))
         return [f for f in faults if f.get("for") != "0s"]
 
     return move
 
 
-def partition(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def partition(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     """Disjoint random sets that do not hear each other (one way or both), or a set of one-way link cuts."""
     names = list(ctx.members)
     if rng.random() < 0.6:
@@ -48,7 +50,7 @@ def partition(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float)
     return [table("partition", at, d, **{"from": [a], "to": [b], "one_way": True}) for a, b in sorted(cuts)]
 
 
-def split(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def split(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     """Two or three groups (members placed at random); sometimes also one member deaf to another of its group."""
     names = list(ctx.members)
     k = rng.randint(2, min(3, len(names)))
@@ -67,7 +69,7 @@ def split(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> 
     return out
 
 
-def overlap(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
+def overlap(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     """Overlapping groups: two or three groups and one member in two of them (it hears both, they do not hear each
     other). Written as one one-way partition per member: from = everyone who shares no group with it."""
     names = list(ctx.members)
@@ -102,10 +104,11 @@ def valid_links(keys: dict[str, list[str]]) -> bool:
 def link_fault(kind: str) -> Move:
     """loss, duplicate or reorder with a random probability, or delay (with jitter at times) on random links."""
 
-    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[dict[str, Any]]:
-        keys: dict[str, Any] = links(rng, ctx)
-        if not valid_links(keys):
+    def move(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
+        pair = links(rng, ctx)
+        if not valid_links(pair):
             return []
+        keys: TomlTable = {**pair}
         if kind == "loss":
             keys["probability"] = round(rng.uniform(0.05, 0.5), 2)
         elif kind in ("duplicate", "reorder"):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestration.explore.context import Context
+from orchestration.explore.tables import TomlTable
 
 MARGIN = 0.05  # seconds kept free around a member action (a restart right after a kill of the same member is fine)
 FOREVER = math.inf
@@ -59,9 +59,9 @@ class Plan:
         return rng.choice(free) if free else None
 
 
-def table(kind: str, at: float, duration: float | None = None, **keys: Any) -> dict[str, Any]:
+def table(kind: str, at: float, duration: float | None = None, **keys: object) -> TomlTable:
     """One `[[faults]]` table: `at`, `kind`, the keys in the order given, then `for`."""
-    out: dict[str, Any] = {"at": secs(at), "kind": kind, **keys}
+    out: TomlTable = {"at": secs(at), "kind": kind, **keys}
     if duration is not None:
         out["for"] = secs(duration)
     return out

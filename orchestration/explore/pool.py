@@ -18,9 +18,10 @@ import tempfile
 from collections import deque
 from collections.abc import Hashable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from orchestration.explore.case import CaseResult, run_case
+from orchestration.explore.tables import TomlTable, as_table, table
 from orchestration.explore.worker import scratch_root
 
 PREFETCH = 2  # jobs a worker holds at once: the next one is there when it finishes one
@@ -37,10 +38,10 @@ class InlinePool:
     capacity = 1
 
     def __init__(self) -> None:
-        self.queue: deque[tuple[Hashable, dict[str, Any]]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable]] = deque()
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
 
-    def submit(self, key: Hashable, raw: dict[str, Any]) -> None:
+    def submit(self, key: Hashable, raw: TomlTable) -> None:
         self.queue.append((key, raw))
 
     def pending(self) -> int:
@@ -50,7 +51,7 @@ class InlinePool:
         key, raw = self.queue.popleft()
         return key, run_case(raw, self.scratch / "run")
 
-    def map(self, raws: list[dict[str, Any]]) -> list[CaseResult]:
+    def map(self, raws: list[TomlTable]) -> list[CaseResult]:
         return [run_case(raw, self.scratch / "run") for raw in raws]
 
     def close(self, *, now: bool = False) -> None:
@@ -79,7 +80,7 @@ class _Worker:
         assert self.proc.stdout is not None
         return self.proc.stdout
 
-    def send(self, key: Hashable, raw: dict[str, Any], wire_id: int) -> None:
+    def send(self, key: Hashable, raw: TomlTable, wire_id: int) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps({"id": wire_id, "raw": raw}) + "\n").encode())
         self.inflight.append(key)
@@ -120,14 +121,14 @@ class ProcessPool:
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
         self.workers = [_Worker(i, self.logs, self.scratch) for i in range(jobs)]
         self.capacity = jobs * PREFETCH
-        self.queue: deque[tuple[Hashable, dict[str, Any]]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable]] = deque()
         self.selector = selectors.DefaultSelector()
         for w in self.workers:
             self.selector.register(w.stdout, selectors.EVENT_READ, w)
         self._next_id = 0
         self.ready: deque[tuple[Hashable, CaseResult]] = deque()
 
-    def submit(self, key: Hashable, raw: dict[str, Any]) -> None:
+    def submit(self, key: Hashable, raw: TomlTable) -> None:
         self.queue.append((key, raw))
         self._dispatch()
 
@@ -150,12 +151,12 @@ class ProcessPool:
             for sel_key, _ in self.selector.select():
                 w: _Worker = sel_key.data
                 for line in w.read_lines():
-                    doc = json.loads(line)
-                    self.ready.append((w.inflight.pop(0), CaseResult.from_json(doc["result"])))
+                    doc = as_table(json.loads(line), "a worker's result")
+                    self.ready.append((w.inflight.pop(0), CaseResult.from_json(table(doc, "result"))))
             self._dispatch()
         return self.ready.popleft()
 
-    def map(self, raws: list[dict[str, Any]]) -> list[CaseResult]:
+    def map(self, raws: list[TomlTable]) -> list[CaseResult]:
         """Runs the cases in parallel and returns their results in order."""
         for i, raw in enumerate(raws):
             self.submit(("map", i), raw)

@@ -17,7 +17,6 @@ import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestration.explore.case import load_base, run_case, scenario_of
 from orchestration.explore.context import context_of
@@ -25,6 +24,7 @@ from orchestration.explore.generator import Generator
 from orchestration.explore.pool import InlinePool, ProcessPool
 from orchestration.explore.search import Found, SearchSpec, search
 from orchestration.explore.shrink import MAX_RUNS, Judge, Shrunk, shrink
+from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.matrix.bugs import Entry
 from orchestration.runner import toml_value
 from orchestration.scenario import apply_settings
@@ -50,7 +50,7 @@ class Rediscovery:
 
     @property
     def faults_after(self) -> int | None:
-        return None if self.shrunk is None else len(self.shrunk.raw.get("faults", []))
+        return None if self.shrunk is None else len(faults_of(self.shrunk.raw))
 
 
 def flawed_sets(entry: Entry) -> list[str]:
@@ -58,8 +58,8 @@ def flawed_sets(entry: Entry) -> list[str]:
     return [f"{k}={toml_value(v)}" for k, v in entry.bug.flawed.items()]
 
 
-def _lookup(raw: dict[str, Any], key: str) -> Any:
-    node: Any = raw
+def _lookup(raw: TomlTable, key: str) -> object:
+    node: object = raw
     for part in key.split("."):
         if isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
@@ -70,9 +70,9 @@ def _lookup(raw: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _remove(raw: dict[str, Any], key: str) -> None:
+def _remove(raw: TomlTable, key: str) -> None:
     *parents, last = key.split(".")
-    node: Any = raw
+    node: object = raw
     for part in parents:
         node = node.get(part) if isinstance(node, dict) else None
         if node is None:
@@ -81,7 +81,7 @@ def _remove(raw: dict[str, Any], key: str) -> None:
         node.pop(last, None)
 
 
-def variant_of(minimal: dict[str, Any], entry: Entry, variant: str) -> dict[str, Any]:
+def variant_of(minimal: TomlTable, entry: Entry, variant: str) -> TomlTable:
     """The minimal scenario with the bug's variant keys as that variant of the bug file has them."""
     base = load_base(entry.path, [f"{k}={toml_value(v)}" for k, v in entry.bug.settings(variant).items()])
     out = copy.deepcopy(minimal)

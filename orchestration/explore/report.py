@@ -9,9 +9,13 @@ import base64
 import html
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from orchestration.explore.result import ExploreDoc, FailureDoc
 from orchestration.explore.timeline import figure, read_lanes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -27,7 +31,7 @@ def _e(x: object) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _png(fig: Any) -> str:
+def _png(fig: Figure) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -40,7 +44,7 @@ def _rows(rows: list[tuple[str, str]]) -> str:
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
-def _summary(doc: dict[str, Any]) -> str:
+def _summary(doc: ExploreDoc) -> str:
     rate = doc["schedules"] / doc["seconds"] if doc["seconds"] else 0.0
     n = len(doc["failures"])
     verdict = f'<span class="fail">{n} failure(s)</span>' if n else '<span class="ok">no failure found</span>'
@@ -56,7 +60,7 @@ def _summary(doc: dict[str, Any]) -> str:
     return _rows(rows)
 
 
-def _failure(root: Path, k: int, f: dict[str, Any]) -> str:
+def _failure(root: Path, k: int, f: FailureDoc) -> str:
     minimal = root / f["minimal"]
     run = root / f["run"]
     parts = [f'<h2 id="failure-{k}">Failure {k}: <span class="fail">{_e(", ".join(f["violated"]))}</span></h2>']
@@ -90,7 +94,7 @@ def _failure(root: Path, k: int, f: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def render_index(root: Path, doc: dict[str, Any]) -> str:
+def render_index(root: Path, doc: ExploreDoc) -> str:
     title = f"chaosbed explore {Path(doc['scenario']).name}"
     body = [f"<h1>{_e(title)}</h1>", _summary(doc)]
     if doc["failures"]:
@@ -109,7 +113,7 @@ def render_index(root: Path, doc: dict[str, Any]) -> str:
     )
 
 
-def write_index(root: Path, doc: dict[str, Any]) -> Path:
+def write_index(root: Path, doc: ExploreDoc) -> Path:
     path = root / "index.html"
     path.write_text(render_index(root, doc), encoding="utf-8")
     return path

@@ -7,21 +7,65 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from orchestration.explore.confirm import ConfirmDoc
 from orchestration.explore.finish import Failure
 from orchestration.explore.search import SearchResult
+from orchestration.explore.tables import faults_of
 
 EXPLORE_JSON = "explore.json"
 
 
-def failure_doc(f: Failure, root: Path) -> dict[str, Any]:
+class ShrinkDoc(TypedDict):
+    runs: int
+    steps: list[str]
+    complete: bool
+
+
+class FailureDoc(TypedDict):
+    """One entry of explore.json's `failures` (paths relative to the explore folder)."""
+
+    seed: int
+    violated: list[str]
+    minimal: str
+    faults_before: int
+    faults_after: int
+    confirm: ConfirmDoc | None
+    index: int
+    found_after_s: float
+    schedules_until_found: int
+    shrink: ShrinkDoc
+    run: str
+    checked: list[str] | None
+    check_error: str | None
+    replay: str
+    same_checks: list[int]
+    details: list[str]
+
+
+class ExploreDoc(TypedDict):
+    """explore.json."""
+
+    schedules: int
+    failures: list[FailureDoc]
+    command: str
+    scenario: str
+    seed: int
+    seconds: float
+    errors: int
+    error_samples: list[str]
+    other_failures: int
+    interrupted: bool
+
+
+def failure_doc(f: Failure, root: Path) -> FailureDoc:
     return {
         "seed": f.found.seed,
         "violated": list(f.found.result.violated),
         "minimal": f.minimal.relative_to(root).as_posix(),
         "faults_before": len(f.found.faults),
-        "faults_after": len(f.shrunk.raw.get("faults", [])),
+        "faults_after": len(faults_of(f.shrunk.raw)),
         "confirm": f.confirm,
         "index": f.found.index,
         "found_after_s": round(f.found.elapsed, 3),
@@ -38,7 +82,7 @@ def failure_doc(f: Failure, root: Path) -> dict[str, Any]:
 
 def explore_doc(
     result: SearchResult, failures: list[Failure], root: Path, *, command: str, seed: int, base: str
-) -> dict[str, Any]:
+) -> ExploreDoc:
     return {
         "schedules": result.tried,
         "failures": [failure_doc(f, root) for f in failures],
@@ -53,7 +97,7 @@ def explore_doc(
     }
 
 
-def write_explore_json(root: Path, doc: dict[str, Any]) -> Path:
+def write_explore_json(root: Path, doc: ExploreDoc) -> Path:
     path = root / EXPLORE_JSON
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path

@@ -19,11 +19,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestration.explore.case import CaseResult, with_faults
 from orchestration.explore.generator import Generator
 from orchestration.explore.pool import InlinePool, ProcessPool
+from orchestration.explore.tables import TomlTable
 
 
 def schedule_seed(seed: int, index: int) -> int:
@@ -57,8 +57,8 @@ class Found:
 
     index: int
     seed: int
-    faults: list[dict[str, Any]]
-    raw: dict[str, Any]
+    faults: list[TomlTable]
+    raw: TomlTable
     result: CaseResult
     elapsed: float  # seconds since the search started
     tried: int  # schedules finished by then, this one included
@@ -95,7 +95,7 @@ class _State:
     result: SearchResult
     next_index: int = 0
     stopped: bool = False
-    out: dict[int, tuple[int, list[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+    out: dict[int, tuple[int, list[TomlTable], TomlTable]] = field(default_factory=dict)
 
     def may_hand_out(self) -> bool:
         s = self.spec
@@ -105,7 +105,7 @@ class _State:
 
 
 def search(
-    base: dict[str, Any],
+    base: TomlTable,
     generator: Generator,
     spec: SearchSpec,
     pool: InlinePool | ProcessPool,
@@ -132,7 +132,7 @@ def search(
     return st.result
 
 
-def _hand_out(st: _State, base: dict[str, Any], generator: Generator, pool: InlinePool | ProcessPool) -> None:
+def _hand_out(st: _State, base: TomlTable, generator: Generator, pool: InlinePool | ProcessPool) -> None:
     i = st.next_index
     st.next_index += 1
     seed = schedule_seed(st.spec.seed, i)

@@ -28,6 +28,7 @@ from orchestration.explore.report import write_index
 from orchestration.explore.result import explore_doc, write_explore_json
 from orchestration.explore.search import Found, SearchResult, SearchSpec, search
 from orchestration.explore.shrink import MAX_RUNS, Shrunk, shrink
+from orchestration.explore.tables import TomlTable, faults_of
 
 
 @dataclass
@@ -76,7 +77,7 @@ def command_line(spec: ExploreSpec) -> str:
     return shlex.join(parts)
 
 
-def prepare(spec: ExploreSpec) -> tuple[dict, Generator]:
+def prepare(spec: ExploreSpec) -> tuple[TomlTable, Generator]:
     """The base scenario and its generator; ScenarioError / GeneratorError for bad input (exit 2)."""
     base = load_base(spec.file, spec.sets, keep_faults=spec.keep_faults)
     generator = Generator(context_of(scenario_of(base)), spec.kinds, spec.shape)
@@ -141,7 +142,7 @@ def _shrink(
     faults = len(found.faults)
 
     def step(s: Shrunk) -> None:
-        now = len(s.raw.get("faults", []))
+        now = len(faults_of(s.raw))
         reporter.status(f"shrinking failure {number} ({checks}): {faults} -> {now} faults, {s.runs} runs")
 
     step(Shrunk(found.raw, found.result.violated))
@@ -150,7 +151,7 @@ def _shrink(
     )
     if not shrunk.complete and shrunk.runs < spec.shrink_runs:
         ex.interrupted = True
-    after = len(shrunk.raw.get("faults", []))
+    after = len(faults_of(shrunk.raw))
     reporter.say(
         f"failure {number}: {checks} (seed {found.seed}); shrunk {faults} -> {after} faults in {shrunk.runs} runs"
     )

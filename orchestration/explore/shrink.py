@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestration.explore.case import CaseResult
 from orchestration.explore.fairness import unfair
 from orchestration.explore.steps import candidates
+from orchestration.explore.tables import TomlTable
 
 MAX_RUNS = 300
-Raw = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -32,10 +31,10 @@ class Judge:
     control."""
 
     violated: tuple[str, ...]
-    subject: Callable[[Raw], Raw] | None = None
-    control: Callable[[Raw], Raw] | None = None
+    subject: Callable[[TomlTable], TomlTable] | None = None
+    control: Callable[[TomlTable], TomlTable] | None = None
 
-    def runs(self, raw: Raw) -> list[Raw]:
+    def runs(self, raw: TomlTable) -> list[TomlTable]:
         first = raw if self.subject is None else self.subject(raw)
         return [first] if self.control is None else [first, self.control(raw)]
 
@@ -48,7 +47,7 @@ class Judge:
 
 @dataclass
 class Shrunk:
-    raw: Raw
+    raw: TomlTable
     violated: tuple[str, ...]
     trail: list[str] = field(default_factory=list)  # each step taken, in order
     runs: int = 0  # scenario runs
@@ -57,9 +56,9 @@ class Shrunk:
 
 
 def shrink(
-    raw: Raw,
+    raw: TomlTable,
     violated: tuple[str, ...] | Judge,
-    evaluate: Callable[[list[Raw]], list[CaseResult]],
+    evaluate: Callable[[list[TomlTable]], list[CaseResult]],
     *,
     batch: int = 1,
     max_runs: int = MAX_RUNS,
@@ -79,7 +78,7 @@ def shrink(
 
 
 def _one_step(
-    state: Shrunk, judge: Judge, evaluate: Callable[[list[Raw]], list[CaseResult]], batch: int, max_runs: int
+    state: Shrunk, judge: Judge, evaluate: Callable[[list[TomlTable]], list[CaseResult]], batch: int, max_runs: int
 ) -> bool:
     """Tries the candidates of the current scenario; True when one was taken."""
     pending = []

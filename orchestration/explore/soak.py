@@ -18,10 +18,20 @@ from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from chaos.nemesis import KINDS, MIN_MEMBERS
 from node.units import parse_duration
+from orchestration.explore.tables import (
+    JsonObject,
+    TomlTable,
+    as_members,
+    as_table,
+    integer,
+    opt_table,
+    tables,
+    text,
+    workloads_of,
+)
 from orchestration.scenario import ScenarioError
 
 SETTLE_S = 15.0  # the workload and the nemesis end this long before the budget: the last heal's recovery
@@ -50,7 +60,7 @@ class SoakPlan:
         return math.floor((self.sending - FIRST_ROUND_S) / self.interval + 1e-9)
 
 
-def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
+def soak_scenario(base: Mapping[str, object], plan: SoakPlan) -> TomlTable:
     """The soak's scenario: `base` (load_base: no faults of its own) with its paced workloads sending for the whole
     run and one [[nemesis]] of plan.nemesis filling it. Raises ScenarioError naming what cannot be soaked."""
     if plan.nemesis not in KINDS:
@@ -63,12 +73,12 @@ def soak_scenario(base: Mapping[str, Any], plan: SoakPlan) -> dict[str, Any]:
         raise ScenarioError(
             f"--budget: a soak needs at least {need:g}s (one {plan.interval:g}s round and the settling)"
         )
-    raw = json.loads(json.dumps(base))  # a deep copy of plain TOML values
-    members = raw.get("cluster", {}).get("members", [])
-    count = members if isinstance(members, int) else len(members)
+    raw = as_table(json.loads(json.dumps(base)), "scenario")  # a deep copy of plain TOML values
+    members = opt_table(raw, "cluster").get("members", [])
+    count = members if isinstance(members, int) else len(as_members(members, "cluster.members"))
     if count < MIN_MEMBERS.get(plan.nemesis, 1):
         raise ScenarioError(f"cluster.members: the {plan.nemesis} nemesis needs {MIN_MEMBERS[plan.nemesis]} members")
-    workloads = raw.get("workload", [])
+    workloads = workloads_of(raw)
     if not workloads:
         raise ScenarioError("workload: a soak needs a workload to hold (a paced [[workload]] with a rate)")
     for i, w in enumerate(workloads):
@@ -143,13 +153,14 @@ def summarize(out: Path, plan: SoakPlan, backend: str, members: int, code: int) 
     """The soak's summary from its run folder: verdict.json's counts, faults.jsonl, outcome.json's usage and the
     histories' send events (streamed: a soak's histories are large)."""
     verdict = _json(out / "verdict.json")
-    per_member = verdict.get("stats", {}).get("members", {})
+    per_member = [as_table(m, "stats.members") for m in opt_table(opt_table(verdict, "stats"), "members").values()]
     faults: dict[str, int] = {}
     for line in _lines(out / "faults.jsonl"):
-        event = json.loads(line)
+        event = as_table(json.loads(line), "faults.jsonl")
         if event.get("event") == "fault" and event.get("kind") != "heal":
-            faults[event["kind"]] = faults.get(event["kind"], 0) + 1
-    usage = _json(out / "outcome.json").get("usage", {})
+            kind = text(event, "kind")
+            faults[kind] = faults.get(kind, 0) + 1
+    usage = opt_table(_json(out / "outcome.json"), "usage")
     return SoakSummary(
         backend=backend,
         members=members,
@@ -157,13 +168,13 @@ def summarize(out: Path, plan: SoakPlan, backend: str, members: int, code: int) 
         seconds=plan.seconds,
         rounds=plan.rounds,
         faults=faults,
-        sent=sum(m.get("send", 0) for m in per_member.values()),
-        delivered=sum(m.get("deliver", 0) for m in per_member.values()),
-        retransmissions=sum(m.get("xmit", 0) for m in per_member.values()),
+        sent=sum(integer(m, "send", 0) for m in per_member),
+        delivered=sum(integer(m, "deliver", 0) for m in per_member),
+        retransmissions=sum(integer(m, "xmit", 0) for m in per_member),
         verdict={0: "PASS", 1: "FAIL"}.get(code, "UNREADABLE"),
-        violated=sorted({v["check"] for v in verdict.get("violations", [])}),
+        violated=sorted({text(v, "check") for v in tables(verdict, "violations")}),
         send_rate=send_rate(out / "history", plan.sending),
-        peak_rss_kib={m: u["max_rss_kib"] for m, u in usage.items() if isinstance(u.get("max_rss_kib"), int)},
+        peak_rss_kib=_peak_rss(usage),
     )
 
 
@@ -196,7 +207,17 @@ def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _peak_rss(usage: JsonObject) -> dict[str, int]:
+    """outcome.json's `usage`: each member's ru_maxrss (KiB), for the members that report one."""
+    out = {}
+    for member, u in usage.items():
+        rss = as_table(u, f"usage.{member}").get("max_rss_kib")
+        if isinstance(rss, int):
+            out[member] = rss
+    return out
+
+
+def _json(path: Path) -> JsonObject:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -17,10 +17,21 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from node.units import parse_duration
 from orchestration.explore.plan import secs
+from orchestration.explore.tables import (
+    TomlTable,
+    cluster_members,
+    faults_of,
+    groups,
+    integer,
+    kind,
+    opt_table,
+    table,
+    text,
+    workloads_of,
+)
 
 UNDO = {"kill": "restart", "pause": "resume"}
 MIN_WINDOW = 0.02  # seconds: windows are not shortened below this
@@ -29,10 +40,10 @@ MIN_WINDOW = 0.02  # seconds: windows are not shortened below this
 @dataclass(frozen=True)
 class Step:
     what: str
-    raw: dict[str, Any]
+    raw: TomlTable
 
 
-def candidates(raw: dict[str, Any]) -> Iterator[Step]:
+def candidates(raw: TomlTable) -> Iterator[Step]:
     yield from _fewer_faults(raw)
     yield from _lighter_workload(raw)  # early: every later run is shorter
     yield from _fewer_members(raw)
@@ -40,27 +51,27 @@ def candidates(raw: dict[str, Any]) -> Iterator[Step]:
     yield from _shorter_windows(raw)
 
 
-def describe(f: dict[str, Any]) -> str:
+def describe(f: TomlTable) -> str:
     """A fault in a few words: `partition A -> B at 1.2s for 3s`."""
-    kind = f["kind"]
+    what = f["kind"]
     who = ""
     if "groups" in f:
-        who = " | ".join(",".join(g) for g in f["groups"])
+        who = " | ".join(",".join(g) for g in groups(f))
     elif "member" in f:
-        who = f["member"] + (f" -> {f['peer']}" if "peer" in f else "")
+        who = text(f, "member") + (f" -> {f['peer']}" if "peer" in f else "")
     elif "from" in f or "to" in f:
         arrow = "<->" if f["kind"] == "partition" and not f.get("one_way") else "->"
         who = f"{_names(f.get('from', '*'))} {arrow} {_names(f.get('to', '*'))}"
     match = f" {f['match']}" if "match" in f else ""
     until = f" for {f['for']}" if "for" in f else ""
-    return f"{kind}{match} {who} at {f.get('at', '0s')}{until}".replace("  ", " ")
+    return f"{what}{match} {who} at {f.get('at', '0s')}{until}".replace("  ", " ")
 
 
-def _names(x: Any) -> str:
+def _names(x: object) -> str:
     return ",".join(x) if isinstance(x, list) else str(x)
 
 
-def _with(raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
+def _with(raw: TomlTable, **changes: object) -> TomlTable:
     out = copy.deepcopy(raw)
     for k, v in changes.items():
         if v is None:
@@ -70,10 +81,10 @@ def _with(raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return out
 
 
-def _partner(faults: list[dict[str, Any]], i: int) -> int | None:
+def _partner(faults: list[TomlTable], i: int) -> int | None:
     """The fault that undoes fault i (the next restart after a kill of the member, resume after a pause)."""
     f = faults[i]
-    undo = UNDO.get(f["kind"])
+    undo = UNDO.get(kind(f))
     if undo is None:
         return None
     for j in range(i + 1, len(faults)):
@@ -84,8 +95,8 @@ def _partner(faults: list[dict[str, Any]], i: int) -> int | None:
     return None
 
 
-def _fewer_faults(raw: dict[str, Any]) -> Iterator[Step]:
-    faults = raw.get("faults", [])
+def _fewer_faults(raw: TomlTable) -> Iterator[Step]:
+    faults = faults_of(raw)
     n = len(faults)
     if n >= 4:
         half = n // 2
@@ -101,12 +112,12 @@ def _fewer_faults(raw: dict[str, Any]) -> Iterator[Step]:
         yield Step(f"removed {what}", _with(raw, faults=rest or None))
 
 
-def _member_names(raw: dict[str, Any]) -> list[str]:
-    m = raw["cluster"]["members"]
+def _member_names(raw: TomlTable) -> list[str]:
+    m = cluster_members(raw)
     return [chr(ord("A") + i) for i in range(m)] if isinstance(m, int) else list(m)
 
 
-def _drop_member(value: Any, name: str) -> Any:
+def _drop_member(value: object, name: str) -> object:
     """A member list without `name`: "*" stays, a list loses it (None if that empties it), a name becomes None."""
     if value == "*":
         return value
@@ -118,31 +129,31 @@ def _drop_member(value: Any, name: str) -> Any:
     return value
 
 
-def without_member(raw: dict[str, Any], name: str) -> dict[str, Any]:
+def without_member(raw: TomlTable, name: str) -> TomlTable:
     """The scenario without one member: out of `cluster.members`, workload lists and faults."""
     out = copy.deepcopy(raw)
     names = _member_names(raw)
-    members = raw["cluster"]["members"]
-    out["cluster"]["members"] = (
+    members = cluster_members(raw)
+    table(out, "cluster")["members"] = (
         len(names) - 1 if isinstance(members, int) and name == names[-1] else [n for n in names if n != name]
     )
     workloads = []
-    for w in out.get("workload", []):
+    for w in workloads_of(out):
         keys = [k for k in ("from", "to") if k in w]
         for k in keys:
             w[k] = _drop_member(w[k], name)
         if all(w[k] is not None for k in keys):
             workloads.append(w)
     faults = []
-    for f in out.get("faults", []):
+    for f in faults_of(out):
         if name in (f.get("member"), f.get("peer")):
             continue
         keys = [k for k in ("from", "to") if k in f]
         for k in keys:
             f[k] = _drop_member(f[k], name)
         if "groups" in f:
-            f["groups"] = [g for g in (_drop_member(g, name) for g in f["groups"]) if g]
-            if len(f["groups"]) < 2:
+            f["groups"] = left = [g for g in (_drop_member(g, name) for g in groups(f)) if g]
+            if len(left) < 2:
                 continue
         if all(f[k] is not None for k in keys):
             faults.append(f)
@@ -154,7 +165,7 @@ def without_member(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
-def _fewer_members(raw: dict[str, Any]) -> Iterator[Step]:
+def _fewer_members(raw: TomlTable) -> Iterator[Step]:
     names = _member_names(raw)
     if len(names) <= 2:
         return
@@ -162,46 +173,49 @@ def _fewer_members(raw: dict[str, Any]) -> Iterator[Step]:
         yield Step(f"removed member {name}", without_member(raw, name))
 
 
-def _lighter_workload(raw: dict[str, Any]) -> Iterator[Step]:
-    workloads = raw.get("workload", [])
+def _lighter_workload(raw: TomlTable) -> Iterator[Step]:
+    workloads = workloads_of(raw)
     if len(workloads) > 1:
         for i in reversed(range(len(workloads))):
             rest = [w for k, w in enumerate(workloads) if k != i]
             yield Step(f"removed workload {i + 1} ({_workload(workloads[i])})", _with(raw, workload=rest))
     for i, w in enumerate(workloads):
-        count = w.get("count", 1)
+        count = integer(w, "count", 1)
         if count > 1:
             ws = copy.deepcopy(workloads)
             ws[i]["count"] = count // 2
             yield Step(f"workload {i + 1}: count {count} -> {count // 2}", _with(raw, workload=ws))
     for i, w in enumerate(workloads):
-        if w.get("size", 100) > 0:
+        size = integer(w, "size", 100)
+        if size > 0:
             ws = copy.deepcopy(workloads)
             ws[i]["size"] = 0
-            yield Step(f"workload {i + 1}: size {w.get('size', 100)} -> 0", _with(raw, workload=ws))
+            yield Step(f"workload {i + 1}: size {size} -> 0", _with(raw, workload=ws))
 
 
-def _workload(w: dict[str, Any]) -> str:
+def _workload(w: TomlTable) -> str:
     to = f" -> {_names(w['to'])}" if "to" in w else ""
     return f"{w['kind']} {_names(w.get('from'))}{to} x{w.get('count', 1)}"
 
 
-def _default_properties(raw: dict[str, Any]) -> Iterator[Step]:
-    props = raw.get("cluster", {}).get("properties", {})
+def _default_properties(raw: TomlTable) -> Iterator[Step]:
+    props = opt_table(opt_table(raw, "cluster"), "properties")
     for proto in sorted(props):
-        for key in sorted(props[proto]):
+        own = table(props, proto)
+        for key in sorted(own):
             out = copy.deepcopy(raw)
-            table = out["cluster"]["properties"]
-            del table[proto][key]
-            if not table[proto]:
-                del table[proto]
-            if not table:
-                del out["cluster"]["properties"]
-            yield Step(f"default {proto}.{key} (was {props[proto][key]!r})", out)
+            cluster = table(out, "cluster")
+            props_out = table(cluster, "properties")
+            del table(props_out, proto)[key]
+            if not props_out[proto]:
+                del props_out[proto]
+            if not props_out:
+                del cluster["properties"]
+            yield Step(f"default {proto}.{key} (was {own[key]!r})", out)
 
 
-def _shorter_windows(raw: dict[str, Any]) -> Iterator[Step]:
-    faults = raw.get("faults", [])
+def _shorter_windows(raw: TomlTable) -> Iterator[Step]:
+    faults = faults_of(raw)
     for i, f in enumerate(faults):
         at = parse_duration(f.get("at", "0s"))
         if "for" in f:
@@ -212,20 +226,20 @@ def _shorter_windows(raw: dict[str, Any]) -> Iterator[Step]:
             yield from _window_steps(raw, i, j, at, parse_duration(faults[j]["at"]) - at)
 
 
-def _window_steps(raw: dict[str, Any], i: int, j: int | None, at: float, length: float) -> Iterator[Step]:
+def _window_steps(raw: TomlTable, i: int, j: int | None, at: float, length: float) -> Iterator[Step]:
     """The window of fault i (its `for`, or up to fault j that undoes it) halved from its end, or from its start."""
     half = round(length / 2, 3)
     if half < MIN_WINDOW:
         return
     for later in (False, True):
-        faults = copy.deepcopy(raw["faults"])
+        faults = copy.deepcopy(faults_of(raw))
         start = at + half if later else at
         faults[i]["at"] = secs(start)
         if j is None:
             faults[i]["for"] = secs(length - half if later else half)
         else:
             faults[j]["at"] = secs(start + (length - half if later else half))
-        what = f"{'later' if later else 'shorter'}: {describe(raw['faults'][i])} -> {describe(faults[i])}"
+        what = f"{'later' if later else 'shorter'}: {describe(faults_of(raw)[i])} -> {describe(faults[i])}"
         if j is not None:
             what += f", {faults[j]['kind']} at {faults[j]['at']}"
         yield Step(what, _with(raw, faults=faults))

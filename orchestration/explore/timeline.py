@@ -13,16 +13,18 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from analysis.membership import NEVER, fault_intervals, read_faults, read_schedule_start
 from chaos.faults import Fault
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 BIN_S = 0.1
 NETWORK = {"partition", "split", "loss", "delay", "reorder", "duplicate", "discard"}
+Colour = tuple[float, float, float, float]  # RGBA, as a colour map gives it
 COLOURS = {"partition": "#d93025", "split": "#d93025", "discard": "#9334e6", "kill": "#202124", "pause": "#f29900"}
 
 
@@ -109,7 +111,7 @@ def figure(lanes: Lanes, title: str = "") -> Figure:
     fig, ax = plt.subplots(figsize=(12, 0.95 * n + 1.2))
     cmap = plt.get_cmap("tab20")
     palette = [cmap(i) for i in range(cmap.N)]
-    view_colour: dict[str, Any] = {}
+    view_colour: dict[str, Colour] = {}
     end = max(lanes.end, 0.1)
     for row, m in enumerate(reversed(lanes.members)):
         y = row * 1.0
@@ -130,8 +132,8 @@ def figure(lanes: Lanes, title: str = "") -> Figure:
     return fig
 
 
-def _draw_views(ax: Any, views: list[tuple[float, str, list[str]]], y: float, end: float, palette: Any,
-                colour: dict[str, Any]) -> None:  # fmt: skip
+def _draw_views(ax: Axes, views: list[tuple[float, str, list[str]]], y: float, end: float, palette: list[Colour],
+                colour: dict[str, Colour]) -> None:  # fmt: skip
     if not views:  # a stack without membership: a plain lane
         ax.broken_barh([(0.0, end)], (y + 0.3, 0.6), facecolors="#f1f3f4", edgecolor="white")
     for i, (t, vid, members) in enumerate(views):
@@ -142,7 +144,7 @@ def _draw_views(ax: Any, views: list[tuple[float, str, list[str]]], y: float, en
             ax.text(t + 0.01 * end, y + 0.82, f"{vid} {''.join(members)}", fontsize=7, va="top", clip_on=True)
 
 
-def _draw_deliveries(ax: Any, times: list[float], y: float, end: float) -> None:
+def _draw_deliveries(ax: Axes, times: list[float], y: float, end: float) -> None:
     if not times:
         return
     bins = int(end / BIN_S) + 1
@@ -155,7 +157,7 @@ def _draw_deliveries(ax: Any, times: list[float], y: float, end: float) -> None:
     ax.step(xs, [y + 0.32 + 0.55 * c / top for c in counts], where="post", color="#1a73e8", linewidth=0.8)
 
 
-def _draw_faults(ax: Any, bars: list[Bar], marks: list[tuple[float, str]], y: float) -> None:
+def _draw_faults(ax: Axes, bars: list[Bar], marks: list[tuple[float, str]], y: float) -> None:
     depth = max(1, len(bars))
     h = 0.26 / depth
     for k, b in enumerate(sorted(bars, key=lambda b: b.start)):

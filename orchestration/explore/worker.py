@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from orchestration.explore.case import run_case
+from orchestration.explore.tables import as_table, table
 
 SHM = Path("/dev/shm")
 SCRATCH_ENV = "CHAOSBED_EXPLORE_SCRATCH"
@@ -35,8 +36,8 @@ def main(argv: list[str]) -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
-        job = json.loads(line)
-        result = run_case(job["raw"], scratch / "run")
+        job = as_table(json.loads(line), "job")
+        result = run_case(table(job, "raw"), scratch / "run")
         sys.stdout.write(json.dumps({"id": job["id"], "result": result.as_json()}) + "\n")
         sys.stdout.flush()
 
