@@ -459,8 +459,7 @@ public final class Member extends ReceiverAdapter {
 
     @Override
     public void viewAccepted(View v) {
-        view = v;
-        views.incrementAndGet();
+        // the history line first: whoever sees the view through control (`view`, `stats`) finds it in the history
         Map<String, Object> d = describe(v);
         List<String> mergedFrom = new ArrayList<>();
         if (v instanceof MergeView) {
@@ -470,6 +469,8 @@ public final class Member extends ReceiverAdapter {
         }
         history.event("view", "view_id", d.get("view_id"), "members", d.get("members"), "merge", d.get("merge"),
                 "addresses", d.get("addresses"), "merged_from", mergedFrom);
+        view = v;
+        views.incrementAndGet();
     }
 
     @Override
