@@ -8,8 +8,9 @@ MERGE_RSP whose view id counter is 0, and is left out; a retry by the same leade
 asked has answered, the leader installs the merge view of all of them (with a missing answer at `merge_timeout` the
 merge is abandoned and MERGE tries again: the digests would be stale): the leader first, then the members grouped by
 the view they had installed (its own subgroup first), view id above every id involved, merged_from = those view ids.
-VIEW(view, digest, subgroups) goes to every member: digest = each member's own highest seqno, subgroups = which
-member came from which view; each member restarts the windows of the other subgroups' senders (gms_views.py).
+VIEW(view, digest, subgroups) goes to every member: digest = each member's own entry (purged, highest sent),
+subgroups = which member came from which view; each member restarts the windows of the other subgroups' senders
+(gms_views.py).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ class MergeHandshake:
         members.insert(0, s.local)
         merged_from = tuple(groups)
         new_view = View(s.new_view_id(s.local, *(v.id for v in merged_from)), tuple(members), merged_from)
-        # each member's own highest seqno: receivers from other subgroups start after it
+        # each member's own (purged, highest sent): receivers from other subgroups restart between the two
         merged: Digest = {m: answers[m][1].get(m, (0, 0)) for m in members}
         s.c["merges_completed"] += 1
         self.views.install(new_view, now, out, merged, tuple(subgroups))

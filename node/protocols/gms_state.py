@@ -35,8 +35,8 @@ class GmsProps(Properties):
     reset_subgroup_windows: bool = prop(
         True,
         "a merge view restarts the multicast windows of the members that came from another subgroup, even those in our"
-        " previous view (JGRP-940: they purged what only their subgroup had); False = only of members new to our view "
-        "(the flawed variant: scenarios/bugs/merge-overlapping.toml)",
+        " previous view (JGRP-940: they purged what only their subgroup had; those restart at what they can still "
+        "resend); False = only of members new to our view (the flawed variant: scenarios/bugs/merge-overlapping.toml)",
     )
     merge_ask_listed_members: bool = prop(
         True,

@@ -11,7 +11,10 @@ partition is not a successor of ours (the merge joins the two properly).
 
 Multicast windows: a member restarts (reset_windows) the multicast windows of the senders that came from another
 subgroup than itself or were not in its previous view, at the seqnos the VIEW's digest gives (never below what it
-delivered of them before): nothing is delivered twice, nothing waited for that only another subgroup had.
+delivered of them before): nothing is delivered twice, nothing waited for that only another subgroup had. A merge
+digest holds each member's own entry, (purged, highest sent): a sender of our previous view restarts at what it can
+still resend (we kept each other in our views, so what we missed of it is owed to us; what it purged is gone), a
+sender new to our view after its highest seqno (nothing it sent outside our view is owed to us).
 """
 
 from __future__ import annotations
@@ -53,10 +56,11 @@ class ViewChanges:
         installed everywhere.
         """
         s = self.s
+        previous = s.view
         reset = self._senders_to_reset(view, digest, subgroups) if digest else []
         mc = s.multicast
-        if mc is not None and s.view is not None:
-            self._remember_delivered(mc, [m for m in s.view.members if m not in view.members])
+        if mc is not None and previous is not None:
+            self._remember_delivered(mc, [m for m in previous.members if m not in view.members])
         s.view = view
         s.note_view_id(view.view_id)
         members = set(view.members)
@@ -65,10 +69,7 @@ class ViewChanges:
             s.pending = None  # another coordinator's view overrides ours
         s.routes.install_view(view, now, out)  # every other layer, bottom first
         if mc is not None and digest and (reset or view.is_merge):
-            # a merge digest holds every member's own entry and goes down whole; a coordinator's digest only for
-            # the senders restarted (its entries for the others are its receive windows, not theirs)
-            given = digest if view.is_merge else {m: digest[m] for m in reset}
-            mc.reset_windows(self._above_delivered(given, reset), reset, now, out)
+            mc.reset_windows(self._restart_points(view, previous, digest, reset), reset, now, out)
             s.c["windows_reset"] += len(reset)
         s.c["views_installed"] += 1
         if view.is_merge:
@@ -95,13 +96,25 @@ class ViewChanges:
         while len(delivered) > MAX_REMEMBERED:
             del delivered[next(iter(delivered))]
 
-    def _above_delivered(self, digest: Digest, reset: list[str]) -> Digest:
-        out = dict(digest)
+    def _restart_points(self, view: View, previous: View | None, digest: Digest, reset: list[str]) -> Digest:
+        """The digest reset_windows gets: (low, highest) per restarted sender, the window restarting above low (and
+        above what it delivered) and asking for what it lacks up to highest.
+
+        A merge digest holds every member's own entry, (purged, highest sent), and goes down whole (MCAST skips
+        what other senders purged). A sender of our previous view keeps its entry: the window restarts at what the
+        sender can still resend. A sender new to our view gets (highest, highest): nothing it sent outside our view
+        is owed to us. A coordinator's digest (a regular view) goes down only for the senders restarted, all new to
+        our view, as (highest received, highest received): its entries are its receive windows, not theirs.
+        Never below what we delivered of a sender before it left our view (`_remember_delivered`): never twice."""
+        given = dict(digest) if view.is_merge else {}
+        before = set(previous.members) if previous is not None else set()
         for m in reset:
-            floor = self.s.delivered.get(m)
-            if floor is not None and floor > out[m][1]:
-                out[m] = (out[m][0], floor)
-        return out
+            low, highest = digest[m]
+            if not view.is_merge or m not in before:
+                low = highest
+            floor = self.s.delivered.get(m, 0)
+            given[m] = (max(low, floor), max(highest, floor))
+        return given
 
     def _senders_to_reset(self, view: View, digest: Digest, subgroups: Ranges) -> list[str]:
         """The senders whose multicast windows restart at the digest's offsets when `view` replaces ours.

@@ -15,6 +15,14 @@ lost, not in flight, so it need not wait for retransmit runs, one chunk per run.
 joiner's become-server queue is unbounded, since a message it dropped could never be repaired. The switch
 `become_server_queue_unbounded_without_xmit = False` keeps the queue bounded anyway, to reproduce the joiner stuck
 behind a gap that the design note describes.
+
+Views and digests: new members get a window at 0, a joiner's windows start after the coordinator's highest seqno of
+each member (`set_digest`: a joiner is not owed earlier messages). The digest holds our own entry as (purged, highest
+sent): what STABLE purged from our send window can never be retransmitted. A merge restarts the windows of the
+senders GMS names (`reset_windows`) at what each sender can still resend: above max(what we delivered, the first
+field of its entry), keeping what we received above that and knowing its highest seqno (the second field), so the
+retransmit task asks for the missing tail. What the sender purged is skipped (JGRP-940: a subgroup purges what only
+it had); what it still holds is delivered, once and in order.
 """
 
 from __future__ import annotations
@@ -69,7 +77,8 @@ class Window:
 
     `table` holds what was received but not yet delivered (its hd is the highest delivered); `kept` holds delivered
     messages for answering XMIT_REQs until STABLE purges them (only with discard_delivered_msgs = False).
-    `announced` is the highest seqno known to exist (HIGHEST_SEQNO, STABLE): (hr, announced] counts as missing.
+    `announced` is the highest seqno known to exist (HIGHEST_SEQNO, STABLE, a merge digest): (hr, announced] counts
+    as missing.
     """
 
     __slots__ = ("announced", "asked_at", "kept", "last_received", "table", "xmit_asked", "xmit_highest")
@@ -282,8 +291,10 @@ class Nakack2(MulticastLayer[Nakack2Props]):
                 self.windows[member] = Window(0, keep)
 
     def digest(self) -> Digest:
-        """{member: (highest delivered, highest received)} for every window, the local one as (hs, hs)."""
-        d: Digest = {self.local: (self.sent.hr, self.sent.hr)}
+        """{member: (highest delivered, highest received)} for every window, the local one as (purged, hs): in a
+        merge digest (every member's own entry) the first field tells receivers which of our messages are gone for
+        good, the second how far to ask for the rest. (STABLE counts our own entry as (hs, hs): we delivered all.)"""
+        d: Digest = {self.local: (self.sent.hd, self.sent.hr)}
         for sender, w in self.windows.items():
             d[sender] = (w.table.hd, w.table.hr)
         return d
@@ -296,14 +307,21 @@ class Nakack2(MulticastLayer[Nakack2Props]):
                 self._reset_window(sender, hr, out)
 
     def reset_windows(self, digest: Digest, members: Iterable[str], now: float, out: Effects) -> None:
-        """A merge: the windows of `members` (another subgroup's) restart at digest[m][1]; other windows are kept."""
+        """A merge: the windows of `members` (another subgroup's) restart at what each sender can still resend.
+        digest[m] = (low, highest): m's own entry (purged, highest sent) in a merge digest, which GMS may raise (what
+        we delivered of m before it left our view) or give as (highest, highest) (a sender new to our view: start
+        after its highest seqno, as a joiner). The window restarts at max(low, what we delivered), so what m purged
+        is skipped, and knows of `highest`: the retransmit task asks m for what is missing up to it. Other windows
+        are kept."""
         for sender in members:
             if sender != self.local and sender in digest:
-                self._reset_window(sender, digest[sender][1], out)
+                low, highest = digest[sender]
+                self._reset_window(sender, low, out, highest)
 
-    def _reset_window(self, sender: str, offset: int, out: Effects) -> None:
+    def _reset_window(self, sender: str, offset: int, out: Effects, highest: int = 0) -> None:
         """A fresh window at offset, never below what was delivered (no duplicate deliveries); received messages
-        above the offset are carried over, so nothing that arrived has to be retransmitted."""
+        above the offset are carried over, so nothing that arrived has to be retransmitted. `highest`, the sender's
+        highest seqno, is announced (what we lack up to it is asked for at the next retransmit run, not in flight)."""
         old = self.windows.get(sender)
         w = Window(offset, not self.props.discard_delivered_msgs)
         if old is not None:
@@ -313,6 +331,10 @@ class Nakack2(MulticastLayer[Nakack2Props]):
             if carried:
                 w.table.add_batch(carried)
             w.announced = max(w.announced, old.announced)
+        # as _announce: never further ahead of highest-delivered than a MSG may be (bounded memory)
+        highest = min(highest, w.table.hd + MAX_SEQNO_AHEAD)
+        if highest > w.announced:
+            w.announced = w.xmit_highest = highest
         self.windows[sender] = w
         self._deliver(sender, w, out)
 

@@ -5,7 +5,9 @@ payload were delivered since the previous gossip, a member multicasts STABLE(vie
 (highest delivered, highest received per sender) restricted to the view's members. Every member keeps the latest
 digest of each view member for the current view id. Once it has one from every member it hands the source the
 per-sender minimum of highest delivered (and maximum of highest received, which lets NAKACK2 find a lost tail), and
-starts a new round. A view change starts a new round; STABLEs of another view id are ignored.
+starts a new round. A member's own entry in its digest is (purged, highest sent): it counts as (highest sent, highest
+sent), since a member delivers its own multicasts at once. A view change starts a new round; STABLEs of another view
+id are ignored.
 
 Digests only grow, so using an older digest of a member (one sent before the previous round ended) is safe: the
 minimum can only be lower than it could have been, never above what a member delivered.
@@ -129,7 +131,10 @@ class Stable(StabilityLayer[StableProps]):
             return
         stable: Digest = {}
         for sender in self.members:  # only senders every member reports on
-            entries = [d[sender] for d in digests.values() if sender in d]
+            # the sender's own entry is (purged, highest sent): it delivered everything it sent
+            entries = [
+                (d[sender][1], d[sender][1]) if m == sender else d[sender] for m, d in digests.items() if sender in d
+            ]
             if len(entries) == len(digests):
                 stable[sender] = (min(hd for hd, _ in entries), max(hr for _, hr in entries))
         digests.clear()

@@ -20,11 +20,6 @@ FILES = sorted(REGRESSIONS.glob("*.toml"))
 
 # file stem -> why it fails today (a protocol bug explore found and nobody has fixed yet)
 OPEN: dict[str, str] = {
-    "nakack2-merge-skips-own-view-sender": (
-        "a merge view resets a member's NAKACK2 window for a sender of its own view at the sender's digest, skipping "
-        "messages the sender still holds (gms.reset_subgroup_windows; found by explore)"
-    ),
-    "nakack2-merge-skips-own-view-sender-robust": "the same NAKACK2/merge bug, reproduced on netns (1 of 3)",
     "nakack2-tail-after-heal-waits-for-stable": (
         "nakack2.resend_last_seqno_max_times defaults to 1 (JGRP-2167's flawed value): a tail cut off with its one "
         "HIGHEST_SEQNO waits for STABLE, past delivered_within (found by explore)"

@@ -27,7 +27,7 @@ FAST = {
 
 
 class FakeMulticast:
-    """Records membership's calls; its digest is {local: (hs, hs)} plus whatever `windows` holds."""
+    """Records membership's calls; its digest is {local: (purged, hs)} plus whatever `windows` holds."""
 
     NAME = "nakack2"
     PROTOCOL = "NAKACK2"
@@ -35,6 +35,7 @@ class FakeMulticast:
     def __init__(self, local: str) -> None:
         self.local = local
         self.hs = 0
+        self.purged = 0
         self.windows: Digest = {}
         self.calls: list[tuple[Any, ...]] = []
 
@@ -42,7 +43,7 @@ class FakeMulticast:
         self.calls.append(("install_view", str(view.view_id)))
 
     def digest(self) -> Digest:
-        return {self.local: (self.hs, self.hs), **self.windows}
+        return {self.local: (self.purged, self.hs), **self.windows}
 
     def set_digest(self, digest: Digest, now: float, out: Effects) -> None:
         self.calls.append(("set_digest", dict(digest)))
@@ -180,7 +181,7 @@ def test_joiner_gets_view_and_digest_and_installs_them_before_becoming_server() 
     assert b.state is State.MEMBER and b.view == view("A", 2, ["A", "B/2"])  # type: ignore[arg-type]
     assert net.mc["B/2"].calls == [
         ("install_view", "A|2"),
-        ("set_digest", {"A": (7, 7), "X": (3, 4)}),
+        ("set_digest", {"A": (0, 7), "X": (3, 4)}),
         ("become_server",),
     ]
     assert [e.fields["members"] for e in net.events["B/2"] if e.kind == "view"] == [["A", "B"]]
@@ -306,7 +307,8 @@ def test_a_view_resets_the_windows_of_senders_new_to_us_at_the_coordinators_dige
     net.add_member("A")
     out = Effects()
     net.gms["C"].handle("A", [VIEW(view("A", 6, "ACE"), {"A": (9, 9), "C": (2, 3), "E": (4, 6)}, ())], 0.0, out)
-    assert net.mc["C"].calls == [("install_view", "A|6"), ("reset_windows", {"E": (4, 6)})]
+    # the coordinator's receive window for E: we restart after its highest received, as a joiner
+    assert net.mc["C"].calls == [("install_view", "A|6"), ("reset_windows", {"E": (6, 6)})]
 
 
 def test_a_sender_coming_back_never_restarts_below_what_we_delivered() -> None:
@@ -316,7 +318,7 @@ def test_a_sender_coming_back_never_restarts_below_what_we_delivered() -> None:
     g = net.gms["C"]
     g.views.handle_view("A", view("A", 6, "AC"), {}, (), 0.0, Effects())  # E leaves our view: we delivered up to 12
     g.views.handle_view("A", view("A", 7, "ACE"), {"E": (4, 6)}, (), 0.0, Effects())
-    assert net.mc["C"].calls[-1] == ("reset_windows", {"E": (4, 12)})
+    assert net.mc["C"].calls[-1] == ("reset_windows", {"E": (12, 12)})
 
 
 # --- merge ---------------------------------------------------------------------------------------------------------
@@ -330,6 +332,7 @@ def two_subgroups() -> GmsNet:
         net.member(n, view("C", 6, "CD"))
     for n, hs in zip("ABCD", (10, 20, 30, 40), strict=True):
         net.mc[n].hs = hs
+        net.mc[n].purged = hs - 5
     return net
 
 
@@ -343,7 +346,8 @@ def test_merge_installs_one_view_of_both_subgroups_and_resets_the_other_subgroup
     assert all(net.gms[n].view == merged for n in "ABCD")
     vmsg = net.sent(VIEW, "A", "C")[0]
     assert vmsg.subgroups == ((0, 1), (2, 3))
-    assert vmsg.digest == {"A": (10, 10), "B": (20, 20), "C": (30, 30), "D": (40, 40)}  # each one's own seqno
+    assert vmsg.digest == {"A": (5, 10), "B": (15, 20), "C": (25, 30), "D": (35, 40)}  # each one's own entry
+    # senders new to our view: after their highest seqno (nothing they sent outside our view is owed to us)
     assert net.mc["A"].calls[-1] == ("reset_windows", {"C": (30, 30), "D": (40, 40)})
     assert net.mc["D"].calls[-1] == ("reset_windows", {"A": (10, 10), "B": (20, 20)})
     assert [e.fields["merge"] for e in net.events["D"] if e.kind == "view"] == [True]
@@ -354,10 +358,13 @@ def test_asymmetric_merge_resets_a_member_of_our_view_that_came_from_another_sub
     for n in "AB":
         net.member(n, view("A", 5, "ABC"))
     net.member("C", view("C", 6, "C"))
+    for n, (purged, hs) in zip("ABC", ((1, 4), (2, 5), (3, 6)), strict=True):
+        net.mc[n].purged, net.mc[n].hs = purged, hs
     net.call("A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("C", 6): "C"}, {}, net.now, out))
     assert net.gms["B"].view.members == ("A", "B", "C")  # type: ignore[union-attr]
-    assert net.mc["B"].calls[-1] == ("reset_windows", {"C": (0, 0)})  # C was in B's view, but not B in C's
-    assert net.mc["C"].calls[-1] == ("reset_windows", {"A": (0, 0), "B": (0, 0)})
+    # C was in B's view, but not B in C's: B restarts at what C can still resend, (purged, highest sent)
+    assert net.mc["B"].calls[-1] == ("reset_windows", {"C": (3, 6)})
+    assert net.mc["C"].calls[-1] == ("reset_windows", {"A": (4, 4), "B": (5, 5)})  # new to C's view
 
 
 def test_merge_participants_hold_multicasts_and_a_busy_one_rejects() -> None:
@@ -402,10 +409,10 @@ def test_stack_holds_multicasts_during_a_merge_and_keeps_the_seqnos_it_promised(
     assert s.multicast(b"x\0", 0.0) == 1
     g.s.lock = (1, "B", 5.0)
     assert [s.multicast(b"y\0", 0.0), s.multicast(b"z\0", 0.0)] == [2, 3]
-    assert s.multicast_protocol.digest()["A"] == (1, 1)  # held back: the digest we answered stays true
+    assert s.multicast_protocol.digest()["A"] == (0, 1)  # held back: the digest we answered stays true
     g.s.lock = None
     s.tick(0.1)
-    assert s.multicast_protocol.digest()["A"] == (3, 3)
+    assert s.multicast_protocol.digest()["A"][1] == 3
     assert [d.seqno for d in s.drain().delivers] == [1, 2, 3]
 
 

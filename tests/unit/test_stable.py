@@ -54,6 +54,16 @@ def test_round_completes_with_per_sender_minimum_of_highest_delivered() -> None:
     assert s.counters()["stable_rounds"] == 1 and s.counters()["digests_collected"] == 0  # a new round
 
 
+def test_a_members_own_entry_counts_as_all_it_sent_delivered() -> None:
+    """A member's own digest entry is (purged, highest sent) (for a merge digest); it delivered all it sent, so the
+    round counts it as (highest sent, highest sent): what it purged does not hold back the minimum."""
+    s, src, out = lone({"A": (0, 5), "B": (3, 4), "C": (2, 2)})
+    s.tick(0.0, out)
+    s.handle("B", [STABLE(V1.view_id, {"A": (5, 5), "B": (1, 7), "C": (2, 3)})], 0.1, out)
+    s.handle("C", [STABLE(V1.view_id, {"A": (5, 6), "B": (7, 7), "C": (0, 8)})], 0.2, out)
+    assert src.calls == [{"A": (5, 6), "B": (3, 7), "C": (2, 8)}]
+
+
 def test_lagging_member_holds_back_the_minimum() -> None:
     s, src, out = lone()
     s.tick(0.0, out)
