@@ -152,6 +152,9 @@ class Stack:
         self.stable: StabilityLayer[Properties] | None = next(
             (p for p in protocols if isinstance(p, StabilityLayer)), None
         )
+        if self.stable is not None and self.gms is not None:
+            gms = self.gms
+            self.stable.holds_own_purges = lambda: gms.holds_multicasts  # see node/protocols/stable.py
         self._left = False
         self._held: list[bytes] = []  # multicasts held back during a merge handshake
         self._next_seqno = 1  # the seqno the multicast protocol gives the next multicast

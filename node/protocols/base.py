@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
@@ -441,7 +441,10 @@ class MembershipLayer(Layer[P]):
 
 
 class StabilityLayer(Layer[P]):
-    """STABLE: learns how many multicast payload bytes the application was handed (its max_bytes trigger)."""
+    """STABLE: learns how many multicast payload bytes the application was handed (its max_bytes trigger), and
+    from the stack whether a merge handshake is under way (`holds_own_purges`: no purge of our own multicasts)."""
+
+    holds_own_purges: Callable[[], bool]
 
     @abstractmethod
     def note_delivered(self, nbytes: int) -> None: ...

@@ -9,13 +9,18 @@ starts a new round. A member's own entry in its digest is (purged, highest sent)
 sent), since a member delivers its own multicasts at once. A view change starts a new round; STABLEs of another view
 id are ignored.
 
+During a merge handshake (the stack sets `holds_own_purges` to GMS's holds_multicasts) a completed round purges
+nothing of our own multicasts: the merge digest we answered gives our purged point, and receivers restart their
+windows for us there and ask for what lies above it; a purge past it before the merge view would leave them asking
+for messages we no longer hold. The next round after the merge purges them.
+
 Digests only grow, so using an older digest of a member (one sent before the previous round ended) is safe: the
 minimum can only be lower than it could have been, never above what a member delivered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +64,7 @@ class Stable(StabilityLayer[StableProps]):
         "stable_other_view_id",
         "stable_from_non_members",
         "stable_rounds",
+        "stable_own_purges_deferred",
         "gossips_max_bytes",
     )
 
@@ -71,6 +77,7 @@ class Stable(StabilityLayer[StableProps]):
         self.bytes_delivered = 0  # since the last gossip
         self._gossip_due = False  # max_bytes reached: gossip at the next tick
         self._next_gossip = -NEVER  # the first tick starts the gossip task
+        self.holds_own_purges: Callable[[], bool] = lambda: False  # a merge handshake is under way (set by the stack)
 
     @classmethod
     def create(cls, local: str, props: Mapping[str, object], ctx: BuildContext) -> Stable:
@@ -139,6 +146,9 @@ class Stable(StabilityLayer[StableProps]):
                 stable[sender] = (min(hd for hd, _ in entries), max(hr for _, hr in entries))
         digests.clear()
         self.c["stable_rounds"] += 1
+        if self.local in stable and self.holds_own_purges():
+            del stable[self.local]
+            self.c["stable_own_purges_deferred"] += 1
         self.source.stable(stable)
 
     # --- timers ---------------------------------------------------------------------------------------------------

@@ -64,6 +64,34 @@ def test_a_members_own_entry_counts_as_all_it_sent_delivered() -> None:
     assert src.calls == [{"A": (5, 6), "B": (3, 7), "C": (2, 8)}]
 
 
+def test_a_round_during_a_merge_handshake_purges_nothing_of_our_own() -> None:
+    """While a merge handshake is under way (holds_own_purges), a completed round hands the source no entry for
+    our own multicasts: the merge digest we answered names our purged point, and receivers will ask for what lies
+    above it. The first round after the handshake purges them."""
+    s, src, out = lone({"A": (0, 5), "B": (3, 4), "C": (2, 2)})
+    merging = True
+    s.holds_own_purges = lambda: merging
+    for _ in range(2):
+        s.tick(s.next_wakeup(), out)
+        s.handle("B", [STABLE(V1.view_id, {"A": (5, 5), "B": (4, 4), "C": (2, 2)})], 0.1, out)
+        s.handle("C", [STABLE(V1.view_id, {"A": (5, 5), "B": (4, 4), "C": (2, 2)})], 0.2, out)
+        merging = False
+    assert src.calls == [{"B": (3, 4), "C": (2, 2)}, {"A": (5, 5), "B": (3, 4), "C": (2, 2)}]
+    assert s.counters()["stable_own_purges_deferred"] == 1
+
+
+def test_the_stack_defers_own_purges_while_gms_holds_multicasts() -> None:
+    """build_stack wires STABLE's holds_own_purges to GMS.holds_multicasts (a merge we lead or answered)."""
+    from node.protocols.gms import Gms
+    from node.stack import build_stack
+
+    stack = build_stack("A", "unicast3+nakack2")
+    assert stack.stable is not None and isinstance(stack.gms, Gms)
+    assert stack.stable.holds_own_purges() is stack.gms.holds_multicasts is False
+    stack.gms.s.lock = (1, "B", 5.0)  # a merge participant's lock: (merge_id, leader, until)
+    assert stack.stable.holds_own_purges() is True
+
+
 def test_lagging_member_holds_back_the_minimum() -> None:
     s, src, out = lone()
     s.tick(0.0, out)
