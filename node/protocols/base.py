@@ -287,6 +287,9 @@ class Connection(Protocol):
     def table(self) -> ConnectionTable: ...
 
 
+MAX_CLOSED_REMEMBERED = 1024  # peers whose removed receive connection delivered_by_peer still reports
+
+
 class UnicastLayer(Layer[P]):
     """Reliable unicast (UNICAST3, UNICAST2): a send and a receive connection per peer address."""
 
@@ -297,6 +300,10 @@ class UnicastLayer(Layer[P]):
 
     send_table: Mapping[str, Connection]  # peer -> what we sent it (hd: acked or purged, hr: highest sent)
     recv_table: Mapping[str, Connection]  # peer -> what it sent us (hd: highest delivered)
+
+    def __init__(self, local: str, props: P | None = None) -> None:
+        super().__init__(local, props)
+        self._delivered_on_closed: dict[str, tuple[int, int]] = {}  # see remember_delivered
 
     @abstractmethod
     def send(self, dest: str, payload: bytes, now: float, out: Effects) -> int:
@@ -332,8 +339,21 @@ class UnicastLayer(Layer[P]):
         return {peer: (conn.conn_id, conn.table.hr) for peer, conn in self.send_table.items()}
 
     def delivered_by_peer(self) -> dict[str, tuple[int, int]]:
-        """Peer address -> (conn-id, highest seqno delivered) of each receive connection."""
-        return {peer: (conn.conn_id, conn.table.hd) for peer, conn in self.recv_table.items()}
+        """Peer address -> (conn-id, highest seqno delivered) of each receive connection, and of the last removed one
+        of a peer without a receive connection now: the orchestrator's quiet check compares it with what the peer
+        sent on that connection, and a message delivered before its connection closed is not owed again."""
+        live = {peer: (conn.conn_id, conn.table.hd) for peer, conn in self.recv_table.items()}
+        closed = self._delivered_on_closed
+        return {**closed, **live} if closed else live
+
+    def remember_delivered(self, peer: str, conn: Connection) -> None:
+        """A receive connection is being removed: keep what it delivered for delivered_by_peer (one entry per peer,
+        at most MAX_CLOSED_REMEMBERED peers, the oldest forgotten first)."""
+        closed = self._delivered_on_closed
+        closed.pop(peer, None)
+        closed[peer] = (conn.conn_id, conn.table.hd)
+        while len(closed) > MAX_CLOSED_REMEMBERED:
+            del closed[next(iter(closed))]
 
     def gauges(self) -> dict[str, int]:
         return {

@@ -372,6 +372,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
             self._conn_event(out, peer, send.conn_id, "send", "closed")
         recv = self.recv_table.pop(peer, None)
         if recv is not None:
+            self.remember_delivered(peer, recv)
             self.c["conns_removed"] += 1
             stable = self._final_stable(peer, recv)
             if stable is not None:
@@ -387,6 +388,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
         entry = self.recv_table.pop(peer, None)
         if entry is None:
             return False
+        self.remember_delivered(peer, entry)
         stable = self._final_stable(peer, entry)
         if stable is not None:
             self._pending.append(stable)
@@ -479,6 +481,7 @@ class Unicast2(UnicastLayer[Unicast2Props]):
                 self._conn_event(out, peer, send.conn_id, "send", "closed")
         for peer, recv in list(self.recv_table.items()):
             if now - recv.last_active >= timeout - TIME_EPSILON:
+                self.remember_delivered(peer, recv)
                 del self.recv_table[peer]
                 self.c["conns_expired"] += 1
                 stable = self._final_stable(peer, recv)

@@ -391,6 +391,7 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         self.c["close_received"] += 1
         entry = self.recv_table.get(src)
         if entry is not None and entry.conn_id == m.conn_id:
+            self.remember_delivered(src, entry)
             del self.recv_table[src]
             self._ack_due.pop(src, None)
             self._conn_event(out, src, m.conn_id, "recv", "closed")
@@ -413,7 +414,11 @@ class Unicast3(UnicastLayer[Unicast3Props]):
     def remove_receive_connection(self, peer: str) -> bool:
         """Drops the receiver entry at once (unilateral)."""
         self._ack_due.pop(peer, None)
-        return self.recv_table.pop(peer, None) is not None
+        entry = self.recv_table.pop(peer, None)
+        if entry is None:
+            return False
+        self.remember_delivered(peer, entry)
+        return True
 
     def remove_connection(self, peer: str) -> bool:
         removed_send = self.remove_send_connection(peer)
@@ -562,6 +567,8 @@ class Unicast3(UnicastLayer[Unicast3Props]):
                         # CLOSING flushes its unacked messages (the design's "flush pending messages before closing
                         # a connection"): removed once drained, or by max_retransmit_time when the peer left
                         continue
+                    if side == "recv":
+                        self.remember_delivered(peer, entry)
                     del conns[peer]
                     self.c["conns_removed"] += 1
                     self._conn_event(out, peer, entry.conn_id, side, "closed")
