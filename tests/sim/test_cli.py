@@ -60,11 +60,13 @@ def test_clean_run_exits_0_and_its_replay_command_reproduces_it(tmp_path: Path) 
     assert "seed = 5" in (first / "scenario.toml").read_text()
 
 
-def test_violations_exit_1() -> None:
+def test_violations_exit_1(tmp_path: Path) -> None:
     # UNICAST2 has no sender-side retransmission: a lost last message is never recovered (design/UNICAST3.txt)
     code, output = invoke(
         [
             "sim",
+            "--out",
+            str(tmp_path / "run"),
             "--stack",
             "unicast2",
             "--members",
