@@ -172,13 +172,18 @@ class JGroupsCluster:
         self.close()
 
     def start(self, timeout: float = 60.0) -> JGroupsCluster:
-        """Places the members (building the member if needed), starts them all and waits until each answers ping (it
-        answers once it has joined). On failure everything is stopped and removed again."""
+        """Places the members (building the member if needed), starts the first and waits until it answers ping (it
+        answers once it has joined, here as coordinator), then starts the others together and waits for each. With
+        all started at once, two could each find nobody and become coordinators, and their first view together would
+        be a merge view. On failure everything is stopped and removed again."""
         try:
             self.place()
-            for name in self.names:
+            first, *rest = self.names
+            self.spawn(first)
+            self.wait_ready(first, timeout)
+            for name in rest:
                 self.spawn(name)
-            for name in self.names:
+            for name in rest:
                 self.wait_ready(name, timeout)
         except BaseException:
             self.close()
