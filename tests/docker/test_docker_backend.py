@@ -16,7 +16,7 @@ import pytest
 from analysis.reference import check_path
 from orchestration.runner import run
 from orchestration.scenario import load
-from tests.bug_catalogue import assert_reproduced, run_catalogue
+from tests.bug_catalogue import FOREIGN_BUG_FILES, assert_reproduced, bug_params, run_catalogue
 from tests.clean_unicast2 import STACKS, assert_a_clean_unicast2_run_passes
 from tests.clusters import reaper_lock
 from tests.docker.conftest import leftovers, needs_docker
@@ -104,6 +104,14 @@ def test_a_bug_of_the_catalogue_reproduces_on_docker(docker_client: Any, tmp_pat
     """The flawed UNICAST2 variant (discard + close-connection at one instant, NFQUEUE rules in the container's
     namespace) violates what the catalogue says, the fixed one passes: the verdicts of netns and sim."""
     path = REPO / "scenarios" / "bugs" / "unicast2-reopen.toml"
+    entries, result = run_catalogue("docker", tmp_path / "bugs", only=path)
+    assert_reproduced(result, path, entries)
+
+
+@pytest.mark.parametrize("path", bug_params(FOREIGN_BUG_FILES))
+def test_a_real_jar_bug_reproduces_on_docker(path: Path, docker_client: Any, tmp_path: Path) -> None:
+    """The real JGroups 2.12 jar's bugs (scenarios/bugs/jgroups-*.toml) in containers of the member image, the jar and
+    the built member mounted: the flawed variant violates what its file names, the fixed one (UNICAST) passes."""
     entries, result = run_catalogue("docker", tmp_path / "bugs", only=path)
     assert_reproduced(result, path, entries)
 
