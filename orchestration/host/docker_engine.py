@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
@@ -210,14 +211,16 @@ def _forward_policy() -> str | None:
     return next((line.split()[2] for line in out if line.startswith("-P FORWARD")), None)
 
 
-def _rules() -> set[str]:
-    """Every rule of the host's filter and nat tables, as "table:-A CHAIN ..." (iptables-save, no counters)."""
+def _rules() -> list[str]:
+    """Every rule of the host's filter and nat tables, as "table:-A CHAIN ..." (iptables-save, no counters), each as
+    often as it is there: dockerd sometimes inserts its `-A FORWARD -j DOCKER-USER` twice, and one delete removes
+    one copy."""
     if shutil.which("iptables-save") is None:
-        return set()
-    rules = set()
+        return []
+    rules: list[str] = []
     for table in ("filter", "nat"):
         out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        rules |= {f"{table}:{line}" for line in out.splitlines() if line.startswith("-A ")}
+        rules += [f"{table}:{line}" for line in out.splitlines() if line.startswith("-A ")]
     return rules
 
 
@@ -326,18 +329,23 @@ def _restore_host(state: EngineState) -> None:
     ip_forward, the folders it made."""
     before: Mapping[str, object] = state.get("before", state)
 
-    def had(key: str, default: tuple[str, ...] = ()) -> set[str]:
+    def listed(key: str, default: tuple[str, ...] = ()) -> list[str]:
         value = before.get(key, default)
-        return {str(v) for v in value} if isinstance(value, list | tuple) else set()
+        return [str(v) for v in value] if isinstance(value, list | tuple) else []
 
-    for entry in sorted(_rules() - had("rules")):
+    def had(key: str, default: tuple[str, ...] = ()) -> set[str]:
+        return set(listed(key, default))
+
+    added = Counter(_rules()) - Counter(listed("rules"))  # a rule there twice and before once: one copy to delete
+    for entry, copies in sorted(added.items()):
         table, rule = entry.split(":", 1)
         chain, *args = shlex.split(rule[3:])
-        subprocess.run(["iptables", "-t", table, "-D", chain, *args], capture_output=True)
+        for _ in range(copies):
+            subprocess.run(["iptables", "-w", "5", "-t", table, "-D", chain, *args], capture_output=True)
     for entry in sorted(_docker_chains() - had("chains")):
         table, chain = entry.split(":", 1)
-        subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True)
-        subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True)
+        subprocess.run(["iptables", "-w", "5", "-t", table, "-F", chain], capture_output=True)
+        subprocess.run(["iptables", "-w", "5", "-t", table, "-X", chain], capture_output=True)
     left = {entry.split(":", 1)[0] for entry in _rules()}
     for table in sorted(_iptables_tables() - had("nft_tables") - left):
         subprocess.run(["nft", "delete", "table", "ip", table], capture_output=True)  # empty now: dockerd made it
