@@ -213,8 +213,8 @@ def _forward_policy() -> str | None:
 
 def _rules() -> list[str]:
     """Every rule of the host's filter and nat tables, as "table:-A CHAIN ..." (iptables-save, no counters), each as
-    often as it is there: dockerd sometimes inserts its `-A FORWARD -j DOCKER-USER` twice, and one delete removes
-    one copy."""
+    often as it is there: one delete removes one copy (a second `-A FORWARD -j DOCKER-USER` was once left behind,
+    with its chain, when these were compared as sets)."""
     if shutil.which("iptables-save") is None:
         return []
     rules: list[str] = []
