@@ -112,7 +112,8 @@ def test_a_member_without_control_runs_its_own_workload(tmp_path: Path) -> None:
 
 def test_a_member_that_fails_at_start_fails_up_with_its_own_output(tmp_path: Path) -> None:
     broken = {"command": ["python3", "-c", "import sys; sys.exit('mine: cannot read {config}')"]}
-    up = chaosbed("up", "--scenario", str(scenario_file(tmp_path, broken)), "--backend", "process", ok=False)
+    up = chaosbed("up", "--scenario", str(scenario_file(tmp_path, broken)), "--backend", "process",
+                  "--out", str(tmp_path / "run"), ok=False)  # fmt: skip
     assert up.exit_code == 1
     assert "member A (system 'mine') exited with 1 at start; its output ends with:" in up.output
     assert "mine: cannot read /" in up.output
