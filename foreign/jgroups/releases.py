@@ -105,7 +105,7 @@ STACK_SPANS = {
     "udp": Span("5.2.0", why="its protocols (FD_SOCK2, VERIFY_SUSPECT2, FD_ALL3) are in every release from 5.2.0"),
     "tcp": Span("5.2.0", why="its protocols (FD_SOCK2, VERIFY_SUSPECT2, FD_ALL3) are in every release from 5.2.0"),
     "nakack4": Span("5.4.0", why="NAKACK4 and UNICAST4 arrived in 5.4.0"),
-    "tcp-noxmit": Span("5.2.13", NOXMIT, why="NAKACK2 with xmit_interval=0 exists in 5.2.13-5.4.3 (JGRP-2675, JGRP-2866)"),
+    "tcp-noxmit": Span("5.2.13", NOXMIT, why="NAKACK2 runs with xmit_interval=0 in 5.2.13-5.4.3 (JGRP-2675, 2866)"),
 }
 
 
