@@ -87,6 +87,7 @@ class ForeignMembers(RealCluster):
         doc = self._launch(m).config_doc(self.token, self.spec.transport, self.system.name)
         if self.system.stacks:
             doc["stack"] = self.spec.stack
+        doc.update(self.system.member_config)
         fd = os.open(m.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the token
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
