@@ -27,7 +27,12 @@ from orchestration.cli.options import (
 
 @click.command()
 @click.option("--members", "-n", type=click.IntRange(1, 26), default=3, show_default=True)
-@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3+nakack2", show_default=True)
+@click.option(
+    "--stack",
+    default=None,
+    help=f"chaosbed's: {', '.join(sorted(STACKS))} (default unicast3+nakack2); a foreign system's own "
+    "(`chaosbed systems`)",
+)
 @click.option(
     "--backend",
     type=CLUSTER_BACKEND,
@@ -43,6 +48,7 @@ from orchestration.cli.options import (
     help="folder for the members' histories (default runs/<label>)",
 )
 @click.option("--system", default=None, help="a named system (`chaosbed systems`; default chaosbed, our own member)")
+@click.option("--version", "version", default=None, help="the release of a real system, e.g. 5.4.3 (cluster.version)")
 @click.option(
     "--scenario",
     "scenario_file",
@@ -52,12 +58,13 @@ from orchestration.cli.options import (
 )
 def up(
     members: int,
-    stack: str,
+    stack: str | None,
     backend: str | None,
     transport: str,
     sets: tuple[str, ...],
     out: Path | None,
     system: str | None,
+    version: str | None,
     scenario_file: Path | None,
 ) -> None:
     """Start a cluster of real member processes and leave it running."""
@@ -67,7 +74,7 @@ def up(
     backend = backend or default_backend()
     label = new_label()
     try:
-        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file)
+        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file, version)
         members, stack, transport = len(spec.members), spec.stack, spec.transport
         cluster = new_cluster(spec, label=label, workdir=out or Path("runs") / label)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
@@ -94,16 +101,18 @@ def up(
 
 def up_spec(
     members: int,
-    stack: str,
+    stack: str | None,
     backend: str,
     transport: str,
     sets: list[str],
     system: str | None,
     scenario_file: Path | None,
+    version: str | None = None,
 ) -> ClusterSpec:
-    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong."""
+    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong. A
+    foreign system's --stack and --version are read as a scenario's cluster.stack and cluster.version."""
     from orchestration.cluster import member_names
-    from orchestration.scenario import load
+    from orchestration.scenario import load, parse
     from orchestration.systems import CHAOSBED, named
     from orchestration.systems.clusters import backend_problem, spec_of
 
@@ -116,10 +125,19 @@ def up_spec(
             raise ValueError(f"--system {system}: unknown system; see `chaosbed systems`")
         chosen = found
         names, props = member_names(members), parse_set(sets)
-        if not chosen.native and (sets or stack != "unicast3+nakack2"):
-            raise ValueError(
-                f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
-            )
+        if not chosen.native:
+            if sets or (stack is not None and not chosen.stacks):
+                raise ValueError(
+                    f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
+                )
+            table: dict[str, object] = {"members": names, "system": chosen.name}
+            table |= {k: v for k, v in (("stack", stack), ("version", version)) if v is not None}
+            sc = parse({"cluster": table})
+            chosen, stack, transport = sc.system, sc.stack, sc.transport
+        elif version is not None:
+            raise ValueError(f"--version: system {chosen.name!r} has no releases (chaosbed's own member)")
+        elif (stack := stack or "unicast3+nakack2") not in STACKS:
+            raise ValueError(f"--stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
     if (why := backend_problem(chosen, backend)) is not None:
         raise ValueError(why)
     return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props)

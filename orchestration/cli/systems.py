@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from orchestration.cli.options import console, duration_arg
 
@@ -27,7 +27,8 @@ def systems() -> None:
     """List the systems a cluster's members can run: chaosbed's own and the named foreign ones."""
     from orchestration.systems import SYSTEMS, WIRE_PROFILES
 
-    table = Table("system", "backends", "control", "wire profile", "release", "stacks", "leave", "about")
+    table = Table("backends", "control", "wire profile", "release", "stacks", "leave", "about")
+    table.columns.insert(0, Column("system", no_wrap=True, min_width=max(len(n) for n in SYSTEMS)))
     for s in SYSTEMS.values():
         cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, _release(s), _stacks(s),
                  _LEAVES[s.leave], s.description)  # fmt: skip
