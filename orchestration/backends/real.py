@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast
 
@@ -45,6 +45,7 @@ class RealCluster(Cluster):
         # members asked to leave: they finish the leave protocol and exit on their own; until then their control
         # endpoint may already be closed, so the orchestrator no longer counts them as running
         self._leaving: set[str] = set()
+        self.before_members: Callable[[RealCluster], None] | None = None
 
     # --- to be provided by a backend ------------------------------------------------------------------------------
 
@@ -72,11 +73,16 @@ class RealCluster(Cluster):
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> Cluster:
+        """Creates the network, starts the members and waits until each is ready. `before_members`, when set, is
+        called once the network is there and before any member starts (a capture of every datagram from the first
+        hooks in here: foreign/jgroups/capture.py)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "history").mkdir(parents=True, exist_ok=True)
         try:
             self._place(self.spec.members)
             self._save_state()
+            if self.before_members is not None:
+                self.before_members(self)
             self._spawn_all([self.members[name] for name in self.spec.members])
             self._save_state()
             for name in self.spec.members:
