@@ -130,9 +130,12 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
         return why
     network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
     if network and backend == "process":
+        where = (
+            "--backend netns (as root), or --backend sim" if sc.system.native else "--backend netns or docker (as root)"
+        )
         return (
-            f"faults: {', '.join(network)} need a network of the cluster's own: run with --backend netns (as root), "
-            f"or --backend sim; the {backend} backend's members share the host's loopback"
+            f"faults: {', '.join(network)} need a network of the cluster's own: run with {where}; the {backend} "
+            "backend's members share the host's loopback"
         )
     return None
 

@@ -228,12 +228,26 @@ def load(
 
 def read_raw(path: str | Path) -> TomlTable:
     """A scenario file's TOML table, unparsed (ScenarioError if it cannot be read or is not TOML)."""
+    return read_toml(path, ScenarioError)
+
+
+def read_toml(path: str | Path, error: Callable[[str], Exception]) -> TomlTable:
+    """A TOML file's table; `error(message)` is raised when it cannot be read, is not UTF-8 or is not TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        return tomllib.loads(read_text(path, error))
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
+    """A UTF-8 text file's content; `error(message)` is raised when it cannot be read or is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.start} is {e.object[e.start]:#04x}"
+        raise error(f"{path}: not UTF-8 text ({bad}); TOML files are UTF-8") from None
 
 
 def _per_system(table: object, cluster: object) -> dict[str, object]:

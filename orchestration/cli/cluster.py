@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
+    CommandError,
     attach,
+    cluster_label,
     cluster_option,
     console,
     default_backend,
@@ -81,7 +83,7 @@ def up(
                     raise
             console.print(f"view {view['view_id']}: {', '.join(view['members'])}")
     except (ClusterError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
     if spec.system is not None:
         command = spec.system["command"]
@@ -205,7 +207,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
         else:
             reply = cluster.control(sender, "send", to=dest, count=count, size=size, rate=rate)
     except (ClusterError, KeyError, OSError) as e:
-        raise click.ClickException(f"{sender}: {e}") from None
+        raise CommandError(f"{sender}: {e}") from None
     console.print(f"{sender} -> {dest}: task {reply['task']} sending {count} messages")
 
 
@@ -215,7 +217,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 def down(label: str | None, all_: bool) -> None:
     """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
     warm Spark service and the Spark cluster of this state root."""
-    from orchestration.backends.reap import reap_all
+    from orchestration.backends.reap import reap_all, reap_label
 
     if all_:
         removed = reap_all()
@@ -225,7 +227,20 @@ def down(label: str | None, all_: bool) -> None:
             removed.append("the Spark cluster")
         console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
         return
-    cluster = attach(label)
+    from orchestration.backends import attach as attach_label
+    from orchestration.backends.state_file import StateFileError
+    from orchestration.cluster import ClusterError
+
+    try:
+        cluster = attach_label(cluster_label(label))
+    except StateFileError as e:  # still take down what it left
+        left = ", ".join(reap_label(e.label)) or "nothing was left"
+        console.print(
+            f"cluster {e.label}: its state file {e.path} {e.problem}; removed what it left: {left}", markup=False
+        )
+        return
+    except ClusterError as e:
+        raise CommandError(str(e)) from None
     cluster.down()
     console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
 
