@@ -223,7 +223,30 @@ def load(
         raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
-    return parse(raw)
+    return parse(with_named_system(raw, Path(path).parent))
+
+
+def with_named_system(raw: TomlTable, origin: Path) -> TomlTable:
+    """The scenario with the [cluster.member] table of a system named in a user's systems.toml
+    (orchestration/systems/user.py) written in, so that what runs and what the run folder keeps say what it is;
+    unchanged for chaosbed's own, a registered system or an inline one."""
+    from orchestration.systems import named
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import find
+
+    cluster = raw.get("cluster")
+    if not isinstance(cluster, dict) or "member" in cluster:
+        return raw
+    name = cluster.get("system")
+    if not isinstance(name, str) or named(name) is not None:
+        return raw
+    try:
+        found = find(name, origin)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    if found is None:
+        return raw  # parse says it is unknown
+    return {**raw, "cluster": {**cluster, "member": found[1]}}
 
 
 def read_raw(path: str | Path) -> TomlTable:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from node.stack import STACKS
 
 if TYPE_CHECKING:
     from orchestration.cluster import ClusterSpec
+    from orchestration.scenario import Scenario
 from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
@@ -64,14 +66,18 @@ def up(
 ) -> None:
     """Start a cluster of real member processes and leave it running."""
     from orchestration.cluster import ClusterError, new_label
+    from orchestration.runner import prepare
     from orchestration.systems.clusters import forms_group, new_cluster
 
     backend = backend or default_backend()
     label = new_label()
     try:
-        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file)
+        spec, sc = up_spec(members, stack, backend, transport, list(sets), system, scenario_file)
         members, stack, transport = len(spec.members), spec.stack, spec.transport
-        cluster = new_cluster(spec, label=label, workdir=out or Path("runs") / label)
+        workdir = out or Path("runs") / label
+        if sc is not None:  # the folder says what it ran, as a run folder does
+            prepare(sc, workdir)
+        cluster = new_cluster(spec, label=label, workdir=workdir)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
             cluster.start()
         if forms_group(cluster):
@@ -102,18 +108,21 @@ def up_spec(
     sets: list[str],
     system: str | None,
     scenario_file: Path | None,
-) -> ClusterSpec:
-    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong."""
+) -> tuple[ClusterSpec, Scenario | None]:
+    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster] (with the scenario); ValueError
+    says what is wrong."""
     from orchestration.cluster import member_names
     from orchestration.scenario import load
-    from orchestration.systems import CHAOSBED, named
+    from orchestration.systems import CHAOSBED
     from orchestration.systems.clusters import backend_problem, spec_of
+    from orchestration.systems.user import system_named
 
+    sc = None
     if scenario_file is not None:
         sc = load(scenario_file)  # a ScenarioError is a ValueError
         chosen, names, stack, transport, props = sc.system, sc.members, sc.stack, sc.transport, sc.properties
     else:
-        found = named(system) if system else CHAOSBED
+        found = system_named(system) if system else CHAOSBED  # a SystemProblem is a ValueError
         if found is None:
             raise ValueError(f"--system {system}: unknown system; see `chaosbed systems`")
         chosen = found
@@ -124,18 +133,24 @@ def up_spec(
             )
     if (why := backend_problem(chosen, backend)) is not None:
         raise ValueError(why)
-    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props)
+    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props), sc
 
 
 @click.command()
 @cluster_option
-def status(label: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="every member's state, view and whole `stats` reply as JSON")
+def status(label: str | None, as_json: bool) -> None:
     """Per member: view, key counters, CPU and RSS."""
     import psutil
 
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
+    if as_json:
+        from orchestration.cli.status_foreign import status_doc
+
+        click.echo(json.dumps(status_doc(cluster), indent=1))
+        return
     if cluster.spec.system is not None:  # members chaosbed did not write: what can be known from outside
         from orchestration.cli.status_foreign import print_foreign_status
 
