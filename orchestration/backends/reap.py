@@ -40,10 +40,15 @@ def reap_label(label: str) -> list[str]:
     containers and networks, its claim and its state folder. Histories stay."""
     removed = []
     members = (read_raw(label) or {}).get("members")
-    for m in members.values() if isinstance(members, dict) else ():
-        pid = m.get("pid") if isinstance(m, dict) else None
+    pids = [m.get("pid") for m in members.values() if isinstance(m, dict)] if isinstance(members, dict) else []
+    for pid in pids:
         if isinstance(pid, int) and processes.send_signal(pid, label, signal.SIGKILL, group=True):
             removed.append(f"member process {pid}")
+    if not any(isinstance(pid, int) for pid in pids):
+        removed.append(
+            f"not its member processes: the state file records none (members still running have {label} in their "
+            "command line or CHAOSBED_CLUSTER in their environment: stop them by hand)"
+        )
     removed.extend(f"namespace {ns}" for ns in reap_namespaces(label))
     if docker_engine.running():
         client = docker_engine.client()

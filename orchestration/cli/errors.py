@@ -9,27 +9,10 @@ codes. Anything else is a bug in chaosbed and keeps its traceback.
 
 from __future__ import annotations
 
-import errno
 import sys
 from collections.abc import Callable
 
-# OSError numbers that say the machine, not chaosbed's code, is the cause, and what to do about each
-_OS_HINTS = {
-    errno.ENOSPC: "the disk is full: free some space and run it again",
-    errno.EDQUOT: "the disk quota is used up: free some space and run it again",
-    errno.EROFS: "the file system is read-only: write somewhere else (--out)",
-    errno.EADDRINUSE: "an address or port is taken by another program: stop it, or let chaosbed pick another",
-    errno.ECONNREFUSED: "nothing answers there any more (a member, the Spark service or an engine that stopped)",
-    errno.ECONNRESET: "the other side went away (a member, the Spark service or an engine that stopped)",
-    errno.EPIPE: "the other side went away (a member, the Spark service or an engine that stopped)",
-    errno.ETIMEDOUT: "the other side did not answer in time",
-    errno.EHOSTUNREACH: "the address cannot be reached (its namespace or network went away?)",
-    errno.ENETUNREACH: "the network cannot be reached (its namespace or network went away?)",
-    errno.EACCES: "permission denied: run as root, or with the privilege this needs",
-    errno.EPERM: "operation not permitted: run as root, or with the privilege this needs",
-    errno.ENOENT: "a file or folder is missing (removed from another shell?)",
-}
-
+from orchestration.host.os_errors import os_problem
 
 # chaosbed's own errors for what it found on the machine (their messages say what to do), by module and class: an
 # error of a module that was never imported cannot have been raised, so only imported ones are looked up
@@ -48,9 +31,8 @@ def environment_problem(e: BaseException) -> str | None:
     ours = tuple(getattr(sys.modules[m], name) for m, name in _MACHINE_ERRORS if m in sys.modules)
     if isinstance(e, ours):
         return str(e)
-    if isinstance(e, OSError) and e.errno in _OS_HINTS:
-        where = f" ({e.filename})" if e.filename else ""
-        return f"{e.strerror or e}{where}: {_OS_HINTS[e.errno]}"
+    if isinstance(e, OSError) and (problem := os_problem(e)) is not None:
+        return problem
     return _docker_problem(e)
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos.nemesis import KINDS, MIN_MEMBERS
+from node.atomic import write_atomic
 from node.units import parse_duration
 from orchestration.explore.tables import (
     JsonObject,
@@ -213,7 +214,7 @@ def _last_stop(history: Path) -> int | None:
 
 
 def write_summary(out: Path, summary: SoakSummary) -> None:
-    (out / "soak.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
+    write_atomic(out / "soak.json", json.dumps(asdict(summary), indent=1) + "\n")
 
 
 def send_rate(history: Path, sending: float, buckets: int = BUCKETS) -> list[float]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 import psutil
 
+from node.atomic import write_atomic
 from orchestration.cluster import ClusterError
 from orchestration.host import docker_listing, leases
 from orchestration.host.claims import CLAIMS_DIR
@@ -253,14 +254,14 @@ def _start() -> None:
     log.close()
     state["pid"] = proc.pid
     state["started"] = leases.process_started(proc.pid)
-    _state_path().write_text(json.dumps(state))
+    write_atomic(_state_path(), json.dumps(state))
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
         if running():
             state.update(engine_objects(client()))
-            _state_path().write_text(json.dumps(state))
+            write_atomic(_state_path(), json.dumps(state))
             return
         time.sleep(0.1)  # polling the engine's socket with a deadline
     tail = (ENGINE_DIR / "dockerd.log").read_text(errors="replace")[-1500:]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import cast
 
 from chaos.faults import JsonObject
+from node.atomic import write_atomic
 from orchestration.matrix.spec import Cell, Matrix
 from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only, warning_lines
 
@@ -267,7 +268,7 @@ def matrix_doc(result: MatrixResult) -> JsonObject:
 
 
 def write_matrix_json(result: MatrixResult) -> None:
-    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+    write_atomic(result.out / "matrix.json", json.dumps(matrix_doc(result), indent=2) + "\n")
 
 
 def write_matrix(result: MatrixResult) -> None:
@@ -275,4 +276,4 @@ def write_matrix(result: MatrixResult) -> None:
     from orchestration.matrix.report import render
 
     write_matrix_json(result)
-    (result.out / "report.html").write_text(render(result), encoding="utf-8")
+    write_atomic(result.out / "report.html", render(result))
