@@ -352,6 +352,11 @@ def iptables_script(rules: NamespaceRules) -> str:
 def _run(ns: str, argv: list[str], stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(["ip", "netns", "exec", ns, *argv], input=stdin, capture_output=True, text=True)
     if check and proc.returncode != 0:
+        if not ns.startswith("/") and not os.path.exists(f"/run/netns/{ns}"):
+            raise KernelError(
+                f"namespace {ns} does not exist (deleted from another shell, or the cluster taken down?): no rules "
+                "can go there; `chaosbed down` removes the rest of the cluster"
+            )
         raise KernelError(f"{' '.join(argv)} in namespace {ns} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
 

@@ -37,6 +37,8 @@ class Answer:
         found = []
         if chaosbed_traceback(text):
             found.append("a traceback")
+        if "Usage: " in self.err:
+            found.append("a usage error (the test's command line is wrong)")
         if self.code not in codes:
             found.append(f"exit {self.code}, not {' or '.join(map(str, codes))}")
         if self.code == 2 and not any(w in text for w in ("Error:", "error:", "could not", "cannot")):

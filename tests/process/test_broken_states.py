@@ -51,7 +51,7 @@ def _acting_on(label: str) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
     """The commands that act on a running cluster, each with --cluster and exit 2 (it could not act)."""
     commands: list[tuple[str, ...]] = [("status",), ("status", "--json"), ("fault", "list"), ("send", "A", "B")]
     commands += [(kind, member) for kind, member in MEMBER_COMMANDS]
-    commands += [("fault", "partition", "A", "B")]
+    commands += [("fault", "partition", "--from", "A", "--to", "B")]
     return [((*c, "--cluster", label), (2,)) for c in commands]
 
 
