@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from orchestration.matrix.results import CellResult, MatrixResult
-from orchestration.matrix.spec import toml_value
+from orchestration.toml_text import toml_value
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1300px;
