@@ -30,7 +30,7 @@ from pathlib import Path
 
 import tomli_w
 
-from node.wire import make_address
+from node.addresses import make_address
 
 T0 = 1_000_000_000  # ns; the first round
 ROUND = 100_000  # ns between workload rounds

@@ -152,6 +152,19 @@ def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
     assert not wrong, f"{package} may import {sorted(ALLOWED[package]) or 'no other package'}:\n" + "\n".join(wrong)
 
 
+def test_the_checker_reads_histories_not_the_wire() -> None:
+    """analysis/ takes member addresses, like the rest of the history contract, from node/ (node/addresses.py), never
+    from the wire format's modules: a history written by any system is checked without our bytes."""
+    wire = {"node.wire", "node.wire_codec", "node.wire_headers"}
+    wrong = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.split(".")[0] == "analysis"
+        for target in targets & wire
+    )
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
