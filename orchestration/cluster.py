@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 STATE_ROOT = Path(os.environ.get("CHAOSBED_STATE", "/run/chaosbed" if os.geteuid() == 0 else "/tmp/chaosbed"))
 LABEL_PREFIX = "cb"
+STATE_FORMAT = 2  # of state.json (orchestration/backends/state_file.py reads it); files without `format` are 1
 
 
 Properties = dict[str, dict[str, object]]  # protocol name -> property -> value (a scenario's [cluster.properties])
@@ -36,6 +37,14 @@ Counters = dict[str, dict[str, float]]  # a member's `stats` counters: section (
 
 class ClusterError(RuntimeError):
     """A cluster operation failed; the message says what and what to do."""
+
+
+class MemberNotRunning(ClusterError):
+    """A request to a member whose process is not running (killed, left, exited)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"member {name} is not running (killed, left or exited): `chaosbed restart {name}` starts it")
+        self.name = name
 
 
 class ViewInfo(TypedDict):
@@ -162,6 +171,7 @@ class Cluster(ABC):
         """state.json in the state folder (written atomically), which orchestration.backends.attach reads back: the
         spec, the control token, the members and what the backend keeps of its network."""
         state = {
+            "format": STATE_FORMAT,
             "label": self.label,
             "backend": self.backend_name,
             "spec": asdict(self.spec),
@@ -217,9 +227,10 @@ class Cluster(ABC):
     def chaos(self) -> FaultTable:
         """The cluster's network fault table (chaos/fault_table.py: add, remove, heal, faults, plan, ...). ClusterError
         on backends without a network of their own."""
+        sim = ", or --backend sim" if self.spec.system is None else ""  # the simulator runs chaosbed's own only
         raise ClusterError(
             f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
-            "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"
+            f"--backend netns (as root) for partitions, loss, delay and discard rules{sim}"
         )
 
     def host_clocks(self) -> dict[str, dict[str, object]] | None:

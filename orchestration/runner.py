@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from chaos.faults import FaultRecord, JsonObject
+from node.atomic import write_atomic
+from orchestration.host.os_errors import os_problem
 from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
 from orchestration.toml_text import toml_document
@@ -94,9 +96,12 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
         return why
     network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
     if network and backend == "process":
+        where = (
+            "--backend netns (as root), or --backend sim" if sc.system.native else "--backend netns or docker (as root)"
+        )
         return (
-            f"faults: {', '.join(network)} need a network of the cluster's own: run with --backend netns (as root), "
-            f"or --backend sim; the {backend} backend's members share the host's loopback"
+            f"faults: {', '.join(network)} need a network of the cluster's own: run with {where}; the {backend} "
+            "backend's members share the host's loopback"
         )
     return None
 
@@ -130,8 +135,9 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage)
         write_outcome(outcome)
         return outcome
-    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
-        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {e}") from None
+    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
+        found = os_problem(e) if isinstance(e, OSError) else None
+        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {found or e}") from None
     finally:
         with deferred_interrupts():
             cluster.down()
@@ -178,7 +184,7 @@ def write_outcome(outcome: RunOutcome) -> None:
     }
     if outcome.usage:
         doc["usage"] = outcome.usage
-    (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    write_atomic(outcome.out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 @contextlib.contextmanager

@@ -26,16 +26,24 @@ CONFORM_BACKENDS = click.Choice(["process", "netns", "docker"])
 def systems() -> None:
     """List the systems a cluster's members can run: chaosbed's own and the named foreign ones."""
     from orchestration.systems import SYSTEMS, WIRE_PROFILES
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import user_systems
 
+    try:
+        own = user_systems()
+    except SystemProblem as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
     table = Table("system", "backends", "control", "wire profile", "image (docker)", "stack", "about")
-    for s in SYSTEMS.values():
+    for s in [*SYSTEMS.values(), *own]:
         image = s.image or "chaosbed's member image (working directory mounted)"
         cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, image, s.stack, s.description)
         table.add_row(*map(escape, cells))
     console.print(table)
     console.print(
-        'a scenario may also define its own: [cluster] system = "NAME" with [cluster.member] command = [...] '
-        "(docs/foreign.md); wire profiles: " + "; ".join(f"{k}: {v}" for k, v in WIRE_PROFILES.items()),
+        'a scenario may also define its own: [cluster] system = "NAME" with [cluster.member] command = [...], or '
+        "name it once in a systems.toml beside the scenarios (docs/foreign.md); wire profiles: "
+        + "; ".join(f"{k}: {v}" for k, v in WIRE_PROFILES.items()),
         markup=False,
     )
 
@@ -86,11 +94,15 @@ def conform(
 
 
 def _system(target: tuple[str, ...], as_command: bool, control: bool, image: str | None, name: str | None) -> System:
-    from orchestration.systems import named
     from orchestration.systems.definition import SystemProblem, inline
+    from orchestration.systems.user import system_named
 
     if not as_command:
-        system = named(target[0]) if len(target) == 1 else None
+        try:
+            system = system_named(target[0]) if len(target) == 1 else None
+        except SystemProblem as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
         if system is None:
             from orchestration.systems import SYSTEMS
 

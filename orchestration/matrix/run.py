@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import cast
 
 from chaos.faults import JsonObject
+from node.atomic import write_atomic
 from orchestration.matrix.report import render
 from orchestration.matrix.results import CellResult, MatrixResult
 from orchestration.matrix.spec import Cell, Matrix
@@ -224,10 +225,10 @@ def matrix_doc(result: MatrixResult) -> JsonObject:
 
 
 def write_matrix_json(result: MatrixResult) -> None:
-    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+    write_atomic(result.out / "matrix.json", json.dumps(matrix_doc(result), indent=2) + "\n")
 
 
 def write_matrix(result: MatrixResult) -> None:
     """matrix.json and the grid report.html (the checker's table of every run is checks.html, linked from it)."""
     write_matrix_json(result)
-    (result.out / "report.html").write_text(render(result), encoding="utf-8")
+    write_atomic(result.out / "report.html", render(result))
