@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from node.addresses import name_of
+
 if TYPE_CHECKING:
     from chaos.fault_table import FaultTable
 
@@ -274,7 +276,7 @@ class Cluster(ABC):
             seen.update(self.views())
             ids = {v["view_id"] if v else None for v in seen.values()}
             return len(ids) == 1 and all(
-                v is not None and {m.split("/")[0] for m in v["members"]} == want for v in seen.values()
+                v is not None and {name_of(m) for m in v["members"]} == want for v in seen.values()
             )
 
         try:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, TypedDict
 from chaos.faults import FaultRecord, JsonObject
 from node.atomic import write_atomic
 from orchestration.host.os_errors import os_problem
-from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError, TomlTable
+from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
+from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
     from chaos.fault_table import FaultTable
@@ -77,46 +78,9 @@ class RunOutcome:
     usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
 
 
-def scenario_toml(sc: Scenario) -> str:
-    """The scenario as run: the parsed file with the seed filled in (TOML written by hand: tomllib only reads)."""
-    raw = dict(sc.raw)
-    raw["seed"] = sc.seed
-    return _toml(raw)
-
-
-def _key(k: str) -> str:
-    return k if k and all(c.isalnum() or c in "_-" for c in k) else json.dumps(k)
-
-
-def toml_value(v: object) -> str:
-    """A value as TOML writes it (and as --set parses it back: strings quoted, so "true" stays a string)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml(raw: TomlTable) -> str:
-    lines = []
-    for k, v in raw.items():
-        if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
-            lines.append(f"{k} = {toml_value(v)}")
-    for k, v in raw.items():
-        if isinstance(v, dict):
-            lines.append(f"\n[{k}]")
-            lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            for item in v:
-                lines.append(f"\n[[{k}]]")
-                lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items())
-    return "\n".join(lines) + "\n"
+def scenario_toml(sc: Scenario, comments: Iterable[str] = ()) -> str:
+    """The scenario as run: the parsed file with the seed filled in, after `comments` as `# ` lines."""
+    return toml_document({**sc.raw, "seed": sc.seed}, comments)
 
 
 def prepare(sc: Scenario, out: Path) -> None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from foreign import jgroups
+from node.addresses import make_address
 from orchestration.backends.foreign import LOOPBACK_BLOCKS, loopback_ports
 from orchestration.cluster import new_label
 from orchestration.host import claims
@@ -94,7 +95,7 @@ class JMember:
 
     @property
     def address(self) -> str:
-        return self.name if self.incarnation == 1 else f"{self.name}/{self.incarnation}"
+        return make_address(self.name, self.incarnation)
 
     @property
     def control_port(self) -> int:

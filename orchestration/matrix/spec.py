@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestration.runner import toml_value
 from orchestration.scenario import (
     CHECKS,
     CLUSTER_KEYS,
@@ -42,6 +41,7 @@ from orchestration.scenario import (
     read_text,
 )
 from orchestration.systems import unavailable
+from orchestration.toml_text import toml_value
 
 BACKENDS = ("sim", "process", "netns", "docker", "swarm")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
