@@ -223,17 +223,54 @@ def load(
         raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
-    return parse(raw)
+    return parse(with_named_system(raw, Path(path).parent))
+
+
+def with_named_system(raw: TomlTable, origin: Path) -> TomlTable:
+    """The scenario with the [cluster.member] table of a system named in a user's systems.toml
+    (orchestration/systems/user.py) written in, so that what runs and what the run folder keeps say what it is;
+    unchanged for chaosbed's own, a registered system or an inline one."""
+    from orchestration.systems import named
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import find
+
+    cluster = raw.get("cluster")
+    if not isinstance(cluster, dict) or "member" in cluster:
+        return raw
+    name = cluster.get("system")
+    if not isinstance(name, str) or named(name) is not None:
+        return raw
+    try:
+        found = find(name, origin)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    if found is None:
+        return raw  # parse says it is unknown
+    return {**raw, "cluster": {**cluster, "member": found[1]}}
 
 
 def read_raw(path: str | Path) -> TomlTable:
     """A scenario file's TOML table, unparsed (ScenarioError if it cannot be read or is not TOML)."""
+    return read_toml(path, ScenarioError)
+
+
+def read_toml(path: str | Path, error: Callable[[str], Exception]) -> TomlTable:
+    """A TOML file's table; `error(message)` is raised when it cannot be read, is not UTF-8 or is not TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        return tomllib.loads(read_text(path, error))
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
+    """A UTF-8 text file's content; `error(message)` is raised when it cannot be read or is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.start} is {e.object[e.start]:#04x}"
+        raise error(f"{path}: not UTF-8 text ({bad}); TOML files are UTF-8") from None
 
 
 def _per_system(table: object, cluster: object) -> dict[str, object]:

@@ -25,6 +25,7 @@ from orchestration.cluster import (
     ClusterSpec,
     ControlReply,
     MemberInfo,
+    MemberNotRunning,
     RealClock,
 )
 from orchestration.host import claims
@@ -153,7 +154,7 @@ class RealCluster(Cluster):
                 reply = self.control(name, "ping", timeout=1.0)
                 if reply.get("ok"):
                     return
-            except OSError:
+            except (OSError, MemberNotRunning):  # not listening yet, or just exited (the next poll says how)
                 pass
             time.sleep(0.02)  # polling a condition with a deadline, not hiding a race
         raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
@@ -242,12 +243,18 @@ class RealCluster(Cluster):
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
-        m = self.members[name]
+        m = self.members.get(name)
+        if m is None:
+            raise ClusterError(f"no member {name!r} in cluster {self.label}: {', '.join(self.members)}")
         req = {"token": self.token, "cmd": cmd, **args}
         try:
             reply = jsonl.request(lambda: self._connect(m, timeout), req, timeout, peer=f"member {name}")
         except jsonl.PeerClosed as e:
             raise ClusterError(str(e)) from None
+        except OSError:
+            if m.pid is None or not alive(m.pid, self.label):
+                raise MemberNotRunning(name) from None
+            raise
         if not reply.get("ok"):
             raise ClusterError(f"member {name}: {reply.get('error')}")
         return cast(ControlReply, reply)  # the member's JSON reply (node/control.py)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,10 +14,13 @@ from node.stack import STACKS
 
 if TYPE_CHECKING:
     from orchestration.cluster import ClusterSpec
+    from orchestration.scenario import Scenario
 from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
+    CommandError,
     attach,
+    cluster_label,
     cluster_option,
     console,
     default_backend,
@@ -69,14 +73,18 @@ def up(
 ) -> None:
     """Start a cluster of real member processes and leave it running."""
     from orchestration.cluster import ClusterError, new_label
+    from orchestration.runner import prepare
     from orchestration.systems.clusters import forms_group, new_cluster
 
     backend = backend or default_backend()
     label = new_label()
     try:
-        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file, version)
+        spec, sc = up_spec(members, stack, backend, transport, list(sets), system, scenario_file, version)
         members, stack, transport = len(spec.members), spec.stack, spec.transport
-        cluster = new_cluster(spec, label=label, workdir=out or Path("runs") / label)
+        workdir = out or Path("runs") / label
+        if sc is not None:  # the folder says what it ran, as a run folder does
+            prepare(sc, workdir)
+        cluster = new_cluster(spec, label=label, workdir=workdir)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
             cluster.start()
         if forms_group(cluster):
@@ -88,7 +96,7 @@ def up(
                     raise
             console.print(f"view {view['view_id']}: {', '.join(view['members'])}")
     except (ClusterError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
     if spec.system is not None:
         command = spec.system["command"]
@@ -108,19 +116,22 @@ def up_spec(
     system: str | None,
     scenario_file: Path | None,
     version: str | None = None,
-) -> ClusterSpec:
-    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong. A
-    foreign system's --stack and --version are read as a scenario's cluster.stack and cluster.version."""
+) -> tuple[ClusterSpec, Scenario | None]:
+    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster] (with the scenario); ValueError
+    says what is wrong. A named foreign system's --stack and --version are read as a scenario's cluster.stack and
+    cluster.version."""
     from orchestration.cluster import member_names
     from orchestration.scenario import load, parse
-    from orchestration.systems import CHAOSBED, named
+    from orchestration.systems import CHAOSBED
     from orchestration.systems.clusters import backend_problem, spec_of
+    from orchestration.systems.user import system_named
 
+    sc = None
     if scenario_file is not None:
         sc = load(scenario_file)  # a ScenarioError is a ValueError
         chosen, names, stack, transport, props = sc.system, sc.members, sc.stack, sc.transport, sc.properties
     else:
-        found = named(system) if system else CHAOSBED
+        found = system_named(system) if system else CHAOSBED  # a SystemProblem is a ValueError
         if found is None:
             raise ValueError(f"--system {system}: unknown system; see `chaosbed systems`")
         chosen = found
@@ -130,28 +141,38 @@ def up_spec(
                 raise ValueError(
                     f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
                 )
-            table: dict[str, object] = {"members": names, "system": chosen.name}
-            table |= {k: v for k, v in (("stack", stack), ("version", version)) if v is not None}
-            sc = parse({"cluster": table})
-            chosen, stack, transport = sc.system, sc.stack, sc.transport
+            if stack is not None or version is not None:
+                table: dict[str, object] = {"members": names, "system": chosen.name}
+                table |= {k: v for k, v in (("stack", stack), ("version", version)) if v is not None}
+                if chosen.inline:
+                    table["member"] = chosen.cluster_table()["member"]
+                parsed = parse({"cluster": table})
+                chosen, stack, transport = parsed.system, parsed.stack, parsed.transport
+            stack = stack or chosen.stack
         elif version is not None:
             raise ValueError(f"--version: system {chosen.name!r} has no releases (chaosbed's own member)")
         elif (stack := stack or "unicast3+nakack2") not in STACKS:
             raise ValueError(f"--stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
     if (why := backend_problem(chosen, backend)) is not None:
         raise ValueError(why)
-    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props)
+    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props), sc
 
 
 @click.command()
 @cluster_option
-def status(label: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="every member's state, view and whole `stats` reply as JSON")
+def status(label: str | None, as_json: bool) -> None:
     """Per member: view, key counters, CPU and RSS."""
     import psutil
 
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
+    if as_json:
+        from orchestration.cli.status_foreign import status_doc
+
+        click.echo(json.dumps(status_doc(cluster), indent=1))
+        return
     if cluster.spec.system is not None:  # members chaosbed did not write: what can be known from outside
         from orchestration.cli.status_foreign import print_foreign_status
 
@@ -223,7 +244,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
         else:
             reply = cluster.control(sender, "send", to=dest, count=count, size=size, rate=rate)
     except (ClusterError, KeyError, OSError) as e:
-        raise click.ClickException(f"{sender}: {e}") from None
+        raise CommandError(f"{sender}: {e}") from None
     console.print(f"{sender} -> {dest}: task {reply['task']} sending {count} messages")
 
 
@@ -233,7 +254,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 def down(label: str | None, all_: bool) -> None:
     """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
     warm Spark service and the Spark cluster of this state root."""
-    from orchestration.backends.reap import reap_all
+    from orchestration.backends.reap import reap_all, reap_label
 
     if all_:
         removed = reap_all()
@@ -243,7 +264,20 @@ def down(label: str | None, all_: bool) -> None:
             removed.append("the Spark cluster")
         console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
         return
-    cluster = attach(label)
+    from orchestration.backends import attach as attach_label
+    from orchestration.backends.state_file import StateFileError
+    from orchestration.cluster import ClusterError
+
+    try:
+        cluster = attach_label(cluster_label(label))
+    except StateFileError as e:  # still take down what it left
+        left = ", ".join(reap_label(e.label)) or "nothing was left"
+        console.print(
+            f"cluster {e.label}: its state file {e.path} {e.problem}; removed what it left: {left}", markup=False
+        )
+        return
+    except ClusterError as e:
+        raise CommandError(str(e)) from None
     cluster.down()
     console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
 

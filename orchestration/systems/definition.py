@@ -54,7 +54,8 @@ def from_cluster(cluster: Mapping[str, object]) -> System:
             raise SystemProblem(
                 "cluster.system",
                 f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
-                "or define it inline with a [cluster.member] table (command = [...])",
+                "or define it inline with a [cluster.member] table (command = [...]), or once in a systems.toml "
+                "beside your scenarios (docs/foreign.md)",
             )
         return known
     _need(
