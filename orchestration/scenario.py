@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from node import fault_kinds
@@ -386,7 +386,7 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     """The [cluster] table but its members: the system, the stack (chaosbed's, or a foreign system's free text),
     the transport and the protocol properties. Unknown keys are refused (`stak` is not silently the default stack)."""
     from node.stack import STACKS
-    from orchestration.systems.definition import SystemProblem, cluster_refusals, from_cluster
+    from orchestration.systems.definition import SystemProblem, cluster_refusals, foreign_release, from_cluster
 
     for key in cluster:
         _need(key in CLUSTER_KEYS, f"cluster.{key}", f"unknown key; [cluster] has: {', '.join(sorted(CLUSTER_KEYS))}")
@@ -399,7 +399,10 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     transport = cluster.get("transport", "udp")
     _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
     if not system.native:
-        system = _foreign_release(system, cluster)
+        try:
+            system = foreign_release(system, cluster)
+        except SystemProblem as e:
+            raise ScenarioError(str(e)) from None
         if system.transport:
             _need(
                 "transport" not in cluster or transport == system.transport,
@@ -418,36 +421,6 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
         )
     _validate_properties(stack, properties)
     return system, stack, str(transport), properties
-
-
-def _foreign_release(system: System, cluster: TomlTable) -> System:
-    """A foreign system with the stack (cluster_refusals checked it) and the release (`cluster.version`) the
-    scenario names; a release's jar is fetched here, on first use, so that a missing one fails at load time."""
-    from orchestration.systems import jgroups5 as jgroups
-
-    if "version" in cluster:
-        if not system.release:
-            why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
-            raise ScenarioError(f"cluster.version: refused for system {system.name!r}: {why}")
-        try:
-            system = jgroups.with_release(system, cluster["version"])
-        except jgroups.ReleaseProblem as e:
-            raise ScenarioError(f"cluster.version: {e}") from None
-    if system.stacks and "stack" in cluster:
-        stack = str(cluster["stack"])
-        if system.requires != jgroups.REQUIRES:
-            system = replace(system, stack=stack)
-        else:
-            try:
-                system = jgroups.with_stack(system, stack)
-            except jgroups.ReleaseProblem as e:
-                raise ScenarioError(f"cluster.stack: {e}") from None
-    if system.requires == jgroups.REQUIRES:
-        try:
-            jgroups.ensure_jar(system)
-        except jgroups.ReleaseProblem as e:
-            raise ScenarioError(f"{'cluster.version' if 'version' in cluster else 'cluster.system'}: {e}") from None
-    return system
 
 
 def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:
