@@ -57,6 +57,7 @@ class OutcomeDoc(TypedDict, total=False):
     warnings: list[str]
     handled: list[JsonObject]
     usage: dict[str, MemberUsage]
+    system: dict[str, str]
     error: str
 
 
@@ -76,6 +77,7 @@ class RunOutcome:
     handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
     usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
+    system: dict[str, str] = field(default_factory=dict)  # what the members ran: name, stack, release (if any)
 
 
 def scenario_toml(sc: Scenario, comments: Iterable[str] = ()) -> str:
@@ -132,7 +134,10 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         # a member without control runs its own workload: the timeout is the end of its run, not a violation
         ended = result.settled or not sc.system.control
         extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage)
+        ran = {"name": sc.system.name, "stack": sc.stack}
+        if sc.system.release:
+            ran["release"] = sc.system.release
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
@@ -182,6 +187,8 @@ def write_outcome(outcome: RunOutcome) -> None:
         "warnings": outcome.warnings,
         "handled": [f.to_json() for f in outcome.handled],
     }
+    if outcome.system:
+        doc["system"] = outcome.system
     if outcome.usage:
         doc["usage"] = outcome.usage
     write_atomic(outcome.out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
