@@ -181,3 +181,16 @@ def test_a_matrix_may_have_the_system_as_an_axis(tmp_path: Path) -> None:
     assert [c.settings for c in cells] == [{"cluster.system": "chaosbed"}, {"cluster.system": "chaosbed-contract"}]
     loaded = [parse(apply_settings(tomllib.loads((tmp_path / "s.toml").read_text()), c.settings)) for c in cells]
     assert [sc.system.name for sc in loaded] == ["chaosbed", "chaosbed-contract"]
+
+
+def test_an_inline_systems_leave_is_control_or_sigterm() -> None:
+    from orchestration.systems.definition import SystemProblem, inline
+
+    argv = ["python3", "member.py", "{config}"]
+    assert inline("mine", {"command": argv}).leave == "sigterm"
+    assert inline("mine", {"command": argv, "leave": "control"}).leave == "control"
+    for table, words in (({"leave": "maybe"}, '"control" (the `leave` fault sends'),
+                         ({"leave": "control", "control": False}, '"control" needs control = true')):  # fmt: skip
+        with pytest.raises(SystemProblem) as e:
+            inline("mine", {"command": argv, **table})
+        assert e.value.path == "cluster.member.leave" and words in e.value.reason
