@@ -55,6 +55,7 @@ FIELDS: dict[str, tuple[str, bool]] = {
     "merged_from": ("list[str]", False),
     "counters": ("object", False),
     "peer": ("str", True),
+    "peer_address": ("str", False),
 }
 COMMON = ("t", "member", "event")
 MESSAGE = ("kind", "sender", "dest", "conn_id", "seqno", "msg_id", "size")

@@ -56,7 +56,7 @@ def test_a_5x_cluster_by_hand(tmp_path: Path) -> None:
         wait_for(lambda: any(e["event"] == "view" and e["members"] == ["A", "B"] for e in lines(history / "A.jsonl")),
                  20, "A's view without C")  # fmt: skip
         suspects = [e for e in lines(history / "A.jsonl") if e["event"] == "suspect"]
-        assert [e["peer"] for e in suspects] == ["B"], suspects  # B was killed; C left
+        assert "C" not in [e["peer"] for e in suspects], suspects  # C left; B (killed) may be suspected
         status = chaosbed("status", "--cluster", label).output
         assert "system jgroups-5-nakack4 (5.5.6, nakack4)" in status
     finally:

@@ -255,7 +255,7 @@ public final class Member implements Receiver, Node {
         }
         ps.insertProtocolAtTop(new SuspectWatch(a -> {
             suspects.incrementAndGet();
-            history.event("suspect", "peer", Payload.nameOf(addressOf(a)));
+            history.event("suspect", "peer", Payload.nameOf(addressOf(a)), "peer_address", addressOf(a));
         }));
     }
 
