@@ -284,6 +284,7 @@ def parse(raw: TomlTable) -> Scenario:
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
+    _refuse_over_transport(system, transport, raw)
     _refuse_for_system(system, raw, faults, workloads)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
@@ -364,7 +365,14 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     if not system.native:
         if system.stacks and "stack" in cluster:  # a stack of the system's own (cluster_refusals checked it)
             system = replace(system, stack=str(cluster["stack"]))
-        return system, system.stack or system.name, str(transport), {}
+        if system.inline:  # a program of the user's: its config says which transport to use
+            system = replace(system, transport=str(transport))
+        elif "transport" in cluster and transport != system.transport:
+            raise ScenarioError(
+                f"cluster.transport: system {system.name!r} runs over {system.transport} (its stack's transport); "
+                "leave transport out"
+            )
+        return system, system.stack or system.name, system.transport, {}
     stack = cluster.get("stack", "unicast3")
     if not isinstance(stack, str) or stack not in STACKS:
         raise ScenarioError(f"cluster.stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
@@ -375,6 +383,15 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
         )
     _validate_properties(stack, properties)
     return system, stack, str(transport), properties
+
+
+def _refuse_over_transport(system: System, transport: str, raw: TomlTable) -> None:
+    """What the cluster's transport cannot do, refused by name (a discard over TCP), for every system."""
+    from orchestration.systems.definition import transport_refusal
+
+    for i, table in enumerate(_list(raw, "faults")):
+        if why := transport_refusal(system, transport, str(table.get("kind"))):
+            raise ScenarioError(f"faults[{i}].kind: {why}")
 
 
 def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:

@@ -20,9 +20,10 @@ import struct
 from typing import Any, Protocol
 
 from chaos.nfqueue.ipudp import cut, parse_udp, rebuild, whole_udp
-from chaos.profiles import jgroups5, jgroups5_spans
+from chaos.profiles import jgroups5, jgroups5_spans, jgroups212
 from chaos.profiles.jgroups212 import CannotSkip
 from chaos.profiles.jgroups212_spans import walk
+from node import wire
 
 _IP_UDP = 28
 
@@ -38,6 +39,11 @@ class Wire(Protocol):
         """The packet with only the `kept` spans (a non-empty subset of what parse found, in order)."""
         ...
 
+    def unknown(self, pkt: bytes) -> bool:
+        """Whether a packet parse refused is a datagram of this wire of a shape its walker does not know (another
+        release's layout, an unknown header or object), rather than another packet (TCP, another program)."""
+        ...
+
 
 class ChaosbedWire:
     name = "chaosbed"
@@ -49,6 +55,10 @@ class ChaosbedWire:
     @staticmethod
     def rebuild(pkt: bytes, head: Any, kept: list[Any]) -> bytes:
         return rebuild(pkt, head, kept)
+
+    @staticmethod
+    def unknown(pkt: bytes) -> bool:
+        return whole_udp(pkt, 2) and pkt[_IP_UDP : _IP_UDP + 2] == bytes((wire.MAGIC, wire.WIRE_VERSION))
 
 
 class JGroups212Wire:
@@ -71,6 +81,10 @@ class JGroups212Wire:
         if any(start is None for start, _ in gone):
             raise ValueError("a SINGLE datagram's message cannot be cut out: drop the datagram")
         return cut(pkt, gone)
+
+    @staticmethod
+    def unknown(pkt: bytes) -> bool:
+        return whole_udp(pkt, 2) and pkt[_IP_UDP : _IP_UDP + 2] == jgroups212.VERSION.to_bytes(2, "big")
 
 
 _COUNT = struct.Struct("!i")
@@ -98,6 +112,10 @@ class JGroups5Wire:
         gone = [(sp[0], sp[1]) for sp in spans if id(sp) not in keep]
         counted = pkt[:count_at] + _COUNT.pack(len(kept)) + pkt[count_at + 4 :]
         return cut(counted, gone)
+
+    @staticmethod
+    def unknown(pkt: bytes) -> bool:
+        return whole_udp(pkt, 2) and pkt[_IP_UDP] >> 3 == jgroups5.MAJOR
 
 
 WIRES: dict[str, Wire] = {w.name: w for w in (ChaosbedWire(), JGroups212Wire(), JGroups5Wire())}

@@ -52,7 +52,8 @@ class System:
     of chaosbed's image gets read-only at the same path (the docker backend); `requires`: a check of what the
     machine must have, by name (`unavailable`); `one_by_one`: members start one at a time, each ready before the
     next, so the first is the group's coordinator (as a JGroups cluster is started; the bug files' fault sequences
-    count on it)."""
+    count on it); `transport`: udp or tcp, what its stack sends over (a discard over tcp is refused: a byte stream has
+    no message to cut out)."""
 
     name: str
     command: tuple[str, ...] = ()
@@ -70,6 +71,7 @@ class System:
     mounts: tuple[str, ...] = ()
     requires: str = ""
     one_by_one: bool = False
+    transport: str = "udp"
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -129,6 +131,7 @@ class System:
             mounts=_strings(d, "mounts"),
             requires=_field(d, "requires", base.requires),
             one_by_one=_field(d, "one_by_one", base.one_by_one),
+            transport=_field(d, "transport", base.transport),
         )
 
 

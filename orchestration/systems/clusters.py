@@ -23,12 +23,15 @@ def spec_of(
     seed: int = 0,
 ) -> ClusterSpec:
     """The ClusterSpec of a system's cluster (a foreign system travels in it, so `attach` rebuilds the same class).
-    A foreign system with stacks of its own runs `stack` when it is one of them, else its default."""
+    A foreign system with stacks of its own runs `stack` when it is one of them, else its default; it runs over its own
+    transport (`transport` is chaosbed's member's)."""
     if system.native:
         return ClusterSpec(members, stack, transport, dict(properties or {}), backend, seed=seed)
     if system.stacks and stack in system.stacks:
         system = replace(system, stack=stack)
-    return ClusterSpec(members, system.stack or system.name, transport, {}, backend, seed=seed, system=system.to_dict())
+    return ClusterSpec(
+        members, system.stack or system.name, system.transport, {}, backend, seed=seed, system=system.to_dict()
+    )
 
 
 def new_cluster(spec: ClusterSpec, *, workdir: Path | None = None, label: str | None = None) -> Cluster:

@@ -147,6 +147,21 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
     return found
 
 
+TCP_DISCARD = (
+    "a discard cuts messages out of datagrams, and over TCP the messages are one byte stream that the kernel "
+    "retransmits (a dropped segment comes again, and no message can be cut out of the stream); use partition, loss, "
+    "delay, kill, pause or leave, or a UDP stack"
+)
+
+
+def transport_refusal(system: System, transport: str, kind: str) -> str | None:
+    """Why a fault of this kind is refused over the cluster's transport (None: it is not): a discard over TCP."""
+    if kind != "discard" or transport != "tcp":
+        return None
+    why = "cluster.transport is tcp" if system.native or system.inline else f"system {system.name!r} runs over tcp"
+    return f"discard is refused over TCP ({why}): {TCP_DISCARD}"
+
+
 def fault_refusal(system: System, kind: str) -> str | None:
     """Why a fault of this kind is refused for the system (None: it is not)."""
     if system.native:

@@ -181,3 +181,42 @@ def test_a_matrix_may_have_the_system_as_an_axis(tmp_path: Path) -> None:
     assert [c.settings for c in cells] == [{"cluster.system": "chaosbed"}, {"cluster.system": "chaosbed-contract"}]
     loaded = [parse(apply_settings(tomllib.loads((tmp_path / "s.toml").read_text()), c.settings)) for c in cells]
     assert [sc.system.name for sc in loaded] == ["chaosbed", "chaosbed-contract"]
+
+
+TCP_FAULTS = [
+    {"at": "1s", "kind": "discard", "match": "UNICAST3.ACK()"},
+    *({"at": "2s", "kind": k, "member": "B"} for k in ("kill", "restart", "pause", "resume", "leave")),
+    {"at": "3s", "kind": "partition", "from": ["A"], "to": ["B", "C"]},
+    {"at": "3s", "kind": "delay", "from": ["A"], "to": ["B"], "delay": "20ms"},
+]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "why"),
+    [
+        ({"transport": "tcp"}, "cluster.transport is tcp"),
+        ({"system": "g", "member": {**INLINE, "wire": "chaosbed"}, "transport": "tcp"}, "cluster.transport is tcp"),
+        ({"system": "tcp-sys"}, "system 'tcp-sys' runs over tcp"),
+    ],
+)
+def test_a_discard_over_tcp_is_refused_at_load_naming_the_key_and_why(
+    cluster: dict[str, Any], why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over TCP a discard cannot cut a message out of a byte stream: refused when the file is read, for chaosbed's
+    member, a user's program and a named system that runs over tcp alike; every other fault kind is not."""
+    monkeypatch.setitem(SYSTEMS, "tcp-sys", System("tcp-sys", command=("true",), wire="chaosbed", transport="tcp"))
+    message = refused(scenario(cluster, faults=TCP_FAULTS))
+    assert message.startswith(f"faults[0].kind: discard is refused over TCP ({why}): "), message
+    assert "byte stream" in message and "partition" in message, message
+    assert [f.kind for f in parse(scenario(cluster, faults=TCP_FAULTS[1:])).faults] == [
+        f["kind"] for f in TCP_FAULTS[1:]
+    ]
+
+
+def test_a_named_system_runs_over_its_own_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SYSTEMS, "tcp-sys", System("tcp-sys", command=("true",), transport="tcp"))
+    assert parse(scenario({"system": "tcp-sys"})).transport == "tcp"
+    assert parse(scenario({"system": "tcp-sys", "transport": "tcp"})).transport == "tcp"
+    message = refused(scenario({"system": "tcp-sys", "transport": "udp"}))
+    assert message.startswith("cluster.transport: system 'tcp-sys' runs over tcp"), message
+    assert System.from_dict(System("s", transport="tcp").to_dict()).transport == "tcp"
