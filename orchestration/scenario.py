@@ -343,7 +343,7 @@ def _list(raw: TomlTable, key: str) -> list[TomlTable]:
     return value
 
 
-CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member"}
+CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member", "version"}
 
 
 def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
@@ -363,16 +363,15 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     transport = cluster.get("transport", "udp")
     _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
     if not system.native:
-        if system.stacks and "stack" in cluster:  # a stack of the system's own (cluster_refusals checked it)
-            system = replace(system, stack=str(cluster["stack"]))
-        if system.inline:  # a program of the user's: its config says which transport to use
-            system = replace(system, transport=str(transport))
-        elif "transport" in cluster and transport != system.transport:
-            raise ScenarioError(
-                f"cluster.transport: system {system.name!r} runs over {system.transport} (its stack's transport); "
-                "leave transport out"
+        system = _foreign_release(system, cluster)
+        if system.transport:
+            _need(
+                "transport" not in cluster or transport == system.transport,
+                "cluster.transport",
+                f"system {system.name!r} with stack {system.stack!r} runs over {system.transport}; leave it out",
             )
-        return system, system.stack or system.name, system.transport, {}
+            transport = system.transport
+        return system, system.stack or system.name, str(transport), {}
     stack = cluster.get("stack", "unicast3")
     if not isinstance(stack, str) or stack not in STACKS:
         raise ScenarioError(f"cluster.stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
@@ -392,6 +391,36 @@ def _refuse_over_transport(system: System, transport: str, raw: TomlTable) -> No
     for i, table in enumerate(_list(raw, "faults")):
         if why := transport_refusal(system, transport, str(table.get("kind"))):
             raise ScenarioError(f"faults[{i}].kind: {why}")
+
+
+def _foreign_release(system: System, cluster: TomlTable) -> System:
+    """A foreign system with the stack (cluster_refusals checked it) and the release (`cluster.version`) the
+    scenario names; a release's jar is fetched here, on first use, so that a missing one fails at load time."""
+    from orchestration.systems import jgroups5 as jgroups
+
+    if "version" in cluster:
+        if not system.release:
+            why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
+            raise ScenarioError(f"cluster.version: refused for system {system.name!r}: {why}")
+        try:
+            system = jgroups.with_release(system, cluster["version"])
+        except jgroups.ReleaseProblem as e:
+            raise ScenarioError(f"cluster.version: {e}") from None
+    if system.stacks and "stack" in cluster:
+        stack = str(cluster["stack"])
+        if system.requires != jgroups.REQUIRES:
+            system = replace(system, stack=stack)
+        else:
+            try:
+                system = jgroups.with_stack(system, stack)
+            except jgroups.ReleaseProblem as e:
+                raise ScenarioError(f"cluster.stack: {e}") from None
+    if system.requires == jgroups.REQUIRES:
+        try:
+            jgroups.ensure_jar(system)
+        except jgroups.ReleaseProblem as e:
+            raise ScenarioError(f"{'cluster.version' if 'version' in cluster else 'cluster.system'}: {e}") from None
+    return system
 
 
 def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:

@@ -27,15 +27,42 @@ def systems() -> None:
     """List the systems a cluster's members can run: chaosbed's own and the named foreign ones."""
     from orchestration.systems import SYSTEMS, WIRE_PROFILES
 
-    table = Table("system", "backends", "control", "wire profile", "image (docker)", "stack", "about")
+    table = Table("system", "backends", "control", "wire profile", "release", "stacks", "leave", "about")
     for s in SYSTEMS.values():
-        image = s.image or "chaosbed's member image (working directory mounted)"
-        cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, image, s.stack, s.description)
+        cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, _release(s), _stacks(s),
+                 _LEAVES[s.leave], s.description)  # fmt: skip
         table.add_row(*map(escape, cells))
     console.print(table)
+    _releases_here()
     console.print(
         'a scenario may also define its own: [cluster] system = "NAME" with [cluster.member] command = [...] '
         "(docs/foreign.md); wire profiles: " + "; ".join(f"{k}: {v}" for k, v in WIRE_PROFILES.items()),
+        markup=False,
+    )
+
+
+_LEAVES = {"control": "graceful (`leave` command)", "sigterm": "SIGTERM"}
+
+
+def _release(s: System) -> str:
+    if s.release:
+        return f"{s.release} (cluster.version: {s.releases})"
+    return s.releases or "-"
+
+
+def _stacks(s: System) -> str:
+    stacks = ", ".join(s.stacks) if s.stacks else s.stack
+    return stacks + (", or your *.xml" if s.stack_files else "")
+
+
+def _releases_here() -> None:
+    from orchestration.systems.jgroups5 import on_this_machine
+
+    here = on_this_machine()
+    console.print(
+        "JGroups 5 releases on this machine (Maven's local repository): "
+        + (", ".join(here) if here else "none")
+        + "; another is fetched from Maven Central on first use (cluster.version)",
         markup=False,
     )
 

@@ -13,7 +13,8 @@ from node.units import parse_duration
 from orchestration.systems import NATIVE, SYSTEMS, WIRE_PROFILES, System, named
 from orchestration.systems.launch import template_problem
 
-MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views"}
+MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views", "leave"}
+LEAVES = ("sigterm", "control")
 # what only chaosbed's own member understands: refused for a foreign system, naming the key and the system
 CHAOSBED_ONLY_FAULTS = {
     "set": "it changes a property of chaosbed's own protocols",
@@ -103,9 +104,16 @@ def inline(name: str, member: object, path: str = "cluster.member") -> System:
     views = table.get("views", False)
     if not isinstance(views, bool):
         raise SystemProblem(f"{path}.views", "true (its members install views) or false")
+    leave = table.get("leave", "sigterm")
+    if leave not in LEAVES:
+        raise SystemProblem(
+            f"{path}.leave",
+            '"control" (the `leave` fault sends the control command `leave`: a graceful leave) or "sigterm" (default)',
+        )
+    _need(leave == "sigterm" or control, f"{path}.leave", '"control" needs control = true')
     return System(
         name, tuple(command), image, control, wire, stack or name, settle, native=False, inline=True,
-        description="defined inline by the scenario", views=views,
+        description="defined inline by the scenario", views=views, leave=str(leave),
     )  # fmt: skip
 
 
@@ -128,12 +136,13 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
             )
         )
     if "stack" in cluster and system.stacks:
-        if cluster["stack"] not in system.stacks:
+        if not system.accepts_stack(cluster["stack"]):
             found.append(
                 (
                     "cluster.stack",
                     f"unknown stack {cluster['stack']!r} for system {system.name!r}; its stacks: "
-                    + ", ".join(system.stacks),
+                    + ", ".join(system.stacks)
+                    + (", or the path of a JGroups XML file (*.xml)" if system.stack_files else ""),
                 )
             )
     elif "stack" in cluster:
@@ -158,7 +167,7 @@ def transport_refusal(system: System, transport: str, kind: str) -> str | None:
     """Why a fault of this kind is refused over the cluster's transport (None: it is not): a discard over TCP."""
     if kind != "discard" or transport != "tcp":
         return None
-    why = "cluster.transport is tcp" if system.native or system.inline else f"system {system.name!r} runs over tcp"
+    why = f"system {system.name!r} runs over tcp" if system.transport == "tcp" else "cluster.transport is tcp"
     return f"discard is refused over TCP ({why}): {TCP_DISCARD}"
 
 

@@ -218,5 +218,5 @@ def test_a_named_system_runs_over_its_own_transport(monkeypatch: pytest.MonkeyPa
     assert parse(scenario({"system": "tcp-sys"})).transport == "tcp"
     assert parse(scenario({"system": "tcp-sys", "transport": "tcp"})).transport == "tcp"
     message = refused(scenario({"system": "tcp-sys", "transport": "udp"}))
-    assert message.startswith("cluster.transport: system 'tcp-sys' runs over tcp"), message
+    assert message.startswith("cluster.transport: system 'tcp-sys' with stack '' runs over tcp"), message
     assert System.from_dict(System("s", transport="tcp").to_dict()).transport == "tcp"
