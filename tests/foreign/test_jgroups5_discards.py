@@ -482,3 +482,48 @@ def test_stable_gossip_drops_two_and_stability_still_comes(lab: Lab) -> None:
     inner = [f for f in w.frames() if s1.t + margin < f.t < s2.t - margin]
     outer = [f for f in w.frames() if s1.t - margin < f.t < s2.t + margin]
     assert messages(inner, expr[:-2], "B") <= sent <= messages(outer, expr[:-2], "B") and sent >= 2, sent
+
+
+# --- what the profile cannot read -------------------------------------------------------------------------------------
+
+
+def test_a_datagram_of_a_shape_the_profile_does_not_know_passes_untouched_and_fault_list_shows_the_count(
+    lab: Lab,
+) -> None:
+    """A golden UNICAST3 datagram with TpHeader's magic made unknown, sent from A's namespace to a socket in B's while
+    a discard of A's messages is in force at B: the handler cannot walk it, passes it (the socket gets the very
+    bytes) and counts it; `chaosbed fault list` and the fault table's bypass report say how many."""
+    import socket
+
+    from click.testing import CliRunner
+
+    from chaos.profiles import jgroups5 as wire
+    from orchestration.backends.netns import in_namespace
+    from orchestration.cli.main import main
+    from tests.foreign.jgroups5_golden import data_of, golden
+
+    c = lab.cluster()
+    record = discard(c, "UNICAST3.ACK()", "A", "B", count=1)
+    data = bytearray(data_of(next(d for d in golden() if d["kind"] == "SINGLE [UNICAST3.DATA TP]")))
+    tp = wire.decode(bytes(data)).messages[0].headers[-1]
+    data[tp.start + 2 : tp.start + 4] = (999).to_bytes(2, "big")
+    assert not wire.decode(bytes(data)).skippable
+    b_ip = c.members["B"].ip
+    with in_namespace(c.member_ns("B")):
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with in_namespace(c.member_ns("A")):
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.bind((b_ip, 7899))
+        rx.settimeout(10)
+        for _ in range(2):
+            tx.sendto(bytes(data), (b_ip, 7899))
+            assert rx.recv(65536) == bytes(data), "the datagram did not pass untouched"
+    bypass = wait(lambda: (b := c.chaos.queue_bypass().get("B")) and b.unknown_shapes == 2 and b, 10, "the count")
+    assert handled(c, record, "A", "B")["matched"] == 0 and bypass.bypassed == 0
+    listed = CliRunner().invoke(main, ["fault", "list", "--cluster", c.label])
+    text = " ".join(listed.output.split())
+    assert listed.exit_code == 0 and "could not read 2 datagrams of a shape its wire profile does not know" in text, (
+        text
+    )
+    assert f"judged by no message rule of {record.id}" in text, text
