@@ -60,7 +60,7 @@ class HeaderType:
     """One header class as a protocol of the stock stacks writes it: the protocol's id (jg-protocol-ids.xml), the
     class's magic number (jg-magic-map.xml), the type field's kind (None: no type), the type codes' names, the fields
     each type adds (`by_type`; a type not listed writes nothing more), and the fields every type writes after those
-    (`fields`). A field is (name, kind); kinds are the codecs of `_READERS`."""
+    (`fields`). A field is (name, kind); kinds are the codecs of `READERS`."""
 
     protocol: str
     id: int
@@ -427,9 +427,9 @@ class Reader:
         return {"size": size, "offset": offset, "seqnos": seqnos}
 
 
-_Fields = dict[str, Any]
+Fields = dict[str, Any]
 # a field kind's codec: (reader, the fields decoded so far) -> value
-_READERS: dict[str, Callable[[Reader, _Fields], Any]] = {
+READERS: dict[str, Callable[[Reader, Fields], Any]] = {
     "u8": lambda r, f: r.u8(),
     "bool": lambda r, f: r.u8() != 0,
     "i16": lambda r, f: r.i16(),
@@ -449,7 +449,7 @@ _READERS: dict[str, Callable[[Reader, _Fields], Any]] = {
     "tp_index": lambda r, f: r.i32() if 0 < f.get("flag", 0) < 0x80 else None,  # a signed byte in Java
 }
 _TYPE_READERS: dict[str, Callable[[Reader], int]] = {"u8": Reader.u8, "i16": Reader.i16}
-assert {kind for h in HEADERS for fs in (h.fields, *h.by_type.values()) for _, kind in fs} <= set(_READERS)
+assert {kind for h in HEADERS for fs in (h.fields, *h.by_type.values()) for _, kind in fs} <= set(READERS)
 
 
 def _header(r: Reader) -> Header:
@@ -463,9 +463,9 @@ def _header(r: Reader) -> Header:
     protocol = named.protocol if named is not None and named.magic == magic else f"?{pid}"
     body = r.pos
     code = _TYPE_READERS[layout.type_kind](r) if layout.type_kind else None
-    fields: _Fields = {}
+    fields: Fields = {}
     for name, kind in (*layout.by_type.get(code, ()), *layout.fields) if code is not None else layout.fields:
-        fields[name] = _READERS[kind](r, fields)
+        fields[name] = READERS[kind](r, fields)
     type_name = layout.types.get(code) if code is not None else None
     return Header(protocol, pid, magic, code, type_name, start, body, r.pos, fields)
 
