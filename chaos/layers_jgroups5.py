@@ -146,7 +146,8 @@ def _field(name: str, kind: str) -> list[Field[Any, Any] | ConditionalField]:
             StrLenField(name, b"", length_from=lambda p: max(int(p.getfieldval(f"{name}_len")), 0)),
         ]
     if kind == "tp_index":  # an i32 after TpHeader's flag when it is > 0 (a signed byte in Java)
-        return [ConditionalField(SignedIntField(name, None), lambda p: 0 < p.getfieldval("flag") < 0x80)]
+        index = SignedIntField(name, None)  # type: ignore[arg-type]  # None: absent (scapy's stubs want an int)
+        return [ConditionalField(index, lambda p: 0 < p.getfieldval("flag") < 0x80)]
     return [JValueField(name, kind)]
 
 
