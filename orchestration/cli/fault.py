@@ -205,8 +205,8 @@ def discard(
     label: str | None,
 ) -> None:
     """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`; on a JGroups
-    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'`. `discard --list`: the names of the cluster's
-    system."""
+    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'` (2.12), `discard 'NAKACK4.ACK()'` (5.x).
+    `discard --list`: the names of the cluster's system."""
     if list_rules:
         _list_rules(system, label)
         return
@@ -234,6 +234,10 @@ def _list_rules(system_name: str | None, label: str | None) -> None:
         chosen = system_of(attach(label).spec.system)
     if chosen.wire == "none":
         raise click.ClickException(f"system {chosen.name!r} has no wire profile: no discard rules")
+    if chosen.transport == "tcp":
+        from orchestration.systems.definition import TCP_DISCARD
+
+        raise click.ClickException(f"system {chosen.name!r} runs over tcp: no discard rules ({TCP_DISCARD})")
     console.print(
         f"discard rules on system {chosen.name} (wire profile {chosen.wire}): PROTOCOL.TYPE(field=value, ...)"
     )
