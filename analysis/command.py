@@ -18,6 +18,7 @@ from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
 from analysis.report_workers import write_reports
 from analysis.verdict import sort_violations, verdict_doc, write_verdict
+from node.atomic import write_atomic
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 SHOWN = 20  # violations printed; verdict.json has them all
@@ -60,7 +61,7 @@ def write_outputs(analysis: Analysis) -> list[Path]:
         }
         write_verdict(analysis.root / "verdict.json", every, stats)
         report = analysis.root / (CHECKS_REPORT if (analysis.root / MATRIX_FILE).exists() else "report.html")
-        report.write_text(render_matrix(analysis), encoding="utf-8")
+        write_atomic(report, render_matrix(analysis))
         written += [analysis.root / "verdict.json", report]
     return written
 

@@ -12,7 +12,7 @@ kind          string      send/deliver: unicast | multicast (xmit/ack: the proto
 sender        string      send/deliver: the sending member
 dest          string      send/deliver: unicast destination; null for multicast
 dest_address  string      unicast send, optional: the receiver's incarnation it was addressed to ("C", "C/2" after one
-                          restart, ...: node/wire.py), which decides whether it is owed (docs/analysis.md); null
+                          restart, ...: node/addresses.py), which decides whether it is owed (docs/analysis.md); null
                           or absent for multicast and in histories written before the field existed
 conn_id       string      unicast connection id (a JSON number or string; read as its text); null for multicast
 seqno         int64       unicast: seqno in the connection; multicast: the sender's multicast seqno

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.config import CHECKS
+from node.atomic import write_atomic
 
 _INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _ORDER = {c: i for i, c in enumerate(CHECKS)}
@@ -95,7 +96,5 @@ def verdict_doc(violations: list[Violation], stats: Mapping[str, Any]) -> dict[s
 def write_verdict(path: Path, violations: list[Violation], stats: Mapping[str, Any]) -> dict[str, Any]:
     """Writes verdict.json ({"ok", "violations", "stats"}) atomically and returns the document."""
     doc = verdict_doc(violations, stats)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
     return doc

@@ -56,6 +56,7 @@ MEMBER_FIELDS: dict[str, Field] = {
     "address": Field("str", False, 'start: the incarnation\'s address ("B", "B/2" after one restart)'),
     "stack": Field("str", False, "start: the stack's name"),
     "transport": Field("str", False, "start: udp | tcp"),
+    "release": Field("str", False, 'start: the release of a real system the member runs ("5.5.6")'),
     "kind": Field("str", False, "send/deliver: unicast | multicast"),
     "sender": Field("str", False, "send/deliver: the sending member; nakack2's xmit: whose messages are resent"),
     "sender_address": Field("str", False, "deliver: the sending incarnation's address"),
@@ -79,7 +80,7 @@ MEMBER_FIELDS: dict[str, Field] = {
 }
 H, P = "node/history.py", "node/history.py (from a protocol's events)"
 MEMBER_EVENTS: dict[str, Kind] = {
-    "start": Kind(H, ("address", "stack", "transport")),
+    "start": Kind(H, ("address", "stack", "transport"), ("release",)),
     "send": Kind(H, ("kind", "sender", "dest", "dest_address", "conn_id", "seqno", "msg_id", "size")),
     "deliver": Kind(H, ("kind", "sender", "sender_address", "dest", "conn_id", "seqno", "msg_id", "size")),
     "view": Kind(P, ("view_id", "members", "merge", "addresses", "merged_from")),

@@ -15,14 +15,17 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from chaos.faults import FaultRecord, JsonObject
-from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError, TomlTable
+from node.atomic import write_atomic
+from orchestration.host.os_errors import os_problem
+from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
+from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
     from chaos.fault_table import QueueBypass
@@ -78,46 +81,9 @@ class RunOutcome:
     unknown_shapes: dict[str, int] = field(default_factory=dict)
 
 
-def scenario_toml(sc: Scenario) -> str:
-    """The scenario as run: the parsed file with the seed filled in (TOML written by hand: tomllib only reads)."""
-    raw = dict(sc.raw)
-    raw["seed"] = sc.seed
-    return _toml(raw)
-
-
-def _key(k: str) -> str:
-    return k if k and all(c.isalnum() or c in "_-" for c in k) else json.dumps(k)
-
-
-def toml_value(v: object) -> str:
-    """A value as TOML writes it (and as --set parses it back: strings quoted, so "true" stays a string)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml(raw: TomlTable) -> str:
-    lines = []
-    for k, v in raw.items():
-        if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
-            lines.append(f"{k} = {toml_value(v)}")
-    for k, v in raw.items():
-        if isinstance(v, dict):
-            lines.append(f"\n[{k}]")
-            lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            for item in v:
-                lines.append(f"\n[[{k}]]")
-                lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items())
-    return "\n".join(lines) + "\n"
+def scenario_toml(sc: Scenario, comments: Iterable[str] = ()) -> str:
+    """The scenario as run: the parsed file with the seed filled in, after `comments` as `# ` lines."""
+    return toml_document({**sc.raw, "seed": sc.seed}, comments)
 
 
 def prepare(sc: Scenario, out: Path) -> None:
@@ -133,9 +99,12 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
         return why
     network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
     if network and backend == "process":
+        where = (
+            "--backend netns (as root), or --backend sim" if sc.system.native else "--backend netns or docker (as root)"
+        )
         return (
-            f"faults: {', '.join(network)} need a network of the cluster's own: run with --backend netns (as root), "
-            f"or --backend sim; the {backend} backend's members share the host's loopback"
+            f"faults: {', '.join(network)} need a network of the cluster's own: run with {where}; the {backend} "
+            "backend's members share the host's loopback"
         )
     return None
 
@@ -171,8 +140,9 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, unknown)
         write_outcome(outcome)
         return outcome
-    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
-        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {e}") from None
+    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
+        found = os_problem(e) if isinstance(e, OSError) else None
+        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {found or e}") from None
     finally:
         with deferred_interrupts():
             cluster.down()
@@ -222,7 +192,7 @@ def write_outcome(outcome: RunOutcome) -> None:
         doc["usage"] = outcome.usage
     if outcome.unknown_shapes:
         doc["unknown_shapes"] = outcome.unknown_shapes
-    (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    write_atomic(outcome.out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from node import fault_kinds
@@ -223,17 +223,54 @@ def load(
         raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
-    return parse(raw)
+    return parse(with_named_system(raw, Path(path).parent))
+
+
+def with_named_system(raw: TomlTable, origin: Path) -> TomlTable:
+    """The scenario with the [cluster.member] table of a system named in a user's systems.toml
+    (orchestration/systems/user.py) written in, so that what runs and what the run folder keeps say what it is;
+    unchanged for chaosbed's own, a registered system or an inline one."""
+    from orchestration.systems import named
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import find
+
+    cluster = raw.get("cluster")
+    if not isinstance(cluster, dict) or "member" in cluster:
+        return raw
+    name = cluster.get("system")
+    if not isinstance(name, str) or named(name) is not None:
+        return raw
+    try:
+        found = find(name, origin)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    if found is None:
+        return raw  # parse says it is unknown
+    return {**raw, "cluster": {**cluster, "member": found[1]}}
 
 
 def read_raw(path: str | Path) -> TomlTable:
     """A scenario file's TOML table, unparsed (ScenarioError if it cannot be read or is not TOML)."""
+    return read_toml(path, ScenarioError)
+
+
+def read_toml(path: str | Path, error: Callable[[str], Exception]) -> TomlTable:
+    """A TOML file's table; `error(message)` is raised when it cannot be read, is not UTF-8 or is not TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        return tomllib.loads(read_text(path, error))
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
+    """A UTF-8 text file's content; `error(message)` is raised when it cannot be read or is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.start} is {e.object[e.start]:#04x}"
+        raise error(f"{path}: not UTF-8 text ({bad}); TOML files are UTF-8") from None
 
 
 def _per_system(table: object, cluster: object) -> dict[str, object]:
@@ -284,8 +321,7 @@ def parse(raw: TomlTable) -> Scenario:
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
-    _refuse_over_transport(system, transport, raw)
-    _refuse_for_system(system, raw, faults, workloads)
+    _refuse_for_system(system, raw, faults, workloads, transport)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     default_checks = {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True}
@@ -350,7 +386,7 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     """The [cluster] table but its members: the system, the stack (chaosbed's, or a foreign system's free text),
     the transport and the protocol properties. Unknown keys are refused (`stak` is not silently the default stack)."""
     from node.stack import STACKS
-    from orchestration.systems.definition import SystemProblem, cluster_refusals, from_cluster
+    from orchestration.systems.definition import SystemProblem, cluster_refusals, foreign_release, from_cluster
 
     for key in cluster:
         _need(key in CLUSTER_KEYS, f"cluster.{key}", f"unknown key; [cluster] has: {', '.join(sorted(CLUSTER_KEYS))}")
@@ -363,7 +399,10 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     transport = cluster.get("transport", "udp")
     _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
     if not system.native:
-        system = _foreign_release(system, cluster)
+        try:
+            system = foreign_release(system, cluster)
+        except SystemProblem as e:
+            raise ScenarioError(str(e)) from None
         if system.transport:
             _need(
                 "transport" not in cluster or transport == system.transport,
@@ -384,59 +423,20 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     return system, stack, str(transport), properties
 
 
-def _refuse_over_transport(system: System, transport: str, raw: TomlTable) -> None:
-    """What the cluster's transport cannot do, refused by name (a discard over TCP), for every system."""
-    from orchestration.systems.definition import transport_refusal
-
-    for i, table in enumerate(_list(raw, "faults")):
-        if why := transport_refusal(system, transport, str(table.get("kind"))):
-            raise ScenarioError(f"faults[{i}].kind: {why}")
-
-
-def _foreign_release(system: System, cluster: TomlTable) -> System:
-    """A foreign system with the stack (cluster_refusals checked it) and the release (`cluster.version`) the
-    scenario names; a release's jar is fetched here, on first use, so that a missing one fails at load time."""
-    from orchestration.systems import jgroups5 as jgroups
-
-    if "version" in cluster:
-        if not system.release:
-            why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
-            raise ScenarioError(f"cluster.version: refused for system {system.name!r}: {why}")
-        try:
-            system = jgroups.with_release(system, cluster["version"])
-        except jgroups.ReleaseProblem as e:
-            raise ScenarioError(f"cluster.version: {e}") from None
-    if system.stacks and "stack" in cluster:
-        stack = str(cluster["stack"])
-        if system.requires != jgroups.REQUIRES:
-            system = replace(system, stack=stack)
-        else:
-            try:
-                system = jgroups.with_stack(system, stack)
-            except jgroups.ReleaseProblem as e:
-                raise ScenarioError(f"cluster.stack: {e}") from None
-    if system.requires == jgroups.REQUIRES:
-        try:
-            jgroups.ensure_jar(system)
-        except jgroups.ReleaseProblem as e:
-            raise ScenarioError(f"{'cluster.version' if 'version' in cluster else 'cluster.system'}: {e}") from None
-    return system
-
-
-def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:
+def _refuse_for_system(
+    system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload], transport: str
+) -> None:
     """What a foreign system cannot do, refused by name: workloads without control, `set`, `close-connection` and
-    (without a wire profile) `discard` faults, written or made by a [[nemesis]]."""
+    (without a wire profile) `discard` faults, written or made by a [[nemesis]]; and a discard over TCP, for all."""
     from orchestration.systems.definition import fault_refusal, workload_refusal
 
-    if system.native:
-        return
     if workloads and (why := workload_refusal(system)):
         raise ScenarioError(f"workload[0]: {why}")
     for i, table in enumerate(_list(raw, "faults")):
-        if why := fault_refusal(system, str(table.get("kind"))):
+        if why := fault_refusal(system, str(table.get("kind")), transport):
             raise ScenarioError(f"faults[{i}].kind: {why}")
     for fault in faults:  # a nemesis's faults (its kinds are all allowed today)
-        if why := fault_refusal(system, fault.kind):
+        if why := fault_refusal(system, fault.kind, transport):
             raise ScenarioError(f"nemesis: {why}")
 
 

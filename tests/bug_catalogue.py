@@ -10,7 +10,8 @@ import pytest
 
 from foreign import jgroups
 from orchestration.matrix.bugs import CATALOGUE, Entry, bug_matrix, catalogue
-from orchestration.matrix.run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.matrix.run import check_all, run_cells, set_aside, write_matrix
 from orchestration.scenario import load
 
 BUG_FILES = sorted(CATALOGUE.glob("*.toml"))

@@ -410,10 +410,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def capture_problem() -> str | None:
     """What this machine lacks to capture (None: nothing)."""
-    from foreign.jgroups.launch import netns_available
+    from orchestration.backends.netns import check_netns_available
 
-    if why := netns_available():
-        return f"needs the netns backend: {why}"
+    try:
+        check_netns_available()
+    except ClusterError as e:
+        return str(e)
     return jgroups5.missing(Release.parse(NEWEST))
 
 

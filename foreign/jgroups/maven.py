@@ -102,7 +102,10 @@ def _failure(release: Release, output: str) -> str:
     """What Maven's output says went wrong, in one sentence with what to do."""
     where = f"JGroups {release} ({release.coordinates})"
     if re.search(r"Could not find artifact|was not found in", output):
-        return f"{where}: Maven Central does not have this release; pick one it has (`chaosbed systems` names some)"
+        return (
+            f"{where}: Maven Central does not have this release; pick another (`chaosbed systems` shows the releases "
+            "on this machine; any other is fetched on first use)"
+        )
     if re.search(r"[Cc]hecksum", output):
         return f"{where}: Maven refused the jar, its checksum does not match the registry's; try again later"
     if re.search(r"Could not transfer|Unknown host|Network is unreachable|Connection refused|offline", output):

@@ -87,6 +87,7 @@ class ForeignMembers(RealCluster):
         doc = self._launch(m).config_doc(self.token, self.spec.transport, self.system.name)
         if self.system.stacks:
             doc["stack"] = self.spec.stack
+        doc.update(self.system.member_config)
         fd = os.open(m.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the token
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
@@ -249,7 +250,7 @@ class ForeignProcess(ProcessCluster, ForeignMembers):
             super()._place(names)
             return
         index = claims.claim(self.label, "loopback", LOOPBACK_BLOCKS, self.state_dir)
-        self._group = f"239.79.{index // 250}.{index % 250}"  # as foreign/jgroups/launch.py, whose blocks these are
+        self._group = f"239.79.{index // 250}.{index % 250}"  # the loopback blocks of loopback_ports
         ports, mcast_port = loopback_ports(index, len(names))
         self._mcast_port: int | None = mcast_port
         for name, port in zip(names, ports, strict=True):
@@ -271,7 +272,7 @@ LOOPBACK_BLOCKS = 200
 
 def loopback_ports(index: int, members: int) -> tuple[list[int], int]:
     """Block `index` of the loopback port space (claims kind "loopback"): each member's data port (its control
-    endpoint is the next one) and the group's multicast port. foreign/jgroups/launch.py uses the same blocks."""
+    endpoint is the next one) and the group's multicast port."""
     if not 0 <= index < LOOPBACK_BLOCKS or not 0 < members <= 26:
         raise ValueError(f"loopback block {index} of {LOOPBACK_BLOCKS}, {members} members (at most 26)")
     base = LOOPBACK_BASE + LOOPBACK_BLOCK * index

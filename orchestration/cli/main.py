@@ -15,6 +15,7 @@ import click
 from orchestration.cli.cluster import down, send, status, up
 from orchestration.cli.compose import compose
 from orchestration.cli.demo import demo
+from orchestration.cli.errors import guarded
 from orchestration.cli.explore import explore
 from orchestration.cli.fault import fault, nemesis
 from orchestration.cli.matrix import bugs, matrix
@@ -40,5 +41,6 @@ main.add_command(explore)
 
 
 def entry() -> None:
-    """The `chaosbed` executable: `main`, then an exit without the interpreter's teardown (quick_exit.py)."""
-    run_then_exit(main)
+    """The `chaosbed` executable: `main` (a machine's errors as one line and exit 2: errors.py), then an exit without
+    the interpreter's teardown (quick_exit.py)."""
+    run_then_exit(guarded(main))

@@ -15,8 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestration.cli.options import BACKEND, console, master_option, spark_option, spark_target
-from orchestration.matrix.run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
-from orchestration.matrix.spec import Matrix, MatrixError, load_matrix, toml_value
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.matrix.run import check_all, run_cells, set_aside, write_matrix
+from orchestration.matrix.spec import Matrix, MatrixError, load_matrix
+from orchestration.toml_text import toml_value
 
 
 def _fail(msg: str) -> None:

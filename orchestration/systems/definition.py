@@ -54,7 +54,8 @@ def from_cluster(cluster: Mapping[str, object]) -> System:
             raise SystemProblem(
                 "cluster.system",
                 f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
-                "or define it inline with a [cluster.member] table (command = [...])",
+                "or define it inline with a [cluster.member] table (command = [...]), or once in a systems.toml "
+                "beside your scenarios (docs/foreign.md)",
             )
         return known
     _need(
@@ -171,8 +172,10 @@ def transport_refusal(system: System, transport: str, kind: str) -> str | None:
     return f"discard is refused over TCP ({why}): {TCP_DISCARD}"
 
 
-def fault_refusal(system: System, kind: str) -> str | None:
-    """Why a fault of this kind is refused for the system (None: it is not)."""
+def fault_refusal(system: System, kind: str, transport: str = "udp") -> str | None:
+    """Why a fault of this kind is refused for the system over the cluster's transport (None: it is not)."""
+    if why := transport_refusal(system, transport, kind):
+        return why
     if system.native:
         return None
     if kind in CHAOSBED_ONLY_FAULTS:
@@ -193,3 +196,36 @@ def workload_refusal(system: System) -> str | None:
         f"system {system.name!r} has no control (control = false): its members run their own workload, so a "
         "scenario's [[workload]] cannot be sent; leave it out"
     )
+
+
+def foreign_release(system: System, cluster: Mapping[str, object]) -> System:
+    """A foreign system with the stack (cluster_refusals checked it) and the release (`cluster.version`) a
+    scenario's [cluster] names; a release's jar is fetched here, on first use, so that a missing one fails at load
+    time. SystemProblem naming the key."""
+    from dataclasses import replace
+
+    from orchestration.systems import jgroups5
+
+    if "version" in cluster:
+        if not system.release:
+            why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
+            raise SystemProblem("cluster.version", f"refused for system {system.name!r}: {why}")
+        try:
+            system = jgroups5.with_release(system, cluster["version"])
+        except jgroups5.ReleaseProblem as e:
+            raise SystemProblem("cluster.version", str(e)) from None
+    if system.stacks and "stack" in cluster:
+        stack = str(cluster["stack"])
+        if system.requires != jgroups5.REQUIRES:
+            system = replace(system, stack=stack)
+        else:
+            try:
+                system = jgroups5.with_stack(system, stack)
+            except jgroups5.ReleaseProblem as e:
+                raise SystemProblem("cluster.stack", str(e)) from None
+    if system.requires == jgroups5.REQUIRES:
+        try:
+            jgroups5.ensure_jar(system)
+        except jgroups5.ReleaseProblem as e:
+            raise SystemProblem("cluster.version" if "version" in cluster else "cluster.system", str(e)) from None
+    return system

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TypeVar
 
 REAL_BACKENDS = ("process", "netns", "docker")
@@ -32,7 +32,8 @@ class System:
     how the `leave` fault ends a member: "control" (the control contract's optional `leave` command, a graceful
     leave of the group, with SIGTERM as the fallback) or "sigterm"; `transport`: the transport the system always
     uses ("": the scenario's); `stack_files`: `cluster.stack` may also be the path of a stack file of the user's
-    own (*.xml)."""
+    own (*.xml); `member_config`: more keys for every member's config file (the JGroups members' record_messages,
+    which benchmarks turn off)."""
 
     name: str
     command: tuple[str, ...] = ()
@@ -55,6 +56,7 @@ class System:
     leave: str = "sigterm"
     transport: str = ""
     stack_files: bool = False
+    member_config: dict[str, object] = field(default_factory=dict)
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -127,6 +129,7 @@ class System:
             leave=_field(d, "leave", base.leave),
             transport=_field(d, "transport", base.transport),
             stack_files=_field(d, "stack_files", base.stack_files),
+            member_config=_field(d, "member_config", base.member_config),
         )
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from chaos.faults import FaultRecord
-from foreign.jgroups.launch import netns_available
 from orchestration.backends.netns import NetnsCluster
 from orchestration.systems import SYSTEMS
 from orchestration.systems.clusters import new_cluster, spec_of
-from orchestration.systems.jgroups5 import missing, with_stack
+from orchestration.systems.jgroups5 import missing
+from tests.clusters import netns_skip_reason, with_stack
 from tests.foreign.jgroups5_watch import (
     TAPPED,
     Frame,
@@ -43,7 +43,7 @@ from tests.foreign.jgroups5_watch import (
     wait,
 )
 
-MISSING = netns_available() or missing(SYSTEMS["jgroups-5-udp"])
+MISSING = netns_skip_reason() or missing(SYSTEMS["jgroups-5-udp"])
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.jgroups,

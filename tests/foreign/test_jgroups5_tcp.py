@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from foreign.jgroups.launch import netns_available
 from orchestration.cli.main import main
 from orchestration.systems import SYSTEMS
 from orchestration.systems.jgroups5 import missing
+from tests.clusters import netns_skip_reason
 
-MISSING = netns_available() or missing(SYSTEMS["jgroups-5-tcp"])
+MISSING = netns_skip_reason() or missing(SYSTEMS["jgroups-5-tcp"])
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.jgroups,

@@ -52,7 +52,7 @@ def test_member_faults_from_the_command_line(tmp_path: Path) -> None:
         for kind, member in (("kill", "B"), ("restart", "B"), ("pause", "C"), ("resume", "C"), ("leave", "C")):
             assert f"{kind} {member}: done" in chaosbed(kind, member, "--cluster", label).output
         refused = chaosbed("restart", "A", "--cluster", label, ok=False)
-        assert refused.exit_code == 1 and "restart A: member A is running; kill it first" in refused.output
+        assert refused.exit_code == 2 and "restart A: member A is running; kill it first" in refused.output
         status = chaosbed("status", "--cluster", label).output
         assert "system mine" in status and "not running" in status and "not known from outside" in status
     finally:
@@ -114,7 +114,7 @@ def test_a_member_that_fails_at_start_fails_up_with_its_own_output(tmp_path: Pat
     broken = {"command": ["python3", "-c", "import sys; sys.exit('mine: cannot read {config}')"]}
     up = chaosbed("up", "--scenario", str(scenario_file(tmp_path, broken)), "--backend", "process",
                   "--out", str(tmp_path / "run"), ok=False)  # fmt: skip
-    assert up.exit_code == 1
+    assert up.exit_code == 2
     assert "member A (system 'mine') exited with 1 at start; its output ends with:" in up.output
     assert "mine: cannot read /" in up.output
 

@@ -11,7 +11,8 @@ import pytest
 from chaos.fault_table import QueueBypass
 from orchestration.cli.output import warn_late
 from orchestration.matrix.report import render
-from orchestration.matrix.run import CellResult, MatrixResult, matrix_doc
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.matrix.run import matrix_doc
 from orchestration.matrix.spec import load_matrix
 from orchestration.runner import OUTCOME_FILE, run, scenario_toml
 from orchestration.scenario import ScenarioError, parse

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from orchestration.cli.matrix import bugs_table
 from orchestration.matrix.bugs import bug_matrix, catalogue
-from orchestration.matrix.run import CellResult, MatrixResult
+from orchestration.matrix.results import CellResult, MatrixResult
 
 
 def result_as_planned(backends: list[str]) -> MatrixResult:

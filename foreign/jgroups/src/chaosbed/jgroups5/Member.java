@@ -199,7 +199,7 @@ public final class Member implements Receiver, Node {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> exit(0), "chaosbed-sigterm"));
         history.event("start", "address", cfg.address, "stack", system + "/" + stack.name, "transport", cfg.transport,
                 "release", Version.printVersion());
-        String phase = "cannot be read";
+        String phase = "cannot be set up";
         try (InputStream in = stack.url.openStream()) {
             ch = new JChannel(in);
             phase = "does not suit this member";
@@ -210,8 +210,7 @@ public final class Member implements Receiver, Node {
             phase = "did not start";
             ch.setReceiver(this);
             ch.connect(cfg.cluster);
-        } catch (Exception e) {
-            e.printStackTrace();
+        } catch (Exception e) { // JGroups' own words are in the reason; its stack trace would only bury them
             System.err.println("chaosbed-jgroups5: " + stack.describe() + " " + phase + " (JGroups " + Version.printVersion()
                     + "): " + reason(e));
             exit(2);
@@ -256,7 +255,7 @@ public final class Member implements Receiver, Node {
         }
         ps.insertProtocolAtTop(new SuspectWatch(a -> {
             suspects.incrementAndGet();
-            history.event("suspect", "peer", Payload.nameOf(addressOf(a)), "peer_address", addressOf(a));
+            history.event("suspect", "peer", Payload.nameOf(addressOf(a)));
         }));
     }
 
