@@ -23,8 +23,8 @@ from chaos.faults import FaultRecord
 from orchestration.backends.netns import NetnsCluster
 from orchestration.systems import SYSTEMS
 from orchestration.systems.clusters import new_cluster, spec_of
-from orchestration.systems.jgroups5 import missing
-from tests.clusters import netns_skip_reason, with_stack
+from orchestration.systems.jgroups5 import missing, with_stack
+from tests.clusters import netns_skip_reason
 from tests.foreign.jgroups5_watch import (
     TAPPED,
     Frame,
