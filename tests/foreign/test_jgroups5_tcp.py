@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import pytest
@@ -103,13 +104,18 @@ def test_partition_delay_pause_kill_restart_and_leave_work_over_tcp(tmp_path: Pa
     kinds = [f["kind"] for f in faults if f["event"] == "fault"]
     assert [k for k in kinds if k != "heal"] == ["delay", "partition", "pause", "resume", "kill", "restart", "leave"]
     t0 = next(f["t"] for f in faults if f["event"] == "start")
+    # medians, against the same member's before the faults: a send's history line comes a little before its bytes
+    # leave, so a message logged at a window's edge may leave after it (this VM is shared and busy)
     sent = {e["msg_id"]: e["t"] for e in history(out, "B") if e["event"] == "send"}
-    got = {e["msg_id"]: e["t"] for e in history(out, "C") if e["event"] == "deliver" and e["msg_id"] in sent}
+    at_c = {e["msg_id"]: e["t"] for e in history(out, "C") if e["event"] == "deliver" and e["msg_id"] in sent}
     held = [m for m, t in sent.items() if t0 + 3.1e9 < t < t0 + 4.3e9]  # sent while C did not hear B
-    assert held and all(m in got for m in held), "a multicast sent during the partition never reached C"
-    assert min(got[m] - sent[m] for m in held) > 0.15e9, "C got B's multicasts during the partition"
-    slow = [e for e in history(out, "A") if e["event"] == "send" and t0 + 1.1e9 < e["t"] < t0 + 1.9e9]
+    assert held and all(m in at_c for m in held), "a multicast sent during the partition never reached C"
+    before = [at_c[m] - t for m, t in sent.items() if t0 + 0.2e9 < t < t0 + 0.9e9 and m in at_c]
+    assert median(before) < 0.1e9 < 0.3e9 < median(at_c[m] - sent[m] for m in held), "C got B's during the partition"
     at_b = {e["msg_id"]: e["t"] for e in history(out, "B") if e["event"] == "deliver"}
-    assert slow and all(at_b[e["msg_id"]] - e["t"] > 0.15e9 for e in slow), "the delay did not slow A's unicasts"
+    sends = [e for e in history(out, "A") if e["event"] == "send"]
+    slow = [at_b[e["msg_id"]] - e["t"] for e in sends if t0 + 1.1e9 < e["t"] < t0 + 1.9e9]
+    fast = [at_b[e["msg_id"]] - e["t"] for e in sends if t0 + 0.2e9 < e["t"] < t0 + 0.9e9]
+    assert median(fast) < 0.1e9 < 0.15e9 < median(slow), "the delay did not slow A's unicasts"
     c = [e["event"] for e in history(out, "C")]
     assert c.count("start") == 2 and "left" in c, c
