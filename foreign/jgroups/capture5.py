@@ -13,8 +13,9 @@ member's veth (foreign/jgroups/capture.py's Capture; IP fragments put together),
 at its sender. The run, every step waiting on a condition (a history line, a view, a
 datagram on the wire) with a deadline:
 
- 1. C leaves (LEAVE_REQ/LEAVE_RSP, a VIEW) and joins again as C/2 (discovery, JOIN_REQ/JOIN_RSP, VIEW, VIEW_ACK);
- 2. unicasts: B -> C/2 (the first message of a connection), A -> B, a burst of 10 C/2 -> B (a LIST);
+ 1. C, then B, leave (LEAVE_REQ/LEAVE_RSP, VIEWs), and join again as B/2 and C/2 (discovery, JOIN_REQ/JOIN_RSP,
+    VIEW, VIEW_ACK): two leaves and two joins;
+ 2. unicasts: B/2 -> C/2 (the first message of a connection), A -> B/2, a burst of 10 C/2 -> B/2 (a LIST);
  3. multicasts: a burst of 10 from A (a LIST), 3 paced from C/2; then one unicast and one multicast of 10,000 bytes
     (FRAG2 fragments, and IP fragments of each);
  4. udp only: STABLE gossip and STABILITY on the wire; NAKACK4 ACKs come with every multicast;
@@ -182,21 +183,21 @@ class Run:
 
 def _traffic(r: Run) -> None:
     c = r.cluster
-    r.step("unicasts B -> C/2 (a connection's first message), A -> B, a burst of 10 C/2 -> B")
+    r.step("unicasts B/2 -> C/2 (a connection's first message), A -> B/2, a burst of 10 C/2 -> B/2")
     c.control("B", "send", to="C", count=3, size=100, rate=20)
     c.control("A", "send", to="B", count=3, size=100, rate=20)
     c.control("C", "send", to="B", count=10, size=100)
-    r.wait(lambda: r.delivered("C", {f"B>C#{i}" for i in (1, 2, 3)}), 20, "C to deliver B's unicasts")
+    r.wait(lambda: r.delivered("C", {f"B/2>C#{i}" for i in (1, 2, 3)}), 20, "C to deliver B's unicasts")
     r.wait(lambda: r.delivered("B", {f"A>B#{i}" for i in (1, 2, 3)}), 20, "B to deliver A's unicasts")
     r.wait(lambda: r.delivered("B", {f"C/2>B#{i}" for i in range(1, 11)}), 20, "B to deliver C's burst")
-    r.step("multicasts: a burst of 10 from A, 3 paced from C/2; one unicast and one multicast of 10,000 bytes")
+    r.step("multicasts: a burst of 10 from A, 3 paced from C/2; one unicast and one multicast of 10,000 bytes from B/2")
     c.control("A", "multicast", count=10, size=100)
     c.control("C", "multicast", count=3, size=100, rate=20)
     c.control("B", "send", to="A", count=1, size=BIG)
     c.control("B", "multicast", count=1, size=BIG)
-    want = {f"A>*#{i}" for i in range(1, 11)} | {"C/2>*#1", "C/2>*#2", "C/2>*#3", "B>*#1"}
+    want = {f"A>*#{i}" for i in range(1, 11)} | {"C/2>*#1", "C/2>*#2", "C/2>*#3", "B/2>*#1"}
     r.wait(lambda: all(r.delivered(name, want) for name in NAMES), 20, "every member to deliver the multicasts")
-    r.wait(lambda: r.delivered("A", {"B>A#1"}), 20, "A to deliver B's big unicast")
+    r.wait(lambda: r.delivered("A", {"B/2>A#1"}), 20, "A to deliver B's big unicast")
     if r.kind == "udp":
         r.step("STABLE gossip and STABILITY on the wire")
         r.wait(lambda: r.on_wire("STABLE.GOSSIP") and r.on_wire("STABLE.STABILITY"), 30, "STABLE rounds")
@@ -268,11 +269,14 @@ def run(kind: str, out: Path, workdir: Path) -> None:
         c.start(timeout=60)
         c.wait_for_view(timeout=30)
         r.cap = capture.Capture(c.switch_ns, reassemble=True)
-        r.step("C leaves, then joins again as C/2")
+        r.step("C and B leave, then join again as B/2 and C/2")
         c.leave("C")
         c.wait_for_view(["A", "B"], timeout=30)
-        c.restart("C", timeout=60)
-        c.wait_for_view(timeout=30)
+        c.leave("B")
+        c.wait_for_view(["A"], timeout=30)
+        for name, members in (("B", ["A", "B"]), ("C", NAMES)):
+            c.restart(name, timeout=60)
+            c.wait_for_view(members, timeout=30)
         _traffic(r)
         _retransmissions(r)
         _split_and_merge(r)
