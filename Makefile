@@ -12,7 +12,7 @@ DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
 
-.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven
+.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup
 
 setup: apt venv compose-plugin jgroups-setup jgroups5-setup
 
@@ -133,5 +133,6 @@ jgroups-jars: maven venv
 # Maven, the jars and the member; where one cannot be had it says what is missing and what to do, and skips the
 # member (its tests then skip with the reason, and fail where CHAOSBED_REQUIRE names jgroups).
 jgroups5-setup: venv
-	@if $(MAKE) --no-print-directory jgroups-jars; then $(MAKE) --no-print-directory jgroups5; \
+	@if $(MAKE) --no-print-directory jgroups-jars; then $(MAKE) --no-print-directory jgroups5 \
+	  JGROUPS5_BUILD_JAR="$$($(BIN)/python -m foreign.jgroups.maven where $(JGROUPS5_BUILD_RELEASE))"; \
 	else echo "setup: skipping the JGroups 5 member (make jgroups5): its jars could not be fetched (above)" >&2; fi

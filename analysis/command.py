@@ -17,6 +17,7 @@ from rich.text import Text
 from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
 from analysis.report_workers import write_reports
+from analysis.schema import run_system
 from analysis.verdict import sort_violations, verdict_doc, write_verdict
 from node.atomic import write_atomic
 
@@ -38,7 +39,8 @@ def write_outputs(analysis: Analysis) -> list[Path]:
 
     written = []
     for run in analysis.runs:
-        write_verdict(run.path / "verdict.json", analysis.results[run.name].violations, analysis.stats[run.name])
+        write_verdict(run.path / "verdict.json", analysis.results[run.name].violations, analysis.stats[run.name],
+                      run_system(run))  # fmt: skip
         written += [run.path / "verdict.json", run.path / "report.html"]
     write_reports(
         [

@@ -110,6 +110,15 @@ def runner_violations(run: RunFolder) -> list[dict[str, Any]]:
     return [{k: v.get(k) for k in RUNNER_FIELDS} for v in found]
 
 
+def run_system(run: RunFolder) -> dict[str, Any] | None:
+    """What the run's members ran, as its outcome.json records it (`system`: name, stack, release), or None."""
+    try:
+        found = json.loads(run.outcome_file.read_text()).get("system")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def discover_runs(root: str | Path) -> list[RunFolder]:
     """The run folders in `root`: itself if it has a `history/` folder, else every folder below (depth-bounded)
     that has one. Names are paths relative to `root` (a single run is named after its folder)."""

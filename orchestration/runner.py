@@ -58,6 +58,7 @@ class OutcomeDoc(TypedDict, total=False):
     handled: list[JsonObject]
     usage: dict[str, MemberUsage]
     unknown_shapes: dict[str, int]
+    system: dict[str, str]
     error: str
 
 
@@ -77,6 +78,7 @@ class RunOutcome:
     handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
     usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
+    system: dict[str, str] = field(default_factory=dict)  # what the members ran: name, stack, release (if any)
     # per receiving member, datagrams of the wire its handler could not read (a shape the profile does not know)
     unknown_shapes: dict[str, int] = field(default_factory=dict)
 
@@ -137,7 +139,10 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         # a member without control runs its own workload: the timeout is the end of its run, not a violation
         ended = result.settled or not sc.system.control
         extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, unknown)
+        ran = {"name": sc.system.name, "stack": sc.stack}
+        if sc.system.release:
+            ran["release"] = sc.system.release
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran, unknown)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
@@ -188,6 +193,8 @@ def write_outcome(outcome: RunOutcome) -> None:
         "warnings": outcome.warnings,
         "handled": [f.to_json() for f in outcome.handled],
     }
+    if outcome.system:
+        doc["system"] = outcome.system
     if outcome.usage:
         doc["usage"] = outcome.usage
     if outcome.unknown_shapes:

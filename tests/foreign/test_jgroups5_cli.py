@@ -2,8 +2,8 @@
 then `send`, `kill`, `restart`, `pause`, `resume`, `leave` (graceful: the others install a view without the member,
 no suspicion), `status` and `down`; `chaosbed run` of the shipped scenarios/jgroups5-split-heal.toml (loss, a split
 and its heal, checked with delivered_within and control_per_heal) passes on jgroups-5-udp, and on
-jgroups-5-tcp-noxmit fails `complete` exactly where NAKACK2 without retransmission cannot repair the split: C's
-multicasts after the merge, never delivered to A and B."""
+jgroups-5-tcp-noxmit fails `complete` (in most runs: a race) exactly where NAKACK2 without retransmission cannot
+repair the split: C's multicasts after the merge, never delivered to A and B."""
 
 from __future__ import annotations
 
@@ -69,17 +69,29 @@ def test_the_split_heal_scenario_on_jgroups_5_udp(tmp_path: Path) -> None:
     chaosbed("run", str(SPLIT_HEAL), "--backend", "netns", "--out", str(out))
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["ok"] and verdict["stats"]["checks"]["control_per_heal"] == {"sync": 10, "xmit": 2000}
+    ran = {"name": "jgroups-5-udp", "stack": "udp-fast", "release": "5.5.6"}  # what the verdict was reached on
+    assert verdict["system"] == ran and json.loads((out / "outcome.json").read_text())["system"] == ran
     assert verdict["stats"]["xmit"] > 0  # the loss made the jar retransmit, and the taps logged it
     views = [e for e in lines(out / "history" / "B.jsonl") if e["event"] == "view"]
     assert views[-1]["merge"] is True and len(views[-1]["merged_from"]) == 2
 
 
 def test_nakack2_without_retransmission_cannot_repair_the_split(tmp_path: Path) -> None:
-    out = tmp_path / "noxmit"
-    result = chaosbed("run", str(SPLIT_HEAL), "--backend", "netns", "--set", "cluster.system=jgroups-5-tcp-noxmit",
-                      "--out", str(out), code=1)  # fmt: skip
-    assert "FAIL" in result.output
-    violations = json.loads((out / "verdict.json").read_text())["violations"]
-    found = Counter((v["check"], v["sender"], v["receiver"]) for v in violations)
-    assert set(found) == {("complete", "C", "A"), ("complete", "C", "B")}, found
-    assert lines(out / "history" / "A.jsonl")[0]["release"] == NOXMIT
+    """The real jar's outcome is not the same every run (whether TCP still delivers what C sent into the split
+    before JGroups closes the connections is a race): measured 6 failing runs of 7 on netns. So up to 3 runs: one
+    must fail, and every one may fail only `complete` for C's multicasts to A and B."""
+    failed = 0
+    for attempt in range(3):
+        out = tmp_path / f"noxmit{attempt}"
+        result = CliRunner().invoke(main, ["run", str(SPLIT_HEAL), "--backend", "netns", "--set",
+                                           "cluster.system=jgroups-5-tcp-noxmit", "--out", str(out)])  # fmt: skip
+        assert result.exit_code in (0, 1), result.output
+        verdict = json.loads((out / "verdict.json").read_text())
+        assert verdict["system"] == {"name": "jgroups-5-tcp-noxmit", "stack": "tcp-noxmit-fast", "release": NOXMIT}
+        found = Counter((v["check"], v["sender"], v["receiver"]) for v in verdict["violations"])
+        assert set(found) <= {("complete", "C", "A"), ("complete", "C", "B")}, found
+        assert lines(out / "history" / "A.jsonl")[0]["release"] == NOXMIT
+        if found:
+            failed += 1
+            break
+    assert failed == 1, "the scenario passed 3 times in a row on NAKACK2 without retransmission"

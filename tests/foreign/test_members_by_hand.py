@@ -139,3 +139,28 @@ def contract_config_and_token(label: str) -> None:
         assert f"CHAOSBED_TOKEN={cluster.token}".encode() in environ
         peers = ",".join(f"{n}={o.ip}:{o.port}" for n, o in cluster.members.items() if n != name)
         assert f"CHAOSBED_PEERS={peers}".encode() in environ
+
+
+def test_a_control_leave_that_the_member_refuses_falls_back_to_sigterm(tmp_path: Path) -> None:
+    """`leave = "control"` on a member that does not know the command (the example answers it ok: false): the
+    `leave` fault then sends SIGTERM, and the member writes `stop` (no `left`) and exits as before."""
+    from orchestration.systems.clusters import new_cluster, spec_of
+    from orchestration.systems.definition import inline
+
+    system = inline("naive-rb", {"command": EXAMPLE, "leave": "control"})
+    assert system.leave == "control" and system.cluster_table()["member"]["leave"] == "control"  # type: ignore[index]
+    cluster = new_cluster(spec_of(system, ["A", "B"], "process"), workdir=tmp_path / "run")
+    try:
+        cluster.start()
+        pid = cluster.members["B"].pid
+        cluster.leave("B")
+        assert "B" not in cluster.running()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not [e for e in read_events(tmp_path / "run" / "history" / "B.jsonl")
+                                                   if e.get("event") == "stop"]:  # fmt: skip
+            time.sleep(0.05)
+        kinds = [e.get("event") for e in read_events(tmp_path / "run" / "history" / "B.jsonl")]
+        assert kinds[-1] == "stop" and "left" not in kinds, kinds
+        assert pid is not None
+    finally:
+        cluster.down()

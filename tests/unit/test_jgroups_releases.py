@@ -152,3 +152,12 @@ def test_systems_lists_releases_stacks_and_leave() -> None:
     assert _release(SYSTEMS["jgroups-2.12"]) == "2.12.2 (Debian's libjgroups-java)"
     assert _stacks(SYSTEMS["jgroups-5"]).endswith("tcp-noxmit, or your *.xml")
     assert _LEAVES[SYSTEMS["chaosbed-contract"].leave] == "SIGTERM"
+
+
+def test_the_makefile_and_the_python_side_agree_on_the_build_release() -> None:
+    from foreign.jgroups import jgroups5
+    from foreign.jgroups.releases import PROJECT_RELEASES
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    found = re.search(r"^JGROUPS5_BUILD_RELEASE := (\S+)$", makefile, re.M)
+    assert found and found.group(1) == jgroups5.BUILD_RELEASE and jgroups5.BUILD_RELEASE in PROJECT_RELEASES

@@ -260,3 +260,16 @@ def test_chaosbed_run_exits_2_on_a_discard_over_tcp(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "faults[0].kind: discard is refused over TCP" in " ".join(result.output.split())
     assert not (tmp_path / "out").exists()
+
+
+def test_an_inline_systems_leave_is_control_or_sigterm() -> None:
+    from orchestration.systems.definition import SystemProblem, inline
+
+    argv = ["python3", "member.py", "{config}"]
+    assert inline("mine", {"command": argv}).leave == "sigterm"
+    assert inline("mine", {"command": argv, "leave": "control"}).leave == "control"
+    for table, words in (({"leave": "maybe"}, '"control" (the `leave` fault sends'),
+                         ({"leave": "control", "control": False}, '"control" needs control = true')):  # fmt: skip
+        with pytest.raises(SystemProblem) as e:
+            inline("mine", {"command": argv, **table})
+        assert e.value.path == "cluster.member.leave" and words in e.value.reason
