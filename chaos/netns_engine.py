@@ -172,6 +172,7 @@ class NetnsFaultEngine:
                 overflowed=stats["missed_ids"],
                 dropped=kq.get("queue_dropped", 0) + kq.get("queue_user_dropped", 0),
                 faults=sorted({rule_id.split(":", 1)[0] for rule_id in stats["rules"]}, key=fault_order),
+                unknown_shapes=stats.get("unknown_shapes", 0),
             )
         return out
 

@@ -15,7 +15,7 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -28,7 +28,7 @@ from orchestration.schedule import run_schedule
 from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
-    from chaos.fault_table import FaultTable
+    from chaos.fault_table import QueueBypass
     from orchestration.cluster import Cluster
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
@@ -57,6 +57,7 @@ class OutcomeDoc(TypedDict, total=False):
     warnings: list[str]
     handled: list[JsonObject]
     usage: dict[str, MemberUsage]
+    unknown_shapes: dict[str, int]
     system: dict[str, str]
     error: str
 
@@ -78,6 +79,8 @@ class RunOutcome:
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
     usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
     system: dict[str, str] = field(default_factory=dict)  # what the members ran: name, stack, release (if any)
+    # per receiving member, datagrams of the wire its handler could not read (a shape the profile does not know)
+    unknown_shapes: dict[str, int] = field(default_factory=dict)
 
 
 def scenario_toml(sc: Scenario, comments: Iterable[str] = ()) -> str:
@@ -128,7 +131,9 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
-        warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
+        bypass = cluster.chaos.queue_bypass() if result.planned else {}
+        warnings = result.warnings + bypass_warnings(bypass)
+        unknown = {m: b.unknown_shapes for m, b in bypass.items() if b.unknown_shapes}
         usage = member_usage(cluster) if backend != "sim" and sc.system.control else {}
         cluster.stop_members()
         # a member without control runs its own workload: the timeout is the end of its run, not a violation
@@ -137,7 +142,7 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         ran = {"name": sc.system.name, "stack": sc.stack}
         if sc.system.release:
             ran["release"] = sc.system.release
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran)
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran, unknown)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
@@ -171,10 +176,11 @@ def warning_lines(late: list[JsonObject], warnings: list[str]) -> list[str]:
     return actions + list(warnings)
 
 
-def bypass_warnings(chaos: FaultTable) -> list[str]:
+def bypass_warnings(bypass: Mapping[str, QueueBypass]) -> list[str]:
     """A fault happens as planned or the run says it did not: packets that escaped the protocol-aware rules because
-    a member's NFQUEUE handler fell behind (NetnsFaultEngine.queue_bypass; the simulator judges every message)."""
-    return [w for b in chaos.queue_bypass().values() if (w := b.warning())]
+    a member's NFQUEUE handler fell behind or could not read them (NetnsFaultEngine.queue_bypass; the simulator
+    judges every message)."""
+    return [w for b in bypass.values() if (w := b.warning())]
 
 
 def write_outcome(outcome: RunOutcome) -> None:
@@ -191,6 +197,8 @@ def write_outcome(outcome: RunOutcome) -> None:
         doc["system"] = outcome.system
     if outcome.usage:
         doc["usage"] = outcome.usage
+    if outcome.unknown_shapes:
+        doc["unknown_shapes"] = outcome.unknown_shapes
     write_atomic(outcome.out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
 
 

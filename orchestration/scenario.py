@@ -321,7 +321,7 @@ def parse(raw: TomlTable) -> Scenario:
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
-    _refuse_for_system(system, raw, faults, workloads)
+    _refuse_for_system(system, raw, faults, workloads, transport)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     default_checks = {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True}
@@ -423,20 +423,20 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     return system, stack, str(transport), properties
 
 
-def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:
+def _refuse_for_system(
+    system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload], transport: str
+) -> None:
     """What a foreign system cannot do, refused by name: workloads without control, `set`, `close-connection` and
-    (without a wire profile) `discard` faults, written or made by a [[nemesis]]."""
+    (without a wire profile) `discard` faults, written or made by a [[nemesis]]; and a discard over TCP, for all."""
     from orchestration.systems.definition import fault_refusal, workload_refusal
 
-    if system.native:
-        return
     if workloads and (why := workload_refusal(system)):
         raise ScenarioError(f"workload[0]: {why}")
     for i, table in enumerate(_list(raw, "faults")):
-        if why := fault_refusal(system, str(table.get("kind"))):
+        if why := fault_refusal(system, str(table.get("kind")), transport):
             raise ScenarioError(f"faults[{i}].kind: {why}")
     for fault in faults:  # a nemesis's faults (its kinds are all allowed today)
-        if why := fault_refusal(system, fault.kind):
+        if why := fault_refusal(system, fault.kind, transport):
             raise ScenarioError(f"nemesis: {why}")
 
 

@@ -86,11 +86,12 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
 
 
 def _refused(cluster: Cluster, kind: str) -> str | None:
-    """Why the cluster's system refuses this fault (a discard without a wire profile), as a scenario file would."""
+    """Why the cluster's system refuses this fault (a discard without a wire profile or over TCP), as a scenario
+    file would."""
     from orchestration.systems import system_of
     from orchestration.systems.definition import fault_refusal
 
-    return fault_refusal(system_of(cluster.spec.system), kind)
+    return fault_refusal(system_of(cluster.spec.system), kind, cluster.spec.transport)
 
 
 def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
@@ -205,8 +206,8 @@ def discard(
     label: str | None,
 ) -> None:
     """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`; on a JGroups
-    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'`. `discard --list`: the names of the cluster's
-    system."""
+    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'` (2.12), `discard 'NAKACK4.ACK()'` (5.x).
+    `discard --list`: the names of the cluster's system."""
     if list_rules:
         _list_rules(system, label)
         return
@@ -234,6 +235,10 @@ def _list_rules(system_name: str | None, label: str | None) -> None:
         chosen = system_of(attach(label).spec.system)
     if chosen.wire == "none":
         raise CommandError(f"system {chosen.name!r} has no wire profile: no discard rules")
+    if chosen.transport == "tcp":
+        from orchestration.systems.definition import TCP_DISCARD
+
+        raise CommandError(f"system {chosen.name!r} runs over tcp: no discard rules ({TCP_DISCARD})")
     console.print(
         f"discard rules on system {chosen.name} (wire profile {chosen.wire}): PROTOCOL.TYPE(field=value, ...)"
     )

@@ -157,8 +157,25 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
     return found
 
 
-def fault_refusal(system: System, kind: str) -> str | None:
-    """Why a fault of this kind is refused for the system (None: it is not)."""
+TCP_DISCARD = (
+    "a discard cuts messages out of datagrams, and over TCP the messages are one byte stream that the kernel "
+    "retransmits (a dropped segment comes again, and no message can be cut out of the stream); use partition, loss, "
+    "delay, kill, pause or leave, or a UDP stack"
+)
+
+
+def transport_refusal(system: System, transport: str, kind: str) -> str | None:
+    """Why a fault of this kind is refused over the cluster's transport (None: it is not): a discard over TCP."""
+    if kind != "discard" or transport != "tcp":
+        return None
+    why = f"system {system.name!r} runs over tcp" if system.transport == "tcp" else "cluster.transport is tcp"
+    return f"discard is refused over TCP ({why}): {TCP_DISCARD}"
+
+
+def fault_refusal(system: System, kind: str, transport: str = "udp") -> str | None:
+    """Why a fault of this kind is refused for the system over the cluster's transport (None: it is not)."""
+    if why := transport_refusal(system, transport, kind):
+        return why
     if system.native:
         return None
     if kind in CHAOSBED_ONLY_FAULTS:

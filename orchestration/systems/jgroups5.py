@@ -39,7 +39,7 @@ def _system(name: str, stacks: tuple[str, ...], release: str, description: str, 
         name,
         command=jgroups5.system_command(r),
         control=True,
-        wire="none",
+        wire="jgroups-5",  # over tcp its discards are refused (transport)
         stack=stacks[0],
         description=description,
         views=True,
