@@ -15,6 +15,7 @@ from pathlib import Path
 from node import fault_kinds
 from node.fault_kinds import DISCARD_ACTIONS, KINDS, ValueType
 from node.units import parse_duration
+from orchestration.bug_table import Bug, parse_bug
 from orchestration.cluster import Properties
 from orchestration.systems import CHAOSBED, System
 
@@ -33,7 +34,6 @@ CHECKS = {
 }
 # What a bug's `violates` may name: the checks, and the runner's own `timeout`.
 VIOLATIONS = CHECKS | {"timeout"}
-BUG_KEYS = {"id", "title", "layer", "breaks", "source", "flawed", "fixed", "violates", "no_fix"}
 
 
 class ScenarioError(ValueError):
@@ -87,32 +87,6 @@ class Scenario:
     raw: TomlTable = field(repr=False)
     bug: Bug | None = None
     system: System = CHAOSBED  # what the members run (orchestration/systems/): chaosbed's own, or a foreign system
-
-
-@dataclass
-class Bug:
-    """A known-bug scenario's `[bug]` table: the same schedule FAILS on the flawed variant (exactly the checks in
-    `violates`) and PASSES on the fixed one. Variants are settings (dotted keys as in --set) applied to the file.
-    A bug of a system that has no fix (`no_fix`: why) has the flawed variant only."""
-
-    id: str
-    title: str
-    layer: str
-    breaks: str
-    source: str
-    flawed: dict[str, object]
-    fixed: dict[str, object]
-    violates: list[str]
-    no_fix: str = ""
-
-    @property
-    def variants(self) -> tuple[str, ...]:
-        return ("flawed",) if self.no_fix else ("flawed", "fixed")
-
-    def settings(self, variant: str) -> dict[str, object]:
-        if variant not in self.variants:
-            raise ValueError(f"variant must be one of {', '.join(self.variants)}, not {variant!r}")
-        return dict(self.flawed if variant == "flawed" else self.fixed)
 
 
 def _need(cond: bool, path: str, reason: str) -> None:
@@ -223,7 +197,21 @@ def load(
         raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
-    return parse(with_named_system(raw, Path(path).parent))
+    return parse(with_named_system(with_stack_file(raw, Path(path).parent), Path(path).parent))
+
+
+def with_stack_file(raw: TomlTable, origin: Path) -> TomlTable:
+    """A relative `cluster.stack` file (*.xml) that is not there from the working directory but is beside the
+    scenario file (a catalogue bug's own JGroups stack, scenarios/bugs/stacks/) made absolute."""
+    cluster = raw.get("cluster")
+    stack = cluster.get("stack") if isinstance(cluster, dict) else None
+    if not isinstance(stack, str) or not stack.endswith(".xml") or Path(stack).expanduser().is_absolute():
+        return raw
+    beside = origin / stack
+    if Path(stack).exists() or not beside.is_file():
+        return raw
+    assert isinstance(cluster, dict)
+    return {**raw, "cluster": {**cluster, "stack": str(beside.resolve())}}
 
 
 def with_named_system(raw: TomlTable, origin: Path) -> TomlTable:
@@ -345,31 +333,7 @@ def parse(raw: TomlTable) -> Scenario:
 
 
 def _bug(raw: object) -> Bug:
-    b = _table(raw, "bug", "must be a table")
-    for key in b:
-        _need(key in BUG_KEYS, f"bug.{key}", f"unknown key; a [bug] table has: {', '.join(sorted(BUG_KEYS))}")
-    for key in ("id", "title"):
-        _need(isinstance(b.get(key), str) and bool(b.get(key)), f"bug.{key}", "a non-empty string is required")
-    for key in ("layer", "breaks", "source", "no_fix"):
-        _need(isinstance(b.get(key, ""), str), f"bug.{key}", "must be a string")
-    no_fix = str(b.get("no_fix", ""))
-    if no_fix:  # the system has no fixed variant: the file asserts the flawed behaviour only
-        _need("fixed" not in b, "bug.fixed", "a bug with no_fix has no fixed variant; leave fixed out")
-    flawed, fixed = (
-        _table(b.get(key, {} if no_fix else None), f"bug.{key}", "a table of --set keys and values is required ({} "
-               "for none), or no_fix = \"why\" instead of fixed")
-        for key in ("flawed", "fixed")
-    )  # fmt: skip
-    _need(bool(no_fix) or bool(flawed) or bool(fixed), "bug", "flawed and fixed must differ in at least one setting")
-    violates = b.get("violates")
-    if not (isinstance(violates, list) and violates and all(isinstance(v, str) for v in violates)):
-        raise ScenarioError("bug.violates: a non-empty list of check names")
-    for v in violates:
-        _need(v in VIOLATIONS, "bug.violates", f"unknown check {v!r}; checks: {', '.join(sorted(VIOLATIONS))}")
-    return Bug(
-        str(b["id"]), str(b["title"]), str(b.get("layer", "")), str(b.get("breaks", "")), str(b.get("source", "")),
-        dict(flawed), dict(fixed), list(violates), no_fix,
-    )  # fmt: skip
+    return parse_bug(raw, _need, _table, VIOLATIONS)
 
 
 def _list(raw: TomlTable, key: str) -> list[TomlTable]:

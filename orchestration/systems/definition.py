@@ -128,7 +128,7 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
     if system.native:
         return []
     found = []
-    if "properties" in cluster:
+    if cluster.get("properties"):  # an empty table sets nothing (a [per_system] table may empty the file's)
         found.append(
             (
                 "cluster.properties",

@@ -65,8 +65,10 @@ class System:
     @property
     def label(self) -> str:
         """The name with the stack (and the release), for reports: `my-gossip (gossip-v1)`, `jgroups-5-udp (5.5.6,
-        udp-fast)`."""
+        udp-fast)`; a stack file by its file name (`jgroups-5 (5.4.6, nakack4-window-100.xml)`)."""
         stack = self.stack if self.stack and self.stack != self.name else ""
+        if stack.endswith(".xml"):
+            stack = stack.rsplit("/", 1)[-1]
         inner = ", ".join(x for x in (self.release, stack) if x)
         return f"{self.name} ({inner})" if inner else self.name
 
