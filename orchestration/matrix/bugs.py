@@ -4,8 +4,9 @@ table.
 Running a bug = a matrix of two cells per backend, the flawed variant (expected to fail with exactly the checks the
 file names) and the fixed one (expected to pass), checked in one pass like any matrix. A bug of a system without a fix
 (`no_fix`) has the flawed cell only. A bug with a `[bug.real]` pair has two more cells per backend, real-flawed and
-real-fixed: the same file on the real release that had the bug and on the one that fixed it. A cell whose system cannot run on its backend (a foreign system on the simulator)
-or on this machine (no JDK for the JGroups jar) is skipped with the reason, not failed.
+real-fixed: the same file on the real release that had the bug and on the one that fixed it
+(orchestration/bug_table.py). A cell whose system cannot run on its backend (a foreign system on the simulator) or
+on this machine (no JDK for the JGroups jar) is skipped with the reason, not failed.
 """
 
 from __future__ import annotations
