@@ -16,7 +16,19 @@ GROUP, ARTIFACT = "org.jgroups", "jgroups"
 # What the project's own files use (systems' defaults, scenarios): `make setup` fetches these.
 NEWEST = "5.5.6"  # the newest 5.x release
 NOXMIT = "5.4.3"  # the newest release whose NAKACK2 still runs without retransmission (5.4.4 refuses it)
-PROJECT_RELEASES = (NEWEST, NOXMIT)
+# The catalogue's real-release pairs (scenarios/bugs/, [bug.real]) and the ranges the bisect tests search
+# (tests/netns/test_bisect.py): 5.4.9 is tagged but Maven Central does not serve it.
+CATALOGUE_RELEASES = ("5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
+PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES)
+# The member programs, the releases each runs and what it runs on (`chaosbed systems`; docs/foreign/jgroups5.md).
+MEMBER_PROGRAMS = (
+    (
+        "chaosbed.jgroups5",
+        "5.2.0+ (its stacks' protocols; one build, against 5.4.3's API)",
+        "Java 11+ for 5.2-5.4, Java 17+ for 5.5 (the jar's own need)",
+    ),
+    ("chaosbed.jgroups", "2.12.2 (Debian's libjgroups-java)", "Java 17 (Debian's default JDK)"),
+)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\.([A-Za-z][A-Za-z0-9]*))?")
 
 

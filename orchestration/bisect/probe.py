@@ -6,6 +6,7 @@ signature), or, with no `violates`, when its verdict is FAIL.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,8 +69,9 @@ class Target:
             cell.system = system_label(sc)
             cells.append(cell)
         matrix = Matrix(f"{sc.name}-{version}", None, cells, {"seed": [c.seed for c in cells]}, ["scenario"], ["seed"])
+        t0 = time.perf_counter()
         results, interrupted = run_cells(matrix, folder, self.jobs)
-        result = MatrixResult(matrix, folder, results, interrupted)
+        result = MatrixResult(matrix, folder, results, interrupted, run_seconds=time.perf_counter() - t0)
         set_aside(folder, results)
         check_all(result, self.master)
         write_matrix(result)

@@ -75,6 +75,7 @@ def bisect(
 
     def on_probe(p) -> None:  # type: ignore[no-untyped-def]
         console.print(f"  probe {probe_line(p)}", markup=False)
+        console.file.flush()  # live progress in a log or a pipe too
 
     def oracle(version: str, n: int) -> tuple[int, int, str]:
         with console.status(f"probing {version}: {n} runs (bracket {versions[search.lo]}..{versions[search.hi]})"):

@@ -67,13 +67,17 @@ def _stacks(s: System) -> str:
 
 
 def _releases_here() -> None:
+    from foreign.jgroups.releases import MEMBER_PROGRAMS
     from orchestration.systems.jgroups5 import on_this_machine
 
+    for program, releases, java in MEMBER_PROGRAMS:
+        console.print(f"JGroups member program {program}: releases {releases}; runs on {java}", markup=False)
     here = on_this_machine()
     console.print(
         "JGroups 5 releases on this machine (Maven's local repository): "
         + (", ".join(here) if here else "none")
-        + "; another is fetched from Maven Central on first use (cluster.version)",
+        + "; another is fetched from Maven Central on first use (cluster.version); the releases Maven Central "
+        "serves: python -m foreign.jgroups.registry",
         markup=False,
     )
 
