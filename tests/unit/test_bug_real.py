@@ -37,8 +37,8 @@ def write(tmp_path: Path, bug: str, cluster: str = "") -> Path:
 
 
 def test_a_real_pair_adds_two_variants_with_the_releases(tmp_path: Path) -> None:
-    p = write(tmp_path, 'flawed = { "cluster.stack" = "unicast2" }\nfixed = {}\n'
-              '[bug.real]\nsystem = "jgroups-5"\nflawed = "5.4.6"\nfixed = "5.4.7"\nviolates = ["complete"]')  # fmt: skip
+    real = '[bug.real]\nsystem = "jgroups-5"\nflawed = "5.4.6"\nfixed = "5.4.7"\nviolates = ["complete"]'
+    p = write(tmp_path, 'flawed = { "cluster.stack" = "unicast2" }\nfixed = {}\n' + real)
     bug = load(p).bug
     assert bug is not None and bug.real is not None
     assert bug.variants == ("flawed", "fixed", "real-flawed", "real-fixed")
