@@ -149,3 +149,20 @@ def test_a_stack_file_that_cannot_start_is_exit_2_naming_it(jclusters: JGroupsCl
     message = str(e.value)
     assert "member A (system 'jgroups-5') exited with 2 at start" in message, message
     assert f"stack file {bad}" in message and "FD_SOCKET_NO_SUCH" in message, message
+
+
+def test_a_lost_first_message_makes_the_receiver_ask_for_it_and_the_taps_log_both(jclusters: JGroupsClusters) -> None:
+    """C's first unicast to B (a new connection: first=true) is dropped (the jgroups-5 wire profile's discard): B
+    gets C's second without a window, sends SEND_FIRST_SEQNO (its tap writes `sync`), C resends seqno 1 (its tap
+    writes `xmit`), and B delivers all five in order. The taps' counts agree with the lines."""
+    c = jclusters.start("jgroups-5-udp", ["A", "B", "C"], "netns")
+    c.chaos.add("discard", {"match": "UNICAST3.DATA(first=1)", "from": ["C"], "to": ["B"], "count": 1})
+    c.control("C", "send", to="B", count=5, size=100, rate=10)
+    wait_for(lambda: len(events(c, "B", "deliver", sender="C", kind="unicast")) == 5, 20, "B to get C's five")
+    syncs, xmits = events(c, "B", "sync"), events(c, "C", "xmit", peer="B")
+    assert [e["peer"] for e in syncs] == ["C"], syncs
+    assert [(e["seqno"], e["conn_id"]) for e in xmits] == [(1, xmits[0]["conn_id"])], xmits
+    delivered = [e["seqno"] for e in events(c, "B", "deliver", sender="C", kind="unicast")]
+    assert delivered == sorted(delivered) == list(range(1, 6))
+    b, cw = (c.control(n, "stats")["counters"]["wire"]["UNICAST3"] for n in ("B", "C"))
+    assert b["sent"]["SEND_FIRST_SEQNO"] == 1 == cw["received"]["SEND_FIRST_SEQNO"]
