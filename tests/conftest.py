@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.process.broken import Shell
 
 REQUIRE_ENV = "CHAOSBED_REQUIRE"
 # skip reasons that a missing kernel feature gives, allowed even where the chaos tests are required: this machine kind
@@ -62,3 +65,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(message, red=True, bold=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    """A user's shell on the test's own state root (tests/process/broken.py): `shell("up", ...)` runs `chaosbed` in a
+    process of its own; what it leaves is taken down after the test, also on failure."""
+    found = Shell(tmp_path)
+    try:
+        yield found
+    finally:
+        found.clean_up()

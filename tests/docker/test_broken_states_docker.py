@@ -15,8 +15,7 @@ from tests.process.broken import Shell
 pytestmark = needs_docker
 
 
-def test_a_member_container_removed_from_another_shell(docker_client: Any, tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_a_member_container_removed_from_another_shell(docker_client: Any, tmp_path: Path, shell: Shell) -> None:
     up = shell("up", "--backend", "docker", "-n", "3", "--out", str(tmp_path / "run"))
     assert up.code == 0, up.out + up.err
     (label,) = shell.labels()

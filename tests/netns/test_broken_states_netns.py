@@ -16,8 +16,7 @@ from tests.process.broken import Shell
 pytestmark = [pytest.mark.netns, skip_without_chaos()]
 
 
-def test_a_member_namespace_deleted_from_another_shell(tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_a_member_namespace_deleted_from_another_shell(tmp_path: Path, shell: Shell) -> None:
     up = shell("up", "--backend", "netns", "-n", "3", "--out", str(tmp_path / "run"))
     assert up.code == 0, up.out + up.err
     (label,) = shell.labels()

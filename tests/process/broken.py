@@ -7,10 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestration.host.processes import send_signal
+from tests.clusters import down_all
 
 COMMAND_TIMEOUT = 120.0
 SOURCES = str(Path(__file__).resolve().parents[2])
@@ -57,6 +61,7 @@ class Shell:
         self.folder = folder
         self.state = folder / "state"
         self.env = {**os.environ, "CHAOSBED_STATE": str(self.state), "COLUMNS": "200", **env}
+        self.seen: set[tuple[int, str]] = set()  # member processes (pid, cluster label) this test has seen
 
     def __call__(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> Answer:
         proc = subprocess.run(
@@ -77,7 +82,16 @@ class Shell:
 
     def member_pids(self, label: str) -> list[int]:
         state = json.loads(self.state_file(label).read_text())
-        return [m["pid"] for m in state["members"].values() if m.get("pid")]
+        pids = [m["pid"] for m in state["members"].values() if m.get("pid")]
+        self.seen.update((pid, label) for pid in pids)
+        return pids
+
+    def clean_up(self) -> None:
+        """After the test, whatever happened: `down --all` on this shell's own state root, then any member process
+        the test saw that still runs (by its pid, while it is still the cluster's)."""
+        down_all(self.env)
+        for pid, label in self.seen:
+            send_signal(pid, label, signal.SIGKILL)
 
 
 def fingerprints(folder: Path) -> dict[str, str]:

@@ -65,8 +65,7 @@ def _acting_on(label: str) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
         pytest.param(None, False, id="cut-short"),
     ],
 )
-def test_a_state_file_this_chaosbed_cannot_use(tmp_path: Path, damage: object, pids_kept: bool) -> None:
-    shell = Shell(tmp_path)
+def test_a_state_file_this_chaosbed_cannot_use(tmp_path: Path, shell: Shell, damage: object, pids_kept: bool) -> None:
     label = _up(shell)
     pids = shell.member_pids(label)
     path = shell.state_file(label)
@@ -89,8 +88,7 @@ def test_a_state_file_this_chaosbed_cannot_use(tmp_path: Path, damage: object, p
         os.kill(pid, signal.SIGKILL)
 
 
-def test_a_cluster_torn_down_from_another_shell(tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_a_cluster_torn_down_from_another_shell(tmp_path: Path, shell: Shell) -> None:
     label = _up(shell)
     assert shell("down", "--cluster", label).code == 0  # the other shell
     before = fingerprints(tmp_path / "run")
@@ -101,8 +99,7 @@ def test_a_cluster_torn_down_from_another_shell(tmp_path: Path) -> None:
     assert {k: v for k, v in after.items() if k in before} == before, "a history or file of the run changed"
 
 
-def test_members_killed_from_another_shell(tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_members_killed_from_another_shell(tmp_path: Path, shell: Shell) -> None:
     label = _up(shell, 3)
     pids = shell.member_pids(label)
     for pid in pids[:2]:  # A and B die, C runs on
@@ -135,8 +132,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_FILES))
-def test_a_scenario_file_that_cannot_be_read(tmp_path: Path, kind: str) -> None:
-    shell = Shell(tmp_path)
+def test_a_scenario_file_that_cannot_be_read(tmp_path: Path, shell: Shell, kind: str) -> None:
     path = tmp_path / "scenario.toml"
     if (content := BAD_FILES[kind]) is not None:
         path.write_bytes(content)
@@ -156,8 +152,7 @@ def test_a_scenario_file_that_cannot_be_read(tmp_path: Path, kind: str) -> None:
     assert not shell.labels(), "a cluster was left behind"
 
 
-def test_run_folders_that_cannot_be_checked(tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_run_folders_that_cannot_be_checked(tmp_path: Path, shell: Shell) -> None:
     garbage = tmp_path / "garbage"
     (garbage / "history").mkdir(parents=True)
     (garbage / "history" / "A.jsonl").write_bytes(b'\xff\xfe not json\n{"t": 1, "event"\n')
@@ -182,8 +177,7 @@ def _foreign_scenario(path: Path, command: list[str]) -> Path:
     return path
 
 
-def test_a_member_that_exits_at_once_or_finds_its_port_taken(tmp_path: Path) -> None:
-    shell = Shell(tmp_path)
+def test_a_member_that_exits_at_once_or_finds_its_port_taken(tmp_path: Path, shell: Shell) -> None:
     dies = _foreign_scenario(tmp_path / "dies.toml", ["python3", "-c", "import sys; sys.exit('mine: no config')"])
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
