@@ -130,12 +130,42 @@ def analyze(
     if not root.is_dir():
         raise InputError(f"{root}: no such folder" if not root.exists() else f"{root}: not a folder")
     t0 = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        try:  # on the Spark service, a lease keeps its idle timeout from stopping it mid-check
-            target = stack.enter_context(using(master, warm_up=warm_up))
-        except (SparkServiceError, ValueError, OSError) as exc:  # OSError: no state root to keep a service in
-            raise SparkUnavailable(f"Spark target {requested(master)}: {exc}") from exc
-        return run_pipeline(root, target, bound_views, reader, t0)
+    for attempt in (1, 2):  # the Spark service may die under a check (its JVM killed): a new one takes it again
+        with contextlib.ExitStack() as stack:
+            try:  # on the Spark service, a lease keeps its idle timeout from stopping it mid-check
+                target = stack.enter_context(using(master, warm_up=warm_up))
+            except (SparkServiceError, ValueError, OSError) as exc:  # OSError: no state root to keep a service in
+                raise SparkUnavailable(f"Spark target {requested(master)}: {exc}") from exc
+            try:
+                return run_pipeline(root, target, bound_views, reader, t0)
+            except Exception as exc:
+                # the server went away mid-check, or between the lease and the session (nothing answers any more)
+                lost = connection_lost(exc) or (
+                    isinstance(exc, SparkUnavailable) and isinstance(exc.__cause__, ConnectionError)
+                )
+                if not lost:
+                    raise
+                if master is None and attempt == 1:
+                    continue  # the service, started on demand, is started again
+                if isinstance(exc, SparkUnavailable):
+                    raise
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise SparkUnavailable(
+                    f"the Spark target {requested(master)} went away during the check ({first}): check again "
+                    "(`chaosbed spark status` tells whether the service runs)"
+                ) from exc
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a Spark Connect error is the server going away (a transport failure), not an error of the query."""
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    if type(exc) is not SparkConnectGrpcException:  # its subclasses are the server's answers: errors of the query
+        return False
+    import grpc
+
+    return exc.getGrpcStatusCode() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
 
 
 def warm_up(url: str) -> None:

@@ -33,6 +33,7 @@ from analysis.spark_config import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import RetryPolicy
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -125,6 +126,8 @@ def get_spark(master: str | None = None) -> SparkSession:
 
             _probe(concrete)
             _session = SparkSession.builder.remote(concrete).getOrCreate()
+            if isinstance(_session, ConnectSession):
+                _session.client.set_retry_policies([_connect_retries()])
             spark_service.on_stop(drop_connect_session)  # stopping the service first closes this client
             if "session_id=" in concrete and isinstance(_session, ConnectSession):
                 _session.release_session_on_close = False  # the service's shared session: a client must not close it
@@ -153,6 +156,18 @@ def get_spark(master: str | None = None) -> SparkSession:
             _session.sparkContext.addPyFile(str(code_zip(Path(_code_folder.name))))
         _master = master or LOCAL
         return _session
+
+
+CONNECT_RETRIES = 8  # a server that went away is given up after ~16 s of retries (the client's default: 10 minutes)
+CONNECT_MAX_BACKOFF_MS = 3000
+
+
+def _connect_retries() -> RetryPolicy:
+    """The Connect client's retry policy: its default retries an unavailable server for at least 10 minutes, so a
+    check whose service died hung that long; a local service that answers does within seconds."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=CONNECT_RETRIES, max_backoff=CONNECT_MAX_BACKOFF_MS)
 
 
 def _probe(url: str) -> None:
