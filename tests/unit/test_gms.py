@@ -416,6 +416,30 @@ def test_stack_holds_multicasts_during_a_merge_and_keeps_the_seqnos_it_promised(
     assert [d.seqno for d in s.drain().delivers] == [1, 2, 3]
 
 
+def test_stack_holds_multicasts_until_the_member_has_joined() -> None:
+    """A restarted member's application multicasts before its JOIN_RSP: none goes out (a JGroups channel cannot send
+    before connect returns). The coordinator may list it already and deliver them, then exclude it (its JOIN_RSP
+    lost) and take it in again with a fresh window at 0, which delivered them twice
+    (scenarios/regressions/gms-multicast-before-join.toml). Once joined they go out, in order, with the
+    seqnos promised."""
+    s = build_stack("A/2", "unicast3+nakack2")
+    g = s.gms
+    assert isinstance(g, Gms) and g.holds_multicasts  # INIT: not even discovering yet
+    assert s.multicast(b"x\0", 0.0) == 1
+    s.tick(0.0)  # starts discovery: FIND
+    assert g.state is State.DISCOVERY and g.holds_multicasts
+    assert s.multicast(b"y\0", 0.1) == 2
+    g.s.state = State.JOINING  # JOIN_REQ sent to B; its JOIN_RSP is lost, so nothing changes
+    s.tick(0.2)
+    assert s.multicast_protocol is not None and s.multicast_protocol.digest()["A/2"] == (0, 0)  # nothing sent
+    assert s.c["multicasts_held"] == 2 and s.missing_from()["A/2"] == 2  # the quiet check waits for them
+    assert [d.seqno for d in s.drain().delivers] == []
+    g.joining.handle_join_rsp(view("B", 5, ["B", "A/2"]), {"B": (0, 0)}, 0.3, s.out)
+    s.tick(0.3)
+    assert not g.holds_multicasts and s.multicast_protocol.digest()["A/2"] == (0, 2)
+    assert [d.seqno for d in s.drain().delivers if d.sender == "A/2"] == [1, 2]
+
+
 # --- FD and MERGE --------------------------------------------------------------------------------------------------
 
 
