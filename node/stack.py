@@ -364,8 +364,9 @@ class Stack:
     def missing_from(self) -> dict[str, int]:
         """Peer address -> unicasts and multicasts from it that are missing here (gaps, or announced and not
         received); under its own address, the multicasts it holds back (before joining, during a merge handshake,
-        or MCAST's full window). What nothing reveals missing, a lost tail, the orchestrator finds by comparing what senders sent
-        with what receivers got (`multicast_heard`, `unicast_sent` and `unicast_delivered` of `progress`)."""
+        or MCAST's full window). What nothing reveals missing, a lost tail, the orchestrator finds by comparing what
+        senders sent with what receivers got (`multicast_heard`, `unicast_sent` and `unicast_delivered` of
+        `progress`)."""
         out: dict[str, int] = {}
 
         def add(peer: str, n: int) -> None:

@@ -136,6 +136,7 @@ class Gms(MembershipLayer[GmsProps]):
         "merges_busy",
         "merge_unheard_asked",  # listed in an answer, not heard from by the failure detector: asked all the same
         "merge_unheard_left_out",  # of those, the ones that had not answered by unheard_deadline
+        "merge_departed_skipped",  # members that left through us, reported by a stale INFO: not asked into a merge
         "merge_reqs_sent",
         "merge_reqs_received",
         "merge_rsps_sent",

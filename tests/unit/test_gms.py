@@ -243,6 +243,30 @@ def test_member_leaves_gracefully() -> None:
     assert ("close",) in net.mc["B"].calls
 
 
+def test_a_member_that_left_through_us_is_not_asked_into_a_merge() -> None:
+    """B's last INFO (view A|3) arrives after A installed A|4 without it: a merge would ask B, which never answers,
+    and A would hold its multicasts for merge_timeout (scenarios/regressions/gms-merge-asks-departed-member.toml,
+    found by explore). An excluded member that is still alive (C here) is asked as before."""
+    net = GmsNet()
+    for n in "ABCD":
+        net.member(n, view("A", 4, "ABCD"))
+    net.call("B", lambda g, out: g.leave(net.now, out))
+    a = net.gms["A"]
+    assert a.view == view("A", 5, "ACD")
+    net.call(
+        "A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("A", 4): "B"}, {"B": ViewId("A", 4)}, 0, out)
+    )
+    assert a.s.merge is None and not a.holds_multicasts and not net.sent(MERGE_REQ, "A", "B")
+    assert a.c["merges_started"] == 0 and a.c["merge_departed_skipped"] == 1
+    net.cuts.add(("A", "C"))
+    net.call("A", lambda g, out: g.suspect("C", net.now, out))
+    assert a.view == view("A", 6, "AD")
+    net.call(
+        "A", lambda g, out: g.start_merge({ViewId("A", 6): "A", ViewId("A", 5): "C"}, {"C": ViewId("A", 5)}, 0, out)
+    )
+    assert a.s.merge is not None and a.holds_multicasts and a.c["merges_started"] == 1
+
+
 def test_leaving_coordinator_hands_over_to_the_next_member() -> None:
     net = GmsNet()
     for n in "ABC":
