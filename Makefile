@@ -12,9 +12,9 @@ DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
 
-.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup
+.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup
 
-setup: apt venv compose-plugin jgroups-setup
+setup: apt venv compose-plugin jgroups-setup jgroups5-setup
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -68,7 +68,10 @@ clean:
 # compiled against Debian's jar into build/jgroups/classes, with its stacks next to the classes. Rebuilt only when a
 # source or a stack changed (the stamp).
 JGROUPS_JAR ?= /usr/share/java/jgroups.jar
-JGROUPS_SOURCES := $(wildcard foreign/jgroups/src/chaosbed/jgroups/*.java)
+# The member programs of every JGroups generation share chaosbed/member/ (JSON, config, history, tasks, control server:
+# no JGroups API), compiled into each generation's build.
+JGROUPS_COMMON := $(wildcard foreign/jgroups/src/chaosbed/member/*.java)
+JGROUPS_SOURCES := $(wildcard foreign/jgroups/src/chaosbed/jgroups/*.java) $(JGROUPS_COMMON)
 JGROUPS_STACKS := $(wildcard foreign/jgroups/stacks/*.xml)
 JGROUPS_CLASSES := build/jgroups/classes
 JGROUPS_STAMP := $(JGROUPS_CLASSES)/.stamp
@@ -93,3 +96,43 @@ jgroups-setup:
 	fi; \
 	if command -v javac >/dev/null 2>&1 && [ -f $(JGROUPS_JAR) ]; then $(MAKE) --no-print-directory jgroups; \
 	else echo "setup: skipping the JGroups member (make jgroups): missing$$missing; run 'sudo make setup'" >&2; fi
+
+# The JGroups 5 member (foreign/jgroups/jgroups5.py, docs/foreign/jgroups5.md): one build for every 5.x release,
+# compiled for Java 11 against the API of JGroups 5.4.3 (the oldest release the project uses) from Maven's local
+# repository, with its stacks next to the classes. Rebuilt only when a source or a stack changed.
+M2_REPO ?= $(HOME)/.m2/repository
+JGROUPS5_BUILD_RELEASE := 5.4.3
+JGROUPS5_BUILD_JAR ?= $(M2_REPO)/org/jgroups/jgroups/$(JGROUPS5_BUILD_RELEASE).Final/jgroups-$(JGROUPS5_BUILD_RELEASE).Final.jar
+JGROUPS5_SOURCES := $(wildcard foreign/jgroups/src/chaosbed/jgroups5/*.java) $(JGROUPS_COMMON)
+JGROUPS5_STACKS := $(wildcard foreign/jgroups/stacks5/*.xml)
+JGROUPS5_CLASSES := build/jgroups5/classes
+JGROUPS5_STAMP := $(JGROUPS5_CLASSES)/.stamp
+
+jgroups5: $(JGROUPS5_STAMP)
+$(JGROUPS5_STAMP): $(JGROUPS5_SOURCES) $(JGROUPS5_STACKS)
+	@command -v javac >/dev/null || { echo "jgroups5: no javac: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@test -f $(JGROUPS5_BUILD_JAR) || { echo "jgroups5: no $(JGROUPS5_BUILD_JAR): make jgroups-jars" >&2; exit 1; }
+	@rm -rf $(JGROUPS5_CLASSES) && mkdir -p $(JGROUPS5_CLASSES)/chaosbed/jgroups5/stacks
+	javac --release 11 -Xlint:all -Werror -d $(JGROUPS5_CLASSES) -cp $(JGROUPS5_BUILD_JAR) $(JGROUPS5_SOURCES)
+	@cp $(JGROUPS5_STACKS) $(JGROUPS5_CLASSES)/chaosbed/jgroups5/stacks/
+	@touch $@
+
+# Maven, the way apt and pip are setup dependencies: found on PATH, or Debian's `maven` installed as root.
+maven:
+	@if ! command -v mvn >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "setup: installing maven (the JGroups jars come from Maven Central)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; \
+	  else echo "setup: no mvn: run 'sudo make setup' (or apt-get install maven) for the JGroups 5 members" >&2; exit 1; fi; \
+	fi
+
+# The JGroups jars the project's own files use (foreign/jgroups/releases.py PROJECT_RELEASES), from Maven Central with
+# strict checksums into Maven's local repository (never into this repository); cached ones are not fetched again.
+jgroups-jars: maven venv
+	$(BIN)/python -m foreign.jgroups.maven fetch --project
+
+# Maven, the jars and the member; where one cannot be had it says what is missing and what to do, and skips the
+# member (its tests then skip with the reason, and fail where CHAOSBED_REQUIRE names jgroups).
+jgroups5-setup: venv
+	@if $(MAKE) --no-print-directory jgroups-jars; then $(MAKE) --no-print-directory jgroups5 \
+	  JGROUPS5_BUILD_JAR="$$($(BIN)/python -m foreign.jgroups.maven where $(JGROUPS5_BUILD_RELEASE))"; \
+	else echo "setup: skipping the JGroups 5 member (make jgroups5): its jars could not be fetched (above)" >&2; fi

@@ -17,7 +17,9 @@ from rich.text import Text
 from analysis.config import BOUND_CHECKS, CORE_CHECKS, InputError
 from analysis.pipeline import Analysis, SparkUnavailable, analyze
 from analysis.report_workers import write_reports
+from analysis.schema import run_system
 from analysis.verdict import sort_violations, verdict_doc, write_verdict
+from node.atomic import write_atomic
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 SHOWN = 20  # violations printed; verdict.json has them all
@@ -37,7 +39,8 @@ def write_outputs(analysis: Analysis) -> list[Path]:
 
     written = []
     for run in analysis.runs:
-        write_verdict(run.path / "verdict.json", analysis.results[run.name].violations, analysis.stats[run.name])
+        write_verdict(run.path / "verdict.json", analysis.results[run.name].violations, analysis.stats[run.name],
+                      run_system(run))  # fmt: skip
         written += [run.path / "verdict.json", run.path / "report.html"]
     write_reports(
         [
@@ -60,7 +63,7 @@ def write_outputs(analysis: Analysis) -> list[Path]:
         }
         write_verdict(analysis.root / "verdict.json", every, stats)
         report = analysis.root / (CHECKS_REPORT if (analysis.root / MATRIX_FILE).exists() else "report.html")
-        report.write_text(render_matrix(analysis), encoding="utf-8")
+        write_atomic(report, render_matrix(analysis))
         written += [analysis.root / "verdict.json", report]
     return written
 

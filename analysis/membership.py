@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.config import CheckConfig, InputError, parse_duration
+from node.addresses import parse_address
 from node.fault_kinds import CUTS, NETWORK
-from node.wire import incarnation_of, name_of
 
 NEVER = 1 << 62  # "no end": a fault still in force
 LASTING = {*NETWORK, "link"}  # network faults (node/fault_kinds.py) and the simulator's own set_link records
@@ -134,19 +134,6 @@ class RunInfo:
             return f"before the first heal at {self.seconds(heals[0])}"
         start = f"between the heal at {self.seconds(heals[i - 1])}"
         return f"{start} and the end" if i == len(heals) else f"{start} and the heal at {self.seconds(heals[i])}"
-
-
-def parse_address(address: object) -> tuple[str, int] | None:
-    """A member address ("C", "C/2", ...) as (name, incarnation number, 1 = the first), or None when it is absent
-    or not an address (empty, no name, or a bad or non-positive incarnation number)."""
-    if not isinstance(address, str) or not address:
-        return None
-    try:
-        inc = incarnation_of(address)
-    except ValueError:
-        return None
-    name = name_of(address)
-    return (name, inc) if name and inc >= 1 else None
 
 
 def addressed_incarnation(dest: object, dest_address: object) -> int | None:

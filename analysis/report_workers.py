@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from node.atomic import write_atomic
+
 if TYPE_CHECKING:
     from analysis.results import RunResult
     from analysis.stats import RunStats
@@ -27,7 +29,7 @@ def write_report(job: Job) -> None:
     from analysis.report import render_run
 
     path, name, res, stats = job
-    path.write_text(render_run(name, res, stats), encoding="utf-8")
+    write_atomic(path, render_run(name, res, stats))
 
 
 def write_reports(jobs: list[Job]) -> None:

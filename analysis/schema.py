@@ -12,7 +12,7 @@ kind          string      send/deliver: unicast | multicast (xmit/ack: the proto
 sender        string      send/deliver: the sending member
 dest          string      send/deliver: unicast destination; null for multicast
 dest_address  string      unicast send, optional: the receiver's incarnation it was addressed to ("C", "C/2" after one
-                          restart, ...: node/wire.py), which decides whether it is owed (docs/analysis.md); null
+                          restart, ...: node/addresses.py), which decides whether it is owed (docs/analysis.md); null
                           or absent for multicast and in histories written before the field existed
 conn_id       string      unicast connection id (a JSON number or string; read as its text); null for multicast
 seqno         int64       unicast: seqno in the connection; multicast: the sender's multicast seqno
@@ -108,6 +108,15 @@ def runner_violations(run: RunFolder) -> list[dict[str, Any]]:
     except (ValueError, UnicodeDecodeError, AttributeError) as exc:
         raise InputError(f"{path}: not a runner outcome: {exc}") from None
     return [{k: v.get(k) for k in RUNNER_FIELDS} for v in found]
+
+
+def run_system(run: RunFolder) -> dict[str, Any] | None:
+    """What the run's members ran, as its outcome.json records it (`system`: name, stack, release), or None."""
+    try:
+        found = json.loads(run.outcome_file.read_text()).get("system")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def discover_runs(root: str | Path) -> list[RunFolder]:

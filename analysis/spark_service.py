@@ -242,14 +242,15 @@ def _clear(folder: Path) -> None:
 
 
 def _live_state(folder: Path) -> ServiceInfo | None:
-    """The running service (under the lock); a stale state file (the supervisor is gone) is cleaned up."""
+    """The running service (under the lock); a stale state file (the supervisor is gone, or its JVM: killed, out of
+    memory, and the supervisor not yet done noticing) is cleaned up and its processes stopped."""
     info = _read_state(folder)
     if info is None:
         (folder / "state.json").unlink(missing_ok=True)
         return None
-    if _supervisor(info, folder) is not None:
+    if _supervisor(info, folder) is not None and (not info.jvm_pid or _jvm(info) is not None):
         return info
-    _stop_service(info, folder)  # the supervisor died: its JVM may be left behind
+    _stop_service(info, folder)  # the supervisor or the JVM died: what is left of the other goes too
     _clear(folder)
     return None
 

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.membership import RunInfo, parse_address
+from analysis.membership import RunInfo
+from node.addresses import parse_address
 
 
 def to_numpy(col: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:

@@ -28,7 +28,9 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.wire import make_address
+import tomli_w
+
+from node.addresses import make_address
 
 T0 = 1_000_000_000  # ns; the first round
 ROUND = 100_000  # ns between workload rounds
@@ -383,21 +385,12 @@ class _Run:
                 f["seed"] = seed
             (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in self.faults))
         if scenario_checks is not None:
-            body = "".join(f"{k} = {_toml(v)}\n" for k, v in scenario_checks.items())
-            (run_dir / "scenario.toml").write_text(
-                f'name = "synthetic"\nseed = {seed}\n\n[cluster]\nmembers = {len(self.names)}\n\n[checks]\n{body}'
-            )
+            # tomli-w directly: orchestration/toml_text.py is the project's writer, but analysis cannot import it
+            scenario = {"name": "synthetic", "seed": seed, "cluster": {"members": len(self.names)}}
+            (run_dir / "scenario.toml").write_text(tomli_w.dumps({**scenario, "checks": scenario_checks}))
         if "diverge" in self.inj:
             self.expected.append(Expected("views_converge", None, self.names[1]))
         return n
-
-
-def _toml(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):  # an inline table, e.g. control_per_heal = { xmit = 5 }
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(x)}" for k, x in v.items()) + " }"
-    return json.dumps(v)
 
 
 def _format(member: str, t: int, item: tuple | str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.config import CHECKS
+from node.atomic import write_atomic
 
 _INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _ORDER = {c: i for i, c in enumerate(CHECKS)}
@@ -86,16 +87,22 @@ def sort_violations(violations: list[Violation]) -> list[Violation]:
     return sorted(violations, key=Violation.sort_key)
 
 
-def verdict_doc(violations: list[Violation], stats: Mapping[str, Any]) -> dict[str, Any]:
-    """verdict.json's document. `stats`: a run's RunStats (a Mapping of its JSON) or a matrix's stats dict."""
+def verdict_doc(
+    violations: list[Violation], stats: Mapping[str, Any], system: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """verdict.json's document. `stats`: a run's RunStats (a Mapping of its JSON) or a matrix's stats dict;
+    `system`: what the run's members ran (outcome.json's `system`: name, stack, release), so a verdict says it."""
     ordered = sort_violations(violations)
-    return {"ok": not ordered, "violations": [v.to_json() for v in ordered], "stats": dict(stats)}
+    doc = {"ok": not ordered, "violations": [v.to_json() for v in ordered], "stats": dict(stats)}
+    if system:
+        doc["system"] = dict(system)
+    return doc
 
 
-def write_verdict(path: Path, violations: list[Violation], stats: Mapping[str, Any]) -> dict[str, Any]:
-    """Writes verdict.json ({"ok", "violations", "stats"}) atomically and returns the document."""
-    doc = verdict_doc(violations, stats)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+def write_verdict(
+    path: Path, violations: list[Violation], stats: Mapping[str, Any], system: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Writes verdict.json ({"ok", "violations", "stats"}, and `system` when known) atomically; returns it."""
+    doc = verdict_doc(violations, stats, system)
+    write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
     return doc

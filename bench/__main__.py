@@ -2,12 +2,14 @@
 
 import os
 
-from bench import sim_speed, unicast3_cost
+from bench import bench_wire_judge, sim_speed, unicast3_cost
 
 print("== simulator ==")
 sim_speed.main([])
 print("== UNICAST3 processing cost ==")
 unicast3_cost.main([])
+print("== the NFQUEUE judge per datagram on each wire: chaosbed's, JGroups 2.12's, JGroups 5's ==")
+bench_wire_judge.main()
 if os.geteuid() == 0:
     from bench import bench_network
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import statistics
 import time
@@ -31,9 +32,10 @@ from typing import Any
 import bench.bench_network as network
 from bench.common import report
 from foreign import jgroups
-from foreign.jgroups.launch import JGroupsCluster
 from orchestration.backends.netns import NetnsCluster, check_netns_available
-from orchestration.cluster import ClusterSpec
+from orchestration.cluster import Cluster, ClusterSpec
+from orchestration.systems import SYSTEMS
+from orchestration.systems.clusters import new_cluster, spec_of
 
 SIDES = ("JGroups, histories", "JGroups, no send/deliver lines", "chaosbed, histories")
 TIMEOUT = 600.0
@@ -58,7 +60,18 @@ def missing() -> str | None:
     return jgroups.missing()
 
 
-def _delivered(cluster: JGroupsCluster, name: str) -> int:
+def jgroups_cluster(system: str, names: list[str], stack: str, record: bool, exits: contextlib.ExitStack) -> Cluster:
+    """A JGroups cluster through the Cluster API, as `chaosbed run` starts one (the first member first), with or
+    without the member's send/deliver lines (record_messages), in one view; taken down when `exits` closes."""
+    chosen = dataclasses.replace(SYSTEMS[system], member_config={"record_messages": record})
+    c = new_cluster(spec_of(chosen, names, "netns", stack=stack))
+    exits.enter_context(c)
+    c.start(timeout=60)
+    c.wait_for_view(timeout=60)
+    return c
+
+
+def _delivered(cluster: Cluster, name: str) -> int:
     return int(cluster.control(name, "stats")["counters"]["member"]["delivered"])
 
 
@@ -70,7 +83,7 @@ def _lines(cluster: Any, name: str) -> int:
     return int(reply["events_written"])
 
 
-def jgroups_round(cluster: JGroupsCluster, multicast: bool, n: int, size: int) -> float:
+def jgroups_round(cluster: Cluster, multicast: bool, n: int, size: int) -> float:
     """A sends (or multicasts) n messages; msgs/s until the slowest receiver had them all."""
     receivers = ["B", "C"] if multicast else ["B"]
     before = {r: _delivered(cluster, r) for r in receivers}
@@ -132,9 +145,7 @@ def measure(kind: str, n: int, size: int, repeats: int, stack: contextlib.ExitSt
     jstack = "unicast" if multicast else "unicast2"  # udp.xml: NAKACK with UNICAST; UNICAST2 in UNICAST's place
     sides = []
     for record in (True, False):
-        c = stack.enter_context(JGroupsCluster(names, stack=jstack, mode="netns", config={"record_messages": record}))
-        c.start()
-        c.wait_view(timeout=60)
+        c = jgroups_cluster("jgroups-2.12", names, jstack, record, stack)
         sides.append(Side(c, receivers, lambda c=c: jgroups_round(c, multicast, n, size)))
     if multicast:
         spec = ClusterSpec(names, stack="unicast3+nakack2", properties=network.FAST_MEMBERSHIP, backend="netns")

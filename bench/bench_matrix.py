@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestration.matrix.run import MatrixResult, run_cells, write_matrix
+from orchestration.matrix.results import MatrixResult
+from orchestration.matrix.run import run_cells, write_matrix
 from orchestration.matrix.spec import Matrix, expand
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

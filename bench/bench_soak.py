@@ -22,29 +22,27 @@ import sys
 import tempfile
 from pathlib import Path
 
+from orchestration.toml_text import toml_document
+
 MEMBERS = 5
 
-SCENARIO = """name = "bench-soak"
-seed = {seed}
-[cluster]
-members = {members}
-stack = "unicast3+nakack2"
-[cluster.properties]
-fd = {{ interval = "0.5s", timeout = "2s", timeout_check_interval = "0.5s" }}
-gms = {{ join_timeout = "1s", discovery_timeout = "1s" }}
-merge = {{ min_interval = "1s", max_interval = "3s" }}
-[[workload]]
-kind = "unicast"
-from = "*"
-to = "*"
-count = 1
-rate = {unicast}
-[[workload]]
-kind = "multicast"
-from = ["A", "C"]
-count = 1
-rate = {multicast}
-"""
+
+def soak_scenario(seed: int, unicast_rate: float, multicast_rate: float) -> dict[str, object]:
+    """The soak's scenario: every member streams unicasts to every other, A and C multicast, short fd/merge timers."""
+    properties = {
+        "fd": {"interval": "0.5s", "timeout": "2s", "timeout_check_interval": "0.5s"},
+        "gms": {"join_timeout": "1s", "discovery_timeout": "1s"},
+        "merge": {"min_interval": "1s", "max_interval": "3s"},
+    }
+    return {
+        "name": "bench-soak",
+        "seed": seed,
+        "cluster": {"members": MEMBERS, "stack": "unicast3+nakack2", "properties": properties},
+        "workload": [
+            {"kind": "unicast", "from": "*", "to": "*", "count": 1, "rate": unicast_rate},
+            {"kind": "multicast", "from": ["A", "C"], "count": 1, "rate": multicast_rate},
+        ],
+    }
 
 
 def main() -> int:
@@ -57,9 +55,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
         scenario = Path(tmp) / "soak.toml"
-        scenario.write_text(
-            SCENARIO.format(seed=args.seed, members=MEMBERS, unicast=args.unicast_rate, multicast=args.multicast_rate)
-        )
+        scenario.write_text(toml_document(soak_scenario(args.seed, args.unicast_rate, args.multicast_rate)))
         out = args.out or Path(tmp) / "run"
         cmd = [sys.executable, "-m", "orchestration", "explore", str(scenario), "--backend", "netns"]
         cmd += ["--budget", f"{args.minutes * 60:g}s", "--out", str(out)]

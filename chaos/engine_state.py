@@ -28,6 +28,7 @@ class HandlerStats(TypedDict):
     """The part of a handler's `stats` reply (chaos/nfqueue/handler.py Handler.stats) the engine reads."""
 
     missed_ids: int
+    unknown_shapes: NotRequired[int]  # datagrams of the wire its rules read of a shape they do not know (passed)
     queue: dict[str, int]  # the kernel's queue counters (id_sequence, queue_dropped, ...); {} when not bound
     rules: dict[str, dict[str, int]]  # rule id -> counters (matched, dropped, delayed, ...)
 

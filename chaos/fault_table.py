@@ -66,7 +66,10 @@ class QueueBypass:
     finds the queue full (`full_queue`; the kernel counts it nowhere, so it is the queue rules' packet count minus
     what the kernel numbered) or the handler's socket buffer full (`overflowed`, numbered but never read) is
     accepted, not dropped: it escapes every handler rule. `dropped`: a full queue on kernels without fail-open.
-    Packets in flight when it is asked (numbered, not yet read) count as overflowed: a handful at most."""
+    Packets in flight when it is asked (numbered, not yet read) count as overflowed: a handful at most.
+    `unknown_shapes`: datagrams of the cluster's wire that the handler judged but could not read (a shape the wire
+    profile does not know: another release's layout, an unknown header or object): passed untouched, no message rule
+    acted on them."""
 
     member: str
     queued: int  # packets the queue rules took since they were last installed
@@ -74,6 +77,7 @@ class QueueBypass:
     overflowed: int
     dropped: int
     faults: list[str]  # the faults with rules at this member
+    unknown_shapes: int = 0
 
     IN_FLIGHT: ClassVar[int] = 16  # numbered but not yet read when asked: below this, overflowed is not a bypass
 
@@ -92,6 +96,11 @@ class QueueBypass:
                 f"{share} bypassed the protocol-aware rules ({faults}; its queue or socket buffer was full, and the "
                 "kernel lets such packets through rather than drop them), so those faults acted on fewer packets "
                 "than planned. A less busy machine or a lower workload rate avoids it"
+            )
+        if self.unknown_shapes:
+            parts.append(
+                f"the NFQUEUE handler at {self.member} could not read {self.unknown_shapes:,} datagrams of a shape "
+                f"its wire profile does not know: they passed untouched, judged by no message rule of {faults}"
             )
         if self.dropped:
             parts.append(

@@ -33,7 +33,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from chaos import u32 as xt_u32
 from chaos.rules import Match
@@ -119,14 +121,31 @@ class U32Rule:
     probability: float = 1.0
 
 
+class TimedBlock(NamedTuple):
+    """A partition from `source` while `window` is in force, on behalf of fault `fault` (its id, for counters)."""
+
+    source: str
+    window: Window
+    fault: str = ""
+
+
+class TimedLoss(NamedTuple):
+    """A loss of `probability` from `source` while `window` is in force, on behalf of fault `fault`."""
+
+    source: str
+    probability: float
+    window: Window
+    fault: str = ""
+
+
 @dataclass
 class NamespaceRules:
     """Everything one receiving namespace should have. Empty = no chaos rules at all (the table and chain go)."""
 
     blocked: set[str] = field(default_factory=set)  # source addresses not heard at all
     losses: list[tuple[str, float]] = field(default_factory=list)  # (source, drop probability)
-    timed_blocks: list[tuple[str, Window]] = field(default_factory=list)  # (source, when it is not heard)
-    timed_losses: list[tuple[str, float, Window]] = field(default_factory=list)  # (source, drop probability, when)
+    timed_blocks: list[TimedBlock] = field(default_factory=list)  # when a source is not heard
+    timed_losses: list[TimedLoss] = field(default_factory=list)  # when a source's packets are dropped at random
     header_drops: list[HeaderDrop] = field(default_factory=list)
     queue_all: set[str] = field(default_factory=set)  # every packet from these sources goes to the handler
     queue_ours: set[str] = field(default_factory=set)  # every datagram of our wire format from these sources
@@ -254,8 +273,9 @@ BLOCKED, LOST = "blocked", "lost"
 def nft_script(rules: NamespaceRules) -> str:
     """An `nft -f` script that replaces table inet chaosbed in one transaction (or removes it when empty).
 
-    Every rule carries a comment, "blocked" (partitions) or "lost" (loss), by which `counters` classifies it. A timed
-    rule matches the source first, then its `meta time` bounds, then (loss) the random draw."""
+    Every rule carries a comment, "blocked" (partitions) or "lost" (loss), by which `counters` classifies it; a timed
+    rule's comment names its fault too ("blocked f4"), by which `fault_counters` attributes it. A timed rule matches
+    the source first, then its `meta time` bounds, then (loss) the random draw."""
     lines = [f"table inet {NFT_TABLE} {{}}", f"delete table inet {NFT_TABLE}"]
     if rules.needs_nft():
         lines.append(f"table inet {NFT_TABLE} {{")
@@ -263,19 +283,24 @@ def nft_script(rules: NamespaceRules) -> str:
         lines.append("  chain input {")
         lines.append("    type filter hook input priority -10; policy accept;")
         lines.append(_nft_rule(BLOCKED, "ip saddr @blocked"))
-        for source, window in rules.timed_blocks:
+        for source, window, fault in rules.timed_blocks:
             bounds = window.nft_bounds()
             if bounds is not None:
-                lines.append(_nft_rule(BLOCKED, f"ip saddr {source}", bounds))
+                lines.append(_nft_rule(_comment(BLOCKED, fault), f"ip saddr {source}", bounds))
         for source, p in rules.losses:
             lines.append(_nft_rule(LOST, f"ip saddr {source}", _numgen(p)))
-        for source, p, window in rules.timed_losses:
+        for source, p, window, fault in rules.timed_losses:
             bounds = window.nft_bounds()
             if bounds is not None:
-                lines.append(_nft_rule(LOST, f"ip saddr {source}", bounds, _numgen(p)))
+                lines.append(_nft_rule(_comment(LOST, fault), f"ip saddr {source}", bounds, _numgen(p)))
         lines.append("  }")
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _comment(kind: str, fault: str) -> str:
+    """A rule's comment: its class, then the id of the fault it acts for (timed rules: one fault each)."""
+    return f"{kind} {fault}" if fault else kind
 
 
 def _nft_rule(comment: str, *matches: str) -> str:
@@ -327,6 +352,11 @@ def iptables_script(rules: NamespaceRules) -> str:
 def _run(ns: str, argv: list[str], stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(["ip", "netns", "exec", ns, *argv], input=stdin, capture_output=True, text=True)
     if check and proc.returncode != 0:
+        if not ns.startswith("/") and not os.path.exists(f"/run/netns/{ns}"):
+            raise KernelError(
+                f"namespace {ns} does not exist (deleted from another shell, or the cluster taken down?): no rules "
+                "can go there; `chaosbed down` removes the rest of the cluster"
+            )
         raise KernelError(f"{' '.join(argv)} in namespace {ns} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
 
@@ -391,14 +421,38 @@ def parse_nft_counters(listing: str) -> dict[str, int]:
     comment ("blocked" or "lost", see nft_script); a rule without one (a table of an older version) by whether it
     matches the @blocked set."""
     out = {BLOCKED: 0, LOST: 0}
+    for kind, _, n in _nft_rule_counts(listing):
+        out[kind] += n
+    return out
+
+
+def parse_nft_fault_counters(listing: str) -> dict[str, dict[str, int]]:
+    """{fault id: {"blocked" or "lost": n}} of the timed rules, whose comments name their fault."""
+    out: dict[str, dict[str, int]] = {}
+    for kind, fault, n in _nft_rule_counts(listing):
+        if fault:
+            out.setdefault(fault, {}).setdefault(kind, 0)
+            out[fault][kind] += n
+    return out
+
+
+def _nft_rule_counts(listing: str) -> Iterator[tuple[str, str, int]]:
+    """(class, fault id or "", packets) of each rule of a `nft list table` listing."""
     for line in listing.splitlines():
         if "counter packets" not in line:
             continue
         n = int(line.split("counter packets")[1].split()[0])
         m = _COMMENT.search(line)
-        kind = m.group(1) if m and m.group(1) in out else (BLOCKED if "@blocked" in line else LOST)
-        out[kind] += n
-    return out
+        kind, _, fault = (m.group(1) if m else "").partition(" ")
+        if kind not in (BLOCKED, LOST):  # a rule without a comment (a table of an older version)
+            kind, fault = (BLOCKED if "@blocked" in line else LOST), ""
+        yield kind, fault, n
+
+
+def fault_counters(ns: str) -> dict[str, dict[str, int]]:
+    """Packets each planned fault's kernel rules dropped in namespace ns: {fault id: {"blocked" | "lost": n}}."""
+    nft = _run(ns, ["nft", "list", "table", "inet", NFT_TABLE], check=False)
+    return parse_nft_fault_counters(nft.stdout) if nft.returncode == 0 else {}
 
 
 def parse_iptables_counters(listing: str) -> dict[str, int]:

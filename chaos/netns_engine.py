@@ -127,12 +127,21 @@ class NetnsFaultEngine:
         if not stats:
             return list(state.faults)
         per_fault: dict[str, dict[str, int]] = {}
+
+        def add(fault_id: str, counters: dict[str, int]) -> None:
+            total = per_fault.setdefault(fault_id, {})
+            for k, v in counters.items():
+                total[k] = total.get(k, 0) + v
+
         for member, h in state.handlers.items():
             with contextlib.suppress(OSError, ChaosError, ValueError):
                 for rule_id, counters in self._stats(member, h)["rules"].items():
-                    total = per_fault.setdefault(rule_id.split(":", 1)[0], {})
-                    for k, v in counters.items():
-                        total[k] = total.get(k, 0) + v
+                    add(rule_id.split(":", 1)[0], counters)
+        if any(f.window for f in state.faults):  # planned partitions and losses: the kernel's rules, one per fault
+            for endpoint in self.members.values():
+                with contextlib.suppress(OSError, kernel.KernelError):
+                    for fault_id, counters in kernel.fault_counters(endpoint.ns).items():
+                        add(fault_id, counters)
         return [f.with_handled(per_fault[f.id]) if f.id in per_fault else f for f in state.faults]
 
     def clock_offset(self) -> int | None:
@@ -163,6 +172,7 @@ class NetnsFaultEngine:
                 overflowed=stats["missed_ids"],
                 dropped=kq.get("queue_dropped", 0) + kq.get("queue_user_dropped", 0),
                 faults=sorted({rule_id.split(":", 1)[0] for rule_id in stats["rules"]}, key=fault_order),
+                unknown_shapes=stats.get("unknown_shapes", 0),
             )
         return out
 

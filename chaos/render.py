@@ -86,13 +86,15 @@ def render(
                     handler_rules.append(_handler_rule(rule_id, ip, record, None, "drop", name))
                 elif f.cuts:
                     if window:
-                        rules.timed_blocks.append((ip, _real_window(window, clock_offset)))
+                        rules.timed_blocks.append(kernel.TimedBlock(ip, _real_window(window, clock_offset), record.id))
                     else:
                         rules.blocked.add(ip)
                 elif category is Category.LINK:  # loss
                     p = _probability(f)
                     if window:
-                        rules.timed_losses.append((ip, p, _real_window(window, clock_offset)))
+                        rules.timed_losses.append(
+                            kernel.TimedLoss(ip, p, _real_window(window, clock_offset), record.id)
+                        )
                     else:
                         rules.losses.append((ip, p))
                 elif category is Category.SHAPING and use_netem and not window:

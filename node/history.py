@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring
 from pathlib import Path
 
+from node.addresses import name_of
 from node.payload import msg_id_of
 from node.protocols.base import Deliver, Event
-from node.wire import name_of
 
 encode: Callable[[object], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 """The one encoder of history lines (and of faults.jsonl lines): compact, UTF-8, keys in insertion order."""

@@ -38,6 +38,7 @@ FIELDS: dict[str, tuple[str, bool]] = {
     "address": ("str", False),
     "stack": ("str", False),
     "transport": ("str", False),
+    "release": ("str", False),
     "kind": ("str", False),
     "sender": ("str", False),
     "sender_address": ("str", True),
@@ -54,12 +55,13 @@ FIELDS: dict[str, tuple[str, bool]] = {
     "merged_from": ("list[str]", False),
     "counters": ("object", False),
     "peer": ("str", True),
+    "peer_address": ("str", False),
 }
 COMMON = ("t", "member", "event")
 MESSAGE = ("kind", "sender", "dest", "conn_id", "seqno", "msg_id", "size")
 # event: (required fields besides COMMON, optional fields that are typed when present)
 EVENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "start": (("incarnation",), ("address", "stack", "transport")),
+    "start": (("incarnation",), ("address", "stack", "transport", "release")),
     "send": (MESSAGE, ("incarnation", "dest_address")),
     "deliver": (MESSAGE, ("incarnation", "sender_address")),
     "view": (("view_id", "members", "merge"), ("incarnation", "addresses", "merged_from")),

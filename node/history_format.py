@@ -56,6 +56,7 @@ MEMBER_FIELDS: dict[str, Field] = {
     "address": Field("str", False, 'start: the incarnation\'s address ("B", "B/2" after one restart)'),
     "stack": Field("str", False, "start: the stack's name"),
     "transport": Field("str", False, "start: udp | tcp"),
+    "release": Field("str", False, 'start: the release of a real system the member runs ("5.5.6")'),
     "kind": Field("str", False, "send/deliver: unicast | multicast"),
     "sender": Field("str", False, "send/deliver: the sending member; nakack2's xmit: whose messages are resent"),
     "sender_address": Field("str", False, "deliver: the sending incarnation's address"),
@@ -71,6 +72,7 @@ MEMBER_FIELDS: dict[str, Field] = {
     "addresses": Field("list[str]", False, "view: the members' addresses (incarnations)"),
     "merged_from": Field("list[str]", False, "view: the ids of the views a merge view merged ([] otherwise)"),
     "peer": Field("str", True, "the other member (a name, never an address); xmit: null when resent by multicast"),
+    "peer_address": Field("str", False, 'suspect: the suspected incarnation\'s address ("B/2"), where known'),
     "side": Field("str", False, "conn: send | recv"),
     "state": Field("str", False, "conn: open | closing | closed | removed"),
     "merge_id": Field("int", False, "merge_start/merge_abandoned: the merge round's id"),
@@ -79,7 +81,7 @@ MEMBER_FIELDS: dict[str, Field] = {
 }
 H, P = "node/history.py", "node/history.py (from a protocol's events)"
 MEMBER_EVENTS: dict[str, Kind] = {
-    "start": Kind(H, ("address", "stack", "transport")),
+    "start": Kind(H, ("address", "stack", "transport"), ("release",)),
     "send": Kind(H, ("kind", "sender", "dest", "dest_address", "conn_id", "seqno", "msg_id", "size")),
     "deliver": Kind(H, ("kind", "sender", "sender_address", "dest", "conn_id", "seqno", "msg_id", "size")),
     "view": Kind(P, ("view_id", "members", "merge", "addresses", "merged_from")),
@@ -88,7 +90,7 @@ MEMBER_EVENTS: dict[str, Kind] = {
     "ack": Kind(P, ("peer", "conn_id", "seqno")),
     "stable": Kind(P, ("peer", "conn_id", "seqno")),
     "sync": Kind(P, ("peer", "conn_id")),
-    "suspect": Kind(P, ("peer",)),
+    "suspect": Kind(P, ("peer",), ("peer_address",)),
     "left": Kind(P, ()),
     "merge_start": Kind(P, ("merge_id", "reps")),
     "merge_abandoned": Kind(P, ("merge_id",)),

@@ -21,10 +21,11 @@ import socket
 import struct
 from dataclasses import dataclass, field
 
+from node.addresses import make_address, name_of
 from node.history import HistoryWriter
 from node.payload import make_payload, msg_id_prefix
 from node.stack import Stack, build_stack
-from node.wire import datagram_source, make_address, name_of
+from node.wire import datagram_source
 from node.workload import POLL, Workload
 
 RECV_BUFFER = 4 * 1024 * 1024

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from node import wire
+from node.addresses import make_address, name_of
 from node.protocols.base import (
     BuildContext,
     Deliver,
@@ -35,7 +36,7 @@ from node.protocols.nakack2 import Nakack2
 from node.protocols.stable import Stable
 from node.protocols.unicast2 import Unicast2
 from node.protocols.unicast3 import Unicast3
-from node.wire import Message, View, make_address, name_of
+from node.wire import Message, View
 
 _PROTO_ID_OF = wire.PROTO_ID_OF
 MAX_DATAGRAM_SIZE = 60_000  # below the 65,507-byte UDP limit, leaving room for headers

@@ -11,7 +11,7 @@ Datagram (all integers big-endian)::
     version  u8   WIRE_VERSION
     flags    u8   bit 0: multicast (dest is empty)
     cluster  str  u8 length + UTF-8
-    src      str  u8 length + UTF-8 (a member address, see `make_address`)
+    src      str  u8 length + UTF-8 (a member address: node/addresses.py)
     dest     str  u8 length + UTF-8 (empty for multicast)
     count    u16  number of messages that follow (a message batch)
     messages count x message
@@ -27,11 +27,8 @@ Message::
 A decoded message is an instance of its header type's class: a typed named tuple of the header's fields plus a last
 field `payload`. Malformed input raises `WireError` and nothing else.
 
-Member addresses are strings: the member's name for its first incarnation ("B") and name/incarnation after a restart
-("B/2"). A restarted member is a new address, as a new UUID is in JGroups: no protocol state of the old incarnation
-(conn-ids, timestamps, seqnos) applies to it. The network routes by name; a stack drops datagrams addressed to an
-older incarnation of itself. The helpers for them are here, in the lowest layer, so that protocols, the stack, the
-orchestrator and the checker share them.
+Member addresses ("B", "B/2" after a restart) are strings on the wire; they are part of the history contract too,
+and node/addresses.py makes and reads them for the wire, the orchestrator and the checker alike.
 """
 
 from __future__ import annotations
@@ -100,27 +97,6 @@ __all__ = [
     "encode_datagram",
     "encode_message",
     "header_class",
-    "incarnation_of",
-    "make_address",
     "message_size",
-    "name_of",
     "spec_of",
 ]
-
-
-# --- addresses -----------------------------------------------------------------------------------------------------
-
-
-def make_address(name: str, incarnation: int = 1) -> str:
-    if not name or "/" in name:
-        raise ValueError(f"a member name is non-empty and has no '/': {name!r}")
-    return name if incarnation <= 1 else f"{name}/{incarnation}"
-
-
-def name_of(address: str) -> str:
-    return address.split("/", 1)[0]
-
-
-def incarnation_of(address: str) -> int:
-    _, _, inc = address.partition("/")
-    return int(inc) if inc else 1

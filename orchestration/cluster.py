@@ -21,11 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from node.addresses import name_of
+
 if TYPE_CHECKING:
     from chaos.fault_table import FaultTable
 
 STATE_ROOT = Path(os.environ.get("CHAOSBED_STATE", "/run/chaosbed" if os.geteuid() == 0 else "/tmp/chaosbed"))
 LABEL_PREFIX = "cb"
+STATE_FORMAT = 2  # of state.json (orchestration/backends/state_file.py reads it); files without `format` are 1
 
 
 Properties = dict[str, dict[str, object]]  # protocol name -> property -> value (a scenario's [cluster.properties])
@@ -34,6 +37,14 @@ Counters = dict[str, dict[str, float]]  # a member's `stats` counters: section (
 
 class ClusterError(RuntimeError):
     """A cluster operation failed; the message says what and what to do."""
+
+
+class MemberNotRunning(ClusterError):
+    """A request to a member whose process is not running (killed, left, exited)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"member {name} is not running (killed, left or exited): `chaosbed restart {name}` starts it")
+        self.name = name
 
 
 class ViewInfo(TypedDict):
@@ -160,6 +171,7 @@ class Cluster(ABC):
         """state.json in the state folder (written atomically), which orchestration.backends.attach reads back: the
         spec, the control token, the members and what the backend keeps of its network."""
         state = {
+            "format": STATE_FORMAT,
             "label": self.label,
             "backend": self.backend_name,
             "spec": asdict(self.spec),
@@ -215,9 +227,10 @@ class Cluster(ABC):
     def chaos(self) -> FaultTable:
         """The cluster's network fault table (chaos/fault_table.py: add, remove, heal, faults, plan, ...). ClusterError
         on backends without a network of their own."""
+        sim = ", or --backend sim" if self.spec.system is None else ""  # the simulator runs chaosbed's own only
         raise ClusterError(
             f"the {self.backend_name} backend has no network faults (its members share the host's loopback): use "
-            "--backend netns (as root) for partitions, loss, delay and discard rules, or --backend sim"
+            f"--backend netns (as root) for partitions, loss, delay and discard rules{sim}"
         )
 
     def host_clocks(self) -> dict[str, dict[str, object]] | None:
@@ -263,7 +276,7 @@ class Cluster(ABC):
             seen.update(self.views())
             ids = {v["view_id"] if v else None for v in seen.values()}
             return len(ids) == 1 and all(
-                v is not None and {m.split("/")[0] for m in v["members"]} == want for v in seen.values()
+                v is not None and {name_of(m) for m in v["members"]} == want for v in seen.values()
             )
 
         try:

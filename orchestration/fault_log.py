@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from chaos.faults import FaultRecord, JsonObject
+from node.atomic import write_atomic
 
 FILE = "faults.jsonl"
 
@@ -90,11 +91,11 @@ class FaultLog:
                 changed[before] = encode(event)
         if self.path is not None and changed:
             lines = self.path.read_text().splitlines()
-            self.path.write_text("".join(changed.get(line, line) + "\n" for line in lines))
+            write_atomic(self.path, "".join(changed.get(line, line) + "\n" for line in lines))
 
     def save(self, path: Path) -> None:
         """Writes every line logged so far as a new file (the simulator's log, which has no path of its own)."""
-        path.write_text("".join(encode(e) + "\n" for e in self.events))
+        write_atomic(path, "".join(encode(e) + "\n" for e in self.events))
 
     def _log(self, event: JsonObject) -> JsonObject:
         self.events.append(event)

@@ -15,17 +15,20 @@ import contextlib
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from chaos.faults import FaultRecord, JsonObject
-from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError, TomlTable
+from node.atomic import write_atomic
+from orchestration.host.os_errors import os_problem
+from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
 from orchestration.schedule import run_schedule
+from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
-    from chaos.fault_table import FaultTable
+    from chaos.fault_table import QueueBypass
     from orchestration.cluster import Cluster
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
@@ -54,6 +57,8 @@ class OutcomeDoc(TypedDict, total=False):
     warnings: list[str]
     handled: list[JsonObject]
     usage: dict[str, MemberUsage]
+    unknown_shapes: dict[str, int]
+    system: dict[str, str]
     error: str
 
 
@@ -73,48 +78,14 @@ class RunOutcome:
     handled: list[FaultRecord] = field(default_factory=list)  # network faults with what their rules acted on
     warnings: list[str] = field(default_factory=list)  # what did not happen as planned (schedule.py, bypass_warnings)
     usage: dict[str, MemberUsage] = field(default_factory=dict)  # real members alive at the end
+    system: dict[str, str] = field(default_factory=dict)  # what the members ran: name, stack, release (if any)
+    # per receiving member, datagrams of the wire its handler could not read (a shape the profile does not know)
+    unknown_shapes: dict[str, int] = field(default_factory=dict)
 
 
-def scenario_toml(sc: Scenario) -> str:
-    """The scenario as run: the parsed file with the seed filled in (TOML written by hand: tomllib only reads)."""
-    raw = dict(sc.raw)
-    raw["seed"] = sc.seed
-    return _toml(raw)
-
-
-def _key(k: str) -> str:
-    return k if k and all(c.isalnum() or c in "_-" for c in k) else json.dumps(k)
-
-
-def toml_value(v: object) -> str:
-    """A value as TOML writes it (and as --set parses it back: strings quoted, so "true" stays a string)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml(raw: TomlTable) -> str:
-    lines = []
-    for k, v in raw.items():
-        if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
-            lines.append(f"{k} = {toml_value(v)}")
-    for k, v in raw.items():
-        if isinstance(v, dict):
-            lines.append(f"\n[{k}]")
-            lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in v.items())
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            for item in v:
-                lines.append(f"\n[[{k}]]")
-                lines.extend(f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items())
-    return "\n".join(lines) + "\n"
+def scenario_toml(sc: Scenario, comments: Iterable[str] = ()) -> str:
+    """The scenario as run: the parsed file with the seed filled in, after `comments` as `# ` lines."""
+    return toml_document({**sc.raw, "seed": sc.seed}, comments)
 
 
 def prepare(sc: Scenario, out: Path) -> None:
@@ -130,9 +101,12 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
         return why
     network = sorted({f.kind for f in sc.faults} & NETWORK_FAULTS)
     if network and backend == "process":
+        where = (
+            "--backend netns (as root), or --backend sim" if sc.system.native else "--backend netns or docker (as root)"
+        )
         return (
-            f"faults: {', '.join(network)} need a network of the cluster's own: run with --backend netns (as root), "
-            f"or --backend sim; the {backend} backend's members share the host's loopback"
+            f"faults: {', '.join(network)} need a network of the cluster's own: run with {where}; the {backend} "
+            "backend's members share the host's loopback"
         )
     return None
 
@@ -157,17 +131,23 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
-        warnings = result.warnings + (bypass_warnings(cluster.chaos) if result.planned else [])
+        bypass = cluster.chaos.queue_bypass() if result.planned else {}
+        warnings = result.warnings + bypass_warnings(bypass)
+        unknown = {m: b.unknown_shapes for m, b in bypass.items() if b.unknown_shapes}
         usage = member_usage(cluster) if backend != "sim" and sc.system.control else {}
         cluster.stop_members()
         # a member without control runs its own workload: the timeout is the end of its run, not a violation
         ended = result.settled or not sc.system.control
         extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage)
+        ran = {"name": sc.system.name, "stack": sc.stack}
+        if sc.system.release:
+            ran["release"] = sc.system.release
+        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran, unknown)
         write_outcome(outcome)
         return outcome
-    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away
-        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {e}") from None
+    except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
+        found = os_problem(e) if isinstance(e, OSError) else None
+        raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {found or e}") from None
     finally:
         with deferred_interrupts():
             cluster.down()
@@ -196,10 +176,11 @@ def warning_lines(late: list[JsonObject], warnings: list[str]) -> list[str]:
     return actions + list(warnings)
 
 
-def bypass_warnings(chaos: FaultTable) -> list[str]:
+def bypass_warnings(bypass: Mapping[str, QueueBypass]) -> list[str]:
     """A fault happens as planned or the run says it did not: packets that escaped the protocol-aware rules because
-    a member's NFQUEUE handler fell behind (NetnsFaultEngine.queue_bypass; the simulator judges every message)."""
-    return [w for b in chaos.queue_bypass().values() if (w := b.warning())]
+    a member's NFQUEUE handler fell behind or could not read them (NetnsFaultEngine.queue_bypass; the simulator
+    judges every message)."""
+    return [w for b in bypass.values() if (w := b.warning())]
 
 
 def write_outcome(outcome: RunOutcome) -> None:
@@ -212,9 +193,13 @@ def write_outcome(outcome: RunOutcome) -> None:
         "warnings": outcome.warnings,
         "handled": [f.to_json() for f in outcome.handled],
     }
+    if outcome.system:
+        doc["system"] = outcome.system
     if outcome.usage:
         doc["usage"] = outcome.usage
-    (outcome.out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    if outcome.unknown_shapes:
+        doc["unknown_shapes"] = outcome.unknown_shapes
+    write_atomic(outcome.out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 @contextlib.contextmanager

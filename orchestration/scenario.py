@@ -9,12 +9,13 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from node import fault_kinds
 from node.fault_kinds import DISCARD_ACTIONS, KINDS, ValueType
 from node.units import parse_duration
+from orchestration.bug_table import Bug, parse_bug
 from orchestration.cluster import Properties
 from orchestration.systems import CHAOSBED, System
 
@@ -33,7 +34,6 @@ CHECKS = {
 }
 # What a bug's `violates` may name: the checks, and the runner's own `timeout`.
 VIOLATIONS = CHECKS | {"timeout"}
-BUG_KEYS = {"id", "title", "layer", "breaks", "source", "flawed", "fixed", "violates", "no_fix"}
 
 
 class ScenarioError(ValueError):
@@ -87,32 +87,6 @@ class Scenario:
     raw: TomlTable = field(repr=False)
     bug: Bug | None = None
     system: System = CHAOSBED  # what the members run (orchestration/systems/): chaosbed's own, or a foreign system
-
-
-@dataclass
-class Bug:
-    """A known-bug scenario's `[bug]` table: the same schedule FAILS on the flawed variant (exactly the checks in
-    `violates`) and PASSES on the fixed one. Variants are settings (dotted keys as in --set) applied to the file.
-    A bug of a system that has no fix (`no_fix`: why) has the flawed variant only."""
-
-    id: str
-    title: str
-    layer: str
-    breaks: str
-    source: str
-    flawed: dict[str, object]
-    fixed: dict[str, object]
-    violates: list[str]
-    no_fix: str = ""
-
-    @property
-    def variants(self) -> tuple[str, ...]:
-        return ("flawed",) if self.no_fix else ("flawed", "fixed")
-
-    def settings(self, variant: str) -> dict[str, object]:
-        if variant not in self.variants:
-            raise ValueError(f"variant must be one of {', '.join(self.variants)}, not {variant!r}")
-        return dict(self.flawed if variant == "flawed" else self.fixed)
 
 
 def _need(cond: bool, path: str, reason: str) -> None:
@@ -223,17 +197,68 @@ def load(
         raw = layered(apply_settings(base, own, origin="per_system") if own else base)
     if seed is not None:
         raw["seed"] = seed
-    return parse(raw)
+    return parse(with_named_system(with_stack_file(raw, Path(path).parent), Path(path).parent))
+
+
+def with_stack_file(raw: TomlTable, origin: Path) -> TomlTable:
+    """A relative `cluster.stack` file (*.xml) that is not there from the working directory but is beside the
+    scenario file (a catalogue bug's own JGroups stack, scenarios/bugs/stacks/) made absolute."""
+    cluster = raw.get("cluster")
+    stack = cluster.get("stack") if isinstance(cluster, dict) else None
+    if not isinstance(stack, str) or not stack.endswith(".xml") or Path(stack).expanduser().is_absolute():
+        return raw
+    beside = origin / stack
+    if Path(stack).exists() or not beside.is_file():
+        return raw
+    assert isinstance(cluster, dict)
+    return {**raw, "cluster": {**cluster, "stack": str(beside.resolve())}}
+
+
+def with_named_system(raw: TomlTable, origin: Path) -> TomlTable:
+    """The scenario with the [cluster.member] table of a system named in a user's systems.toml
+    (orchestration/systems/user.py) written in, so that what runs and what the run folder keeps say what it is;
+    unchanged for chaosbed's own, a registered system or an inline one."""
+    from orchestration.systems import named
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import find
+
+    cluster = raw.get("cluster")
+    if not isinstance(cluster, dict) or "member" in cluster:
+        return raw
+    name = cluster.get("system")
+    if not isinstance(name, str) or named(name) is not None:
+        return raw
+    try:
+        found = find(name, origin)
+    except SystemProblem as e:
+        raise ScenarioError(str(e)) from None
+    if found is None:
+        return raw  # parse says it is unknown
+    return {**raw, "cluster": {**cluster, "member": found[1]}}
 
 
 def read_raw(path: str | Path) -> TomlTable:
     """A scenario file's TOML table, unparsed (ScenarioError if it cannot be read or is not TOML)."""
+    return read_toml(path, ScenarioError)
+
+
+def read_toml(path: str | Path, error: Callable[[str], Exception]) -> TomlTable:
+    """A TOML file's table; `error(message)` is raised when it cannot be read, is not UTF-8 or is not TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        return tomllib.loads(read_text(path, error))
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
+    """A UTF-8 text file's content; `error(message)` is raised when it cannot be read or is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.start} is {e.object[e.start]:#04x}"
+        raise error(f"{path}: not UTF-8 text ({bad}); TOML files are UTF-8") from None
 
 
 def _per_system(table: object, cluster: object) -> dict[str, object]:
@@ -284,7 +309,7 @@ def parse(raw: TomlTable) -> Scenario:
     nemeses = _list(raw, "nemesis")
     for i, n in enumerate(nemeses):
         faults.extend(_nemesis(n, f"nemesis[{i}]", i, seed, members))
-    _refuse_for_system(system, raw, faults, workloads)
+    _refuse_for_system(system, raw, faults, workloads, transport)
     if nemeses:
         faults.sort(key=lambda f: f.at)  # stable: at equal times, [[faults]] first, then the nemeses in file order
     default_checks = {"fifo": True, "exactly_once": True, "complete": True, "no_phantoms": True}
@@ -308,31 +333,7 @@ def parse(raw: TomlTable) -> Scenario:
 
 
 def _bug(raw: object) -> Bug:
-    b = _table(raw, "bug", "must be a table")
-    for key in b:
-        _need(key in BUG_KEYS, f"bug.{key}", f"unknown key; a [bug] table has: {', '.join(sorted(BUG_KEYS))}")
-    for key in ("id", "title"):
-        _need(isinstance(b.get(key), str) and bool(b.get(key)), f"bug.{key}", "a non-empty string is required")
-    for key in ("layer", "breaks", "source", "no_fix"):
-        _need(isinstance(b.get(key, ""), str), f"bug.{key}", "must be a string")
-    no_fix = str(b.get("no_fix", ""))
-    if no_fix:  # the system has no fixed variant: the file asserts the flawed behaviour only
-        _need("fixed" not in b, "bug.fixed", "a bug with no_fix has no fixed variant; leave fixed out")
-    flawed, fixed = (
-        _table(b.get(key, {} if no_fix else None), f"bug.{key}", "a table of --set keys and values is required ({} "
-               "for none), or no_fix = \"why\" instead of fixed")
-        for key in ("flawed", "fixed")
-    )  # fmt: skip
-    _need(bool(no_fix) or bool(flawed) or bool(fixed), "bug", "flawed and fixed must differ in at least one setting")
-    violates = b.get("violates")
-    if not (isinstance(violates, list) and violates and all(isinstance(v, str) for v in violates)):
-        raise ScenarioError("bug.violates: a non-empty list of check names")
-    for v in violates:
-        _need(v in VIOLATIONS, "bug.violates", f"unknown check {v!r}; checks: {', '.join(sorted(VIOLATIONS))}")
-    return Bug(
-        str(b["id"]), str(b["title"]), str(b.get("layer", "")), str(b.get("breaks", "")), str(b.get("source", "")),
-        dict(flawed), dict(fixed), list(violates), no_fix,
-    )  # fmt: skip
+    return parse_bug(raw, _need, _table, VIOLATIONS)
 
 
 def _list(raw: TomlTable, key: str) -> list[TomlTable]:
@@ -342,14 +343,14 @@ def _list(raw: TomlTable, key: str) -> list[TomlTable]:
     return value
 
 
-CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member"}
+CLUSTER_KEYS = {"members", "stack", "transport", "properties", "system", "member", "version"}
 
 
 def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     """The [cluster] table but its members: the system, the stack (chaosbed's, or a foreign system's free text),
     the transport and the protocol properties. Unknown keys are refused (`stak` is not silently the default stack)."""
     from node.stack import STACKS
-    from orchestration.systems.definition import SystemProblem, cluster_refusals, from_cluster
+    from orchestration.systems.definition import SystemProblem, cluster_refusals, foreign_release, from_cluster
 
     for key in cluster:
         _need(key in CLUSTER_KEYS, f"cluster.{key}", f"unknown key; [cluster] has: {', '.join(sorted(CLUSTER_KEYS))}")
@@ -362,8 +363,17 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     transport = cluster.get("transport", "udp")
     _need(transport in ("udp", "tcp"), "cluster.transport", "must be udp or tcp")
     if not system.native:
-        if system.stacks and "stack" in cluster:  # a stack of the system's own (cluster_refusals checked it)
-            system = replace(system, stack=str(cluster["stack"]))
+        try:
+            system = foreign_release(system, cluster)
+        except SystemProblem as e:
+            raise ScenarioError(str(e)) from None
+        if system.transport:
+            _need(
+                "transport" not in cluster or transport == system.transport,
+                "cluster.transport",
+                f"system {system.name!r} with stack {system.stack!r} runs over {system.transport}; leave it out",
+            )
+            transport = system.transport
         return system, system.stack or system.name, str(transport), {}
     stack = cluster.get("stack", "unicast3")
     if not isinstance(stack, str) or stack not in STACKS:
@@ -377,20 +387,20 @@ def _cluster(cluster: TomlTable) -> tuple[System, str, str, Properties]:
     return system, stack, str(transport), properties
 
 
-def _refuse_for_system(system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload]) -> None:
+def _refuse_for_system(
+    system: System, raw: TomlTable, faults: list[Fault], workloads: list[Workload], transport: str
+) -> None:
     """What a foreign system cannot do, refused by name: workloads without control, `set`, `close-connection` and
-    (without a wire profile) `discard` faults, written or made by a [[nemesis]]."""
+    (without a wire profile) `discard` faults, written or made by a [[nemesis]]; and a discard over TCP, for all."""
     from orchestration.systems.definition import fault_refusal, workload_refusal
 
-    if system.native:
-        return
     if workloads and (why := workload_refusal(system)):
         raise ScenarioError(f"workload[0]: {why}")
     for i, table in enumerate(_list(raw, "faults")):
-        if why := fault_refusal(system, str(table.get("kind"))):
+        if why := fault_refusal(system, str(table.get("kind")), transport):
             raise ScenarioError(f"faults[{i}].kind: {why}")
     for fault in faults:  # a nemesis's faults (its kinds are all allowed today)
-        if why := fault_refusal(system, fault.kind):
+        if why := fault_refusal(system, fault.kind, transport):
             raise ScenarioError(f"nemesis: {why}")
 
 

@@ -27,7 +27,7 @@ from analysis.config import DEFAULT_VIEWS_BOUND
 from chaos.faults import ChaosError, FaultRecord, FaultWindow, JsonObject, TimedFault
 from chaos.faults import Fault as NetworkFault
 from chaos.normalize import normalize
-from node.wire import make_address, name_of
+from node.addresses import make_address, name_of
 from orchestration.cluster import Cluster, ClusterError, Counters
 from orchestration.fault_log import FaultLog
 from orchestration.scenario import NETWORK_FAULTS, Fault, Scenario, Workload

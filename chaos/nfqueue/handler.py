@@ -287,7 +287,8 @@ class Handler:
 
     def stats(self) -> dict[str, Any]:
         """packets judged, accepted / dropped (verdicts), rewritten (stripped), held now and at most, unparsed (a
-        message rule could not parse it), duplicates_sent, marked_copies (our own copies, passed untouched),
+        message rule could not parse it), unknown_shapes (of those, the datagrams of the rules' wire of a shape its
+        walker does not know: passed untouched), duplicates_sent, marked_copies (our own copies, passed untouched),
         missed_ids (numbered by the kernel but not received: socket overflow with fail-open, or still in flight),
         the kernel's queue counters and per-rule counters."""
         kq = kernel_queue_stats(self.queue_num)
@@ -299,6 +300,7 @@ class Handler:
             "held": len(self.held),
             "max_held": self.max_held,
             "unparsed": self.judge.unparsed,
+            "unknown_shapes": self.judge.unknown,
             "duplicates_sent": self.duplicates_sent,
             "duplicate_errors": self.dup_errors,
             "marked_copies": self.marked,

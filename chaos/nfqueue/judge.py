@@ -25,7 +25,8 @@ class Judge:
     per packet; a message rule draws per matching message, in order, until one triggers (that message uses one unit
     of count, the datagram counts once in delayed/duplicated/reordered). `matched` counts every matching message
     (packet, for link rules) a rule saw, also after its count ran out. Message rules skip what they cannot parse
-    (counted once per packet in `unparsed`); link rules apply to every IPv4 packet. A rule with a window
+    (counted once per packet in `unparsed`; in `unknown` too when it is a datagram of their wire of a shape its
+    walker does not know, chaos/nfqueue/wires.py); link rules apply to every IPv4 packet. A rule with a window
     (active_from_ns / active_until_ns) takes part only while judge's `now_ns` is inside it: before and after, it
     neither matches nor counts nor draws, so its count starts when it becomes active. Message rules read one wire
     (compile_rules refuses a mix): a chaosbed message matches by its one header, a JGroups 2.12 message when any of
@@ -38,6 +39,7 @@ class Judge:
         self.timed = False  # whether any rule has a window (else judge never reads the clock)
         self._valid_from = self._valid_until = 0
         self.unparsed = 0
+        self.unknown = 0  # of those, datagrams of the rules' wire of a shape its walker does not know
         self.rewritten = 0
         self.wire: Wire = WIRES["chaosbed"]
         self.set_rules(list(rules))
@@ -87,6 +89,8 @@ class Judge:
         parsed = self.wire.parse(pkt)
         if parsed is None:
             self.unparsed += 1
+            if self.wire.unknown(pkt):
+                self.unknown += 1
         return parsed
 
     def judge(self, pkt: bytes, now_ns: int | None = None) -> Judgement:

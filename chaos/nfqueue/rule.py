@@ -1,7 +1,8 @@
 """Handler rules: validation of the JSON rule dicts (see the package docstring) and the compiled Rule with its
 state (counters, remaining count, random generator). A rule's `wire` names the wire profile its match is read in
 (chaos/profiles/; default chaosbed): a chaosbed message matches by its one (proto, type) and field offsets, a JGroups
-2.12 message when any of its headers is the rule's header class with the type and fields (JGroupsRule)."""
+2.12 message when any of its headers is the rule's header class with the type and fields (JGroupsRule), a JGroups 5
+message likewise, its header's fields read in order (JGroups5Rule)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from chaos.nfqueue.spans import Span
 from chaos.nfqueue.wires import WIRES
-from chaos.profiles import jgroups212_rules, parse_match
+from chaos.profiles import jgroups5_rules, jgroups212_rules, parse_match
 from chaos.rules import Match, RuleError
 from node import wire
 
@@ -200,6 +201,36 @@ class JGroupsRule(Rule):
         return False
 
 
+class JGroups5Rule(Rule):
+    """A rule on JGroups 5's wire: `type_key` is the header class ((protocol id << 16) | magic) and `program` the
+    reads of the header's body in wire order (jgroups5_rules.program: the type, then each field up to the last one
+    tested; a field after a compressed number has no fixed offset)."""
+
+    __slots__ = ("program",)
+
+    def _compile(self, match: Match) -> None:
+        self.type_key = jgroups5_rules.spec_of(match).key
+        self.program = jgroups5_rules.program(match)
+
+    def matches(self, buf: bytes, span: Any) -> bool:
+        """True if any header of the message at span is this rule's class with every test holding."""
+        for key, body in span[2]:
+            if key == self.type_key:
+                p = body
+                try:
+                    for read, lo, hi, tested in self.program:
+                        v, p = read(buf, p)
+                        if tested and (v < lo or v > hi):
+                            return False
+                except (ValueError, IndexError):
+                    return False
+                return True
+        return False
+
+
+_RULE_CLASSES: dict[str, type[Rule]] = {jgroups212_rules.WIRE: JGroupsRule, jgroups5_rules.WIRE: JGroups5Rule}
+
+
 def _number(rid: str, name: str, value: Any, *, lo: float = 0.0, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise RuleValidationError(f"rule {rid!r}: {name} must be a number, not {value!r}")
@@ -266,8 +297,7 @@ def compile_rule(spec: Any) -> Rule:
     }
     if wire_name != "chaosbed":
         clean["wire"] = wire_name
-    cls = JGroupsRule if wire_name == jgroups212_rules.WIRE else Rule
-    return cls(clean, match, frozenset(packed))
+    return _RULE_CLASSES.get(wire_name, Rule)(clean, match, frozenset(packed))
 
 
 def _match(rid: str, raw_match: Any, wire_name: str) -> Match | None:

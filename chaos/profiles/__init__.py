@@ -7,6 +7,9 @@ can apply:
 - `jgroups-2.12`: JGroups 2.12.2 over UDP: `UNICAST2.DATA(seqno=6)`, `NAKACK.MSG(seqno=7)`, `GMS.VIEW()`, ...; one
   header table (jgroups212.py, the decoder), the rule names and u32 shapes derived from it (jgroups212_rules.py) and
   the handler's span walker (jgroups212_spans.py).
+- `jgroups-5`: JGroups 5.3.8 to 5.x over UDP (the stock udp.xml and udp-new.xml stacks): `UNICAST3.DATA(seqno=6)`,
+  `NAKACK2.MSG(seqno=7)`, `NAKACK4.ACK()`, `GMS.VIEW()`, ...; the header table and decoder (jgroups5.py), the rule
+  names (jgroups5_rules.py), their u32 shapes (jgroups5_u32.py) and the handler's span walker (jgroups5_spans.py).
 
 A profile parses a rule expression against its header table (`parse_match`, a `Match` carrying the profile's name),
 lists the names a rule can use (`rule_names`), and renders a receiving namespace's discards into kernel rules
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chaos import kernel, rules
-from chaos.profiles import jgroups212_rules
+from chaos.profiles import jgroups5_rules, jgroups5_u32, jgroups212_rules
 from chaos.rules import Match, RuleError
 
 
@@ -100,7 +103,41 @@ class JGroups212Profile:
             ns_rules.queue_u32[source] = tuple(jgroups212_rules.u32_datagrams())
 
 
-PROFILES: dict[str, WireProfile] = {p.name: p for p in (ChaosbedProfile(), JGroups212Profile())}
+class JGroups5Profile:
+    name = jgroups5_rules.WIRE
+    description = (
+        "JGroups 5.3.8 to 5.x over UDP (chaos/profiles/jgroups5.py): discard rules in JGroups' names such as "
+        "UNICAST3.DATA(seqno=6), NAKACK2.MSG(seqno=7), NAKACK4.ACK(), GMS.VIEW()"
+    )
+
+    def parse_match(self, expr: str) -> Match:
+        return jgroups5_rules.parse_match(expr)
+
+    def rule_names(self) -> list[str]:
+        return jgroups5_rules.rule_names()
+
+    def render(self, ns_rules: kernel.NamespaceRules, discards: list[Discard]) -> None:
+        """Per source: u32 drops of the SINGLE datagrams whose message's first header matches a stateless rule; when
+        every rule on the source is such a rule, the other SINGLE datagrams whose first header has one of their
+        protocols are decided too (RETURN: not queued); every other datagram of major version 5 goes to the handler,
+        which cuts matching messages out of lists and counts what it cannot read."""
+        by_source: dict[str, list[Discard]] = {}
+        for d in discards:
+            by_source.setdefault(d.source, []).append(d)
+        for source, mine in by_source.items():
+            decided = source not in ns_rules.queue_all
+            for d in mine:
+                drops = jgroups5_u32.u32_drop(d.match) if d.kernel else ()
+                for tests in drops:
+                    ns_rules.u32_rules.append(kernel.U32Rule(source, tuple(tests), "DROP", d.probability))
+                decided = decided and bool(drops)
+            if decided:
+                for decided_tests in jgroups5_u32.u32_decided({d.match.protocol for d in mine}):
+                    ns_rules.u32_rules.append(kernel.U32Rule(source, tuple(decided_tests), "RETURN"))
+            ns_rules.queue_u32[source] = tuple(jgroups5_u32.u32_datagrams())
+
+
+PROFILES: dict[str, WireProfile] = {p.name: p for p in (ChaosbedProfile(), JGroups212Profile(), JGroups5Profile())}
 
 
 def profile(name: str) -> WireProfile:

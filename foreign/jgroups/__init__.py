@@ -1,5 +1,7 @@
-"""The real JGroups 2.12.2 jar (Debian's libjgroups-java) as a chaosbed member: where its pieces are, whether this
-machine can run it, how to build it and the command line that starts one member (docs/foreign/jgroups.md).
+"""The real JGroups as chaosbed members, one folder for every release and API generation (docs/foreign/jgroups.md,
+docs/foreign/jgroups5.md): the releases (releases.py) and their jars from Maven Central (maven.py), the 5.x member
+(jgroups5.py), and here the JGroups 2.12.2 jar (Debian's libjgroups-java): where its pieces are, whether this machine
+can run it, how to build it and the command line that starts one member.
 
 The member is a small Java program (src/chaosbed/jgroups/) compiled by `make jgroups` into build/jgroups/classes,
 next to its protocol stacks (stacks/*.xml, copied as classpath resources). One member:
@@ -78,16 +80,19 @@ def java_binary() -> str:
     return os.path.realpath(found) if found else "java"
 
 
-def docker_mounts() -> tuple[str, ...]:
-    """Host folders a container needs to run the member: the JDK (with its /etc configuration, which its conf/
-    links to), the jar's folder and the classes."""
+def jdk_mounts() -> list[str]:
+    """The JDK's folder and its /etc configuration (which its conf/ links to): what a container needs to run java."""
     home = Path(java_binary()).parent.parent
     out = [str(home)] if home.is_dir() else []
     conf = home / "conf"
     if conf.is_dir():
         out += sorted({str(Path(os.path.realpath(c)).parent) for c in conf.iterdir() if c.is_symlink()})
-    out += [str(jar().resolve().parent), str(CLASSES)]
-    return tuple(dict.fromkeys(out))
+    return out
+
+
+def docker_mounts() -> tuple[str, ...]:
+    """Host folders a container needs to run the member: the JDK, the jar's folder and the classes."""
+    return tuple(dict.fromkeys([*jdk_mounts(), str(jar().resolve().parent), str(CLASSES)]))
 
 
 def system_command() -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Golden datagrams: captures what three real JGroups 2.12.2 members put on the wire, and writes it as fixtures
 (tests/fixtures/jgroups212/) with its known meaning, as the jar itself reads it.
 
-Root only (network namespaces). Three members A, B, C (foreign/jgroups/launch.py, netns placement) run the
+Root only (network namespaces). Three members A, B, C (the system jgroups-2.12 on the netns backend, started through
+the Cluster API as `chaosbed run` starts it, the capture hooked in before the first member starts) run the
 unicast2-fast stack with UNICAST2's stable_interval at 1 s (so that UNICAST2 STABLE shows up in seconds). A raw
 AF_PACKET socket in the switch namespace sees every frame as it enters the bridge from a member's veth (frames leaving
 the bridge and the bridge's own copies are skipped), so each datagram is captured once, at its sender. The run:
@@ -51,7 +52,9 @@ from typing import Any
 
 from chaos.profiles import jgroups212 as wire
 from foreign import jgroups
-from foreign.jgroups.launch import JGroupsCluster, LaunchError, netns_available, wait_until
+from orchestration.backends.netns import NetnsCluster
+from orchestration.backends.real import RealCluster
+from orchestration.cluster import ClusterError, MemberInfo
 
 NAMES = ["A", "B", "C"]
 CLUSTER = "cbgold"
@@ -60,6 +63,98 @@ ETH_P_IP = 0x0800
 PACKET_OUTGOING = 4
 THINNED = ("FD_ALL", "PING.GET_MBRS_REQ", "UNICAST2.STABLE")  # periodic: only the first few per sender are kept
 KEEP_PER_SENDER = 3
+
+
+class LaunchError(RuntimeError):
+    """The capture's cluster could not be started or did not do what a step waits for."""
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Polls `condition` until it returns a true value (returned) or `timeout` seconds pass (LaunchError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise LaunchError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+
+
+class CaptureCluster:
+    """The capture's members: a netns cluster of the 2.12 member with the capture's stack file and the fixed JGroups
+    cluster name CLUSTER (the fixtures name it), through the Cluster API. start() creates the network, calls
+    `on_network(switch namespace)` before the first member starts, then starts them one by one (each joined before
+    the next). The rest is what the capture's steps ask of it: histories, control replies, iptables in a member's
+    namespace."""
+
+    def __init__(self, names: list[str], *, stack: str, workdir: Path) -> None:
+        import dataclasses
+
+        from orchestration.systems import SYSTEMS
+        from orchestration.systems.clusters import new_cluster, spec_of
+
+        system = dataclasses.replace(SYSTEMS["jgroups-2.12"], stacks=(stack,), stack=stack,
+                                     member_config={"cluster": CLUSTER})  # fmt: skip
+        cluster = new_cluster(spec_of(system, names, "netns", stack=stack), workdir=workdir)
+        assert isinstance(cluster, NetnsCluster) and isinstance(cluster, RealCluster)
+        self.c = cluster
+        self.cluster = CLUSTER
+        self.workdir = workdir
+        self.mcast_group, self.mcast_port = "", 0
+
+    def start(self, on_network: Callable[[str], None]) -> None:
+        self.c.before_members = lambda _: on_network(self.c.switch_ns)
+        try:
+            self.c.start(timeout=60)
+            self.c.wait_for_view(timeout=30)
+        except ClusterError as e:
+            raise LaunchError(str(e)) from None
+        config = json.loads(Path(next(iter(self.members.values())).config).read_text())  # gone after close()
+        self.mcast_group, self.mcast_port = str(config["mcast_group"]), int(config["mcast_port"])
+
+    @property
+    def members(self) -> dict[str, MemberInfo]:
+        return self.c.members
+
+    def history(self, name: str) -> list[dict[str, Any]]:
+        out = []
+        for raw in Path(self.members[name].history).read_bytes().split(b"\n"):
+            try:
+                e = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(e, dict):
+                out.append(e)
+        return out
+
+    def control(self, name: str, cmd: str, **args: Any) -> dict[str, Any]:
+        return dict(self.c.control(name, cmd, **args))
+
+    def ns_run(self, name: str, *argv: str) -> None:
+        ns = self.members[name].netns or self.c.member_ns(name)
+        proc = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LaunchError(f"{' '.join(argv)} in {ns} failed: {proc.stderr.strip()}")
+
+    def wait_view(self, names: list[str] | None = None, timeout: float = 30.0) -> dict[str, Any]:
+        """Waits until the members `names` (default: all) share one view of exactly them."""
+        want = sorted(names or self.members)
+
+        def agreed() -> dict[str, Any] | None:
+            views = [self.control(n, "view")["view"] for n in want]
+            first = views[0]
+            if first is None or sorted(first["members"]) != want:
+                return None
+            return first if all(v == first for v in views) else None
+
+        return dict(wait_until(agreed, timeout, f"one view of {want}"))
+
+    def stop_all(self) -> None:
+        self.c.stop_members()
+
+    def close(self) -> None:
+        self.c.down()
 
 
 class Capture:
@@ -169,19 +264,23 @@ def decode_with_jar(payloads: list[bytes]) -> list[dict[str, Any]]:
     return out
 
 
-def _delivered_all(c: JGroupsCluster, name: str, msg_ids: set[str]) -> bool:
+def _delivered_all(c: CaptureCluster, name: str, msg_ids: set[str]) -> bool:
     return deliveries(c, name, msg_ids) == msg_ids
 
 
-def deliveries(c: JGroupsCluster, name: str, msg_ids: set[str]) -> set[str]:
+def deliveries(c: CaptureCluster, name: str, msg_ids: set[str]) -> set[str]:
     return {str(e.get("msg_id")) for e in c.history(name) if e["event"] == "deliver"} & msg_ids
 
 
 def _check() -> None:
-    if why := netns_available():
-        raise SystemExit(f"capture: needs the netns placement: {why}")
-    if why := jgroups.missing():
-        raise SystemExit(f"capture: {why}")
+    from orchestration.backends.netns import check_netns_available
+
+    try:
+        check_netns_available()
+    except ClusterError as e:
+        raise SystemExit(f"capture: needs network namespaces: {e}") from None
+    if problem := jgroups.missing():
+        raise SystemExit(f"capture: {problem}")
     jgroups.build()
 
 
@@ -197,17 +296,13 @@ def run(out: Path, workdir: Path) -> None:
         steps.append({"t": time.monotonic_ns(), "step": what})
         print(f"capture: {what}", flush=True)
 
-    c = JGroupsCluster(NAMES, mode="netns", stack=str(stack), workdir=workdir, keep_files=True, cluster=CLUSTER)
-    cap = None
+    c = CaptureCluster(NAMES, stack=str(stack), workdir=workdir)
+    caps: list[Capture] = []
     try:
-        c.place()
-        cap = Capture(c.switch_ns)
-        ip = {n: m.ip for n, m in c.members.items()}
         step("A starts, then B and C join one at a time")
-        for name in NAMES:
-            c.spawn(name)
-            c.wait_ready(name, 60)
-        c.wait_view(timeout=30)
+        c.start(lambda sw: caps.append(Capture(sw)))
+        cap = caps[0]
+        ip = {n: m.ip for n, m in c.members.items()}
 
         _traffic(c, cap, step)
         _retransmissions(c, cap, step, ip)
@@ -215,11 +310,11 @@ def run(out: Path, workdir: Path) -> None:
         step("SIGTERM to all")
         c.stop_all()
     finally:
-        if cap is not None:
-            cap.stop()
+        for one in caps:
+            one.stop()
         c.close()
 
-    write_fixtures(out, c, cap, steps, stack)
+    write_fixtures(out, c, caps[0], steps, stack)
 
 
 def run_unicast(out: Path, workdir: Path) -> None:
@@ -232,16 +327,12 @@ def run_unicast(out: Path, workdir: Path) -> None:
         steps.append({"t": time.monotonic_ns(), "step": what})
         print(f"capture: {what}", flush=True)
 
-    c = JGroupsCluster(["A", "B"], mode="netns", stack=str(stack), workdir=workdir, keep_files=True, cluster=CLUSTER)
-    cap = None
+    c = CaptureCluster(["A", "B"], stack=str(stack), workdir=workdir)
+    caps: list[Capture] = []
     try:
-        c.place()
-        cap = Capture(c.switch_ns)
         step("A starts, then B joins")
-        for name in ("A", "B"):
-            c.spawn(name)
-            c.wait_ready(name, 60)
-        c.wait_view(timeout=30)
+        c.start(lambda sw: caps.append(Capture(sw)))
+        cap = caps[0]
         step("unicasts A -> B and B -> A: UNICAST DATA and ACK")
         c.control("A", "send", to="B", count=3, size=100, rate=20)
         c.control("B", "send", to="A", count=2, size=100, rate=20)
@@ -265,16 +356,16 @@ def run_unicast(out: Path, workdir: Path) -> None:
         step("SIGTERM to both")
         c.stop_all()
     finally:
-        if cap is not None:
-            cap.stop()
+        for one in caps:
+            one.stop()
         c.close()
-    write_fixtures(out, c, cap, steps, stack, "the stock udp.xml's UNICAST (stacks/unicast-fast.xml)")
+    write_fixtures(out, c, caps[0], steps, stack, "the stock udp.xml's UNICAST (stacks/unicast-fast.xml)")
 
 
 Step = Callable[[str], None]
 
 
-def _traffic(c: JGroupsCluster, cap: Capture, step: Step) -> None:
+def _traffic(c: CaptureCluster, cap: Capture, step: Step) -> None:
     """Unicasts (the first message of a connection among them), bundled and paced multicasts, STABLE rounds."""
     step("unicasts B -> C (first message of a connection) and A -> B")
     c.control("B", "send", to="C", count=3, size=100, rate=20)
@@ -296,7 +387,7 @@ def _traffic(c: JGroupsCluster, cap: Capture, step: Step) -> None:
     wait_until(lambda: all(cap.keys()[k] for k in wanted), 30, f"{', '.join(wanted)} on the wire")
 
 
-def _retransmissions(c: JGroupsCluster, cap: Capture, step: Step, ip: dict[str, str]) -> None:
+def _retransmissions(c: CaptureCluster, cap: Capture, step: Step, ip: dict[str, str]) -> None:
     """A NAKACK and a UNICAST2 XMIT_REQ, each caused by dropping one message with a short iptables rule."""
     step("NAKACK XMIT_REQ: C drops A's multicasts for one message")
     rule = ["-s", ip["A"], "-p", "udp", "--dport", str(c.mcast_port), "-j", "DROP"]
@@ -323,7 +414,7 @@ def _retransmissions(c: JGroupsCluster, cap: Capture, step: Step, ip: dict[str, 
     wait_until(lambda: cap.keys()["UNICAST2.XMIT_REQ"], 10, "a UNICAST2 XMIT_REQ on the wire")
 
 
-def _split_and_merge(c: JGroupsCluster, step: Step, ip: dict[str, str]) -> None:
+def _split_and_merge(c: CaptureCluster, step: Step, ip: dict[str, str]) -> None:
     """C split from A and B until both sides have views of their own, then the heal and MERGE2's merge view."""
     step("split C from A and B, until both sides have their own views")
     rules = [("C", ip["A"]), ("C", ip["B"]), ("A", ip["C"]), ("B", ip["C"])]
@@ -342,7 +433,7 @@ def _split_and_merge(c: JGroupsCluster, step: Step, ip: dict[str, str]) -> None:
 
 def write_fixtures(
     out: Path,
-    c: JGroupsCluster,
+    c: CaptureCluster,
     cap: Capture,
     steps: list[dict[str, Any]],
     stack: Path,

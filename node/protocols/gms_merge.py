@@ -15,10 +15,11 @@ subgroups = which member came from which view; each member restarts the windows 
 
 from __future__ import annotations
 
+from node.addresses import name_of
 from node.protocols.base import Effects
 from node.protocols.gms_state import GmsState, MergeRound, State
 from node.protocols.gms_views import ViewChanges
-from node.wire import Digest, View, ViewId, name_of
+from node.wire import Digest, View, ViewId
 from node.wire_headers import GMS_MERGE_REQ as MERGE_REQ
 from node.wire_headers import GMS_MERGE_RSP as MERGE_RSP
 

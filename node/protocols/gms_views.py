@@ -19,9 +19,10 @@ sender new to our view after its highest seqno (nothing it sent outside our view
 
 from __future__ import annotations
 
+from node.addresses import name_of
 from node.protocols.base import NEVER, Effects, MulticastLayer, Properties
 from node.protocols.gms_state import GmsState, PendingView, State
-from node.wire import Digest, Message, Ranges, View, ViewId, name_of
+from node.wire import Digest, Message, Ranges, View, ViewId
 from node.wire_headers import GMS_JOIN_RSP as JOIN_RSP
 from node.wire_headers import GMS_LEAVE_RSP as LEAVE_RSP
 from node.wire_headers import GMS_VIEW as VIEW

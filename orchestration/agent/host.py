@@ -27,6 +27,7 @@ from node import jsonl
 from orchestration.agent.engine import HostFaultEngine
 from orchestration.agent.replies import AttachedMember, AttachReply, HistoryReply, StatsReply, bypass_reply
 from orchestration.backends.netns import _socket_in_namespace, list_namespaces
+from orchestration.host import docker_listing
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -140,15 +141,10 @@ class Host:
     def _running_container(self, label: str, name: str, timeout: float = 30.0) -> Container:
         """The member's running container (its task's), waited for up to `timeout`: swarm starts it shortly after
         the task is assigned."""
-        import docker
-
         filters = {"label": [f"{LABEL}={label}", f"chaosbed.member={name}"], "status": "running"}
         deadline = time.monotonic() + timeout
         while True:
-            try:  # containers.list inspects each container it lists: one removed meanwhile (a replaced task) is gone
-                running = self.docker.containers.list(filters=filters)
-            except docker.errors.NotFound:
-                running = []
+            running = docker_listing.containers(self.docker, filters=filters)  # a replaced task's may vanish
             if running:
                 return running[0]
             if time.monotonic() > deadline:

@@ -4,7 +4,7 @@ orchestrator as these types too; the other replies are plain JSON objects."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from chaos.fault_table import QueueBypass
 from chaos.faults import JsonObject
@@ -43,6 +43,7 @@ class BypassReply(TypedDict):
     overflowed: int
     dropped: int
     faults: list[str]
+    unknown_shapes: NotRequired[int]
 
 
 class StatsReply(TypedDict):
@@ -53,4 +54,4 @@ class StatsReply(TypedDict):
 
 def bypass_reply(b: QueueBypass) -> BypassReply:
     return {"member": b.member, "queued": b.queued, "full_queue": b.full_queue, "overflowed": b.overflowed,
-            "dropped": b.dropped, "faults": b.faults}  # fmt: skip
+            "dropped": b.dropped, "faults": b.faults, "unknown_shapes": b.unknown_shapes}  # fmt: skip

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from orchestration.agent.client import AgentClient
 from orchestration.agent.launcher import AGENT_OF
 from orchestration.cluster import ClusterError
+from orchestration.host import docker_listing
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -146,6 +147,13 @@ def logs(client: DockerClient, name: str) -> list[str]:
     return raw.decode(errors="replace").splitlines()
 
 
+def agent_containers(engines: Iterable[DockerClient], name: str) -> list[str]:
+    """The short ids of the agent containers of service `name` still on `engines` (listed, never inspected: they
+    are removed automatically, at any moment)."""
+    mine = {"label": f"{AGENT_OF}={name}"}
+    return [c.id[:12] for e in engines for c in docker_listing.listed(e, all=True, filters=mine)]
+
+
 def remove(
     client: DockerClient,
     name: str,
@@ -168,9 +176,8 @@ def remove(
     engines, agents = list(engines), list(agents)
     deadline = time.monotonic() + timeout
 
-    def left() -> list[str]:  # the low-level list: containers.list inspects each, racing their auto-removal
-        mine = {"label": f"{AGENT_OF}={name}"}
-        return [str(c["Id"])[:12] for e in engines for c in e.api.containers(all=True, filters=mine)]
+    def left() -> list[str]:
+        return agent_containers(engines, name)
 
     def answering() -> list[str]:
         return [a.host for a in agents if _answers(a)]

@@ -4,11 +4,7 @@ no root), netns (namespaces, root), docker (containers on a bridge network, root
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from orchestration.cluster import STATE_ROOT, ClusterError, ClusterSpec, MemberInfo
 
 if TYPE_CHECKING:
     from orchestration.backends.real import RealCluster
@@ -54,17 +50,20 @@ def backend_class(name: str, *, foreign: bool = False) -> type:
 
 
 def attach(label: str) -> RealCluster:
-    """A cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file."""
-    path = STATE_ROOT / label / "state.json"
-    try:
-        state = json.loads(path.read_text())
-    except OSError:
-        raise ClusterError(f"no cluster {label} (no {path})") from None
-    spec = ClusterSpec(**state["spec"])
-    cluster = backend_class(state["backend"], foreign=spec.system is not None)(
-        spec, label=label, workdir=Path(state["workdir"])
-    )
-    cluster.token = state["token"]
-    cluster.members = {n: MemberInfo(**m) for n, m in state["members"].items()}
-    cluster._restore_network(state.get("network", {}))
+    """A cluster object for a running real cluster (e.g. for `chaosbed status`), from its state file: ClusterError
+    when there is none, StateFileError (orchestration/backends/state_file.py) when it cannot be used."""
+    from orchestration.backends.state_file import StateFileError, read_raw, read_state, state_path
+
+    state = read_state(label)
+    spec = state.spec
+    try:  # the backend, the system and the network section are read by the cluster's class
+        cluster: RealCluster = backend_class(state.backend, foreign=spec.system is not None)(
+            spec, label=label, workdir=state.workdir
+        )
+        cluster._restore_network(state.network)
+    except (KeyError, TypeError, ValueError) as e:
+        problem = f"has {e} (written by another chaosbed version?)"
+        raise StateFileError(label, state_path(label), problem, read_raw(label)) from None
+    cluster.token = state.token
+    cluster.members = state.members
     return cluster

@@ -25,6 +25,7 @@ from orchestration.backends.compose_members import (
     Found,
     env_of,
     foreign_system,
+    has_member_service,
     history_folders,
     is_chaosbed_member,
     project_members,
@@ -54,9 +55,7 @@ class ComposeCluster(DockerCluster):
         chaosbed's members are attached as a foreign system (ForeignCompose)."""
         check_netns_available()
         client = docker_engine.client()
-        if service is None and client.containers.list(
-            filters={"label": [f"com.docker.compose.project={project}", "com.docker.compose.service=member"]}
-        ):
+        if service is None and has_member_service(client, project):
             service = "member"
         found = project_members(client, project, service)
         containers = [f.container for f in found]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestration.cluster import ClusterError
+from orchestration.host import docker_listing
 from orchestration.systems import System
 
 if TYPE_CHECKING:
@@ -39,12 +40,18 @@ def _number(container: Container) -> int:
     return int(n) if n.isdigit() else 1
 
 
+def has_member_service(client: DockerClient, project: str) -> bool:
+    """Whether the project runs a container of a service named `member` (chaosbed's compose file)."""
+    labels = [f"com.docker.compose.project={project}", "com.docker.compose.service=member"]
+    return bool(docker_listing.listed(client, filters={"label": labels}))
+
+
 def project_members(client: DockerClient, project: str, service: str | None) -> list[Found]:
     """The running containers of the project (of `service`, or of every service), named and addressed."""
     labels = [f"com.docker.compose.project={project}"]
     if service is not None:
         labels.append(f"com.docker.compose.service={service}")
-    containers = client.containers.list(filters={"label": labels})
+    containers = docker_listing.containers(client, filters={"label": labels})
     if not containers:
         which = f"service {service!r} in " if service else ""
         raise ClusterError(f"no running container of {which}compose project {project!r} (docker compose ... up -d)")

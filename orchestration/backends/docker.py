@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
 from orchestration.backends.real import state_str
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo
-from orchestration.host import claims, docker_engine, docker_images
+from orchestration.host import claims, docker_engine, docker_images, docker_listing
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -288,7 +288,7 @@ def remove_containers(client: DockerClient, label: str | None = None) -> list[st
     """Removes the containers of one cluster (label) or of every chaosbed cluster (None): members first, with
     SIGTERM and a deadline (they write their `stop` event), then the sandboxes."""
     selector = f"{LABEL}={label}" if label else LABEL
-    containers = client.containers.list(all=True, filters={"label": selector})
+    containers = docker_listing.containers(client, all=True, filters={"label": selector})
     members = [c for c in containers if c.labels.get("chaosbed.role") == "member"]
     for c in members:
         with contextlib.suppress(Exception):
@@ -329,7 +329,7 @@ def reap_orphans(keep: set[str]) -> list[str]:
     if not docker_engine.running():
         return []
     client = docker_engine.client()
-    labels = {c.labels.get(LABEL) for c in client.containers.list(all=True, filters={"label": LABEL})}
+    labels = {c.labels.get(LABEL) for c in docker_listing.listed(client, all=True, filters={"label": LABEL})}
     labels |= {n.attrs.get("Labels", {}).get(LABEL) for n in client.networks.list(filters={"label": LABEL})}
     removed = []
     for label in sorted(x for x in labels if x and x not in keep):

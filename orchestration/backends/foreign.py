@@ -7,8 +7,10 @@ ends a run differs (docs/scenario-format.md "Foreign members", docs/foreign.md).
   of its own; on docker in the system's image, or in chaosbed's member image with the working directory mounted.
 - ready: it answers `ping` (with control), or its history has the incarnation's `start` line (without); a member
   that exits first, or is not ready in time, fails `up` with the tail of its own output.
-- kill, pause, resume: the member's process group (a wrapper script's children with it); leave: SIGTERM (the history
-  contract's `stop`, then it exits); restart: a new incarnation appending to the same history, and no `incarnation`
+- kill, pause, resume: the member's process group (a wrapper script's children with it); leave: the control
+  command `leave` where the system has it (`leave = "control"`: a graceful leave of the group, then `left`, `stop`
+  and exit), else, or when the member does not take it, SIGTERM (the history contract's `stop`, then it exits);
+  restart: a new incarnation appending to the same history, and no `incarnation`
   command to the others (not in the control contract: a foreign system learns restarted peers itself).
 - end of a run: orchestration/systems/quiet.py.
 - a system with a `process_ip` (the JGroups jar) gets it on the process backend with a port each (claimed like the
@@ -41,8 +43,8 @@ from orchestration.systems.launch import Launch
 from orchestration.systems.quiet import HistoryQuiet, history_start, quiet_verdict, same_views
 
 OUTPUT_TAIL = 2000  # characters of a member's own output in an error
-CONTRACT_COMMANDS = ("ping", "send", "multicast", "tasks", "view", "stats", "flush", "shutdown")
-CHAOSBED_ONLY_COMMANDS = ("close", "set", "incarnation", "leave")
+CONTRACT_COMMANDS = ("ping", "send", "multicast", "tasks", "view", "stats", "flush", "shutdown", "leave")
+CHAOSBED_ONLY_COMMANDS = ("close", "set", "incarnation")
 
 
 class ForeignMembers(RealCluster):
@@ -85,6 +87,7 @@ class ForeignMembers(RealCluster):
         doc = self._launch(m).config_doc(self.token, self.spec.transport, self.system.name)
         if self.system.stacks:
             doc["stack"] = self.spec.stack
+        doc.update(self.system.member_config)
         fd = os.open(m.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the token
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
@@ -108,7 +111,21 @@ class ForeignMembers(RealCluster):
         """Nothing: `incarnation` is chaosbed's own command, not the control contract's."""
 
     def leave(self, name: str) -> None:
-        """SIGTERM: the member writes `stop` and exits; it is no longer counted as running from now on."""
+        """The member leaves: by the control command `leave` where the system has it (it leaves the group, writes
+        `left` and `stop`, and exits), else by SIGTERM (it writes `stop` and exits; to a group that is a crash). A
+        member that refuses `leave` or does not answer it gets SIGTERM. It is no longer counted as running from now
+        on."""
+        m = self.members[name]
+        if name not in self.running() or m.pid is None:
+            raise ClusterError(f"member {name} is not running")
+        if m.paused:
+            self.resume(name)
+        if not (self.system.leave == "control" and self._control_leave(name)):
+            self._terminate(m)
+        self._leaving.add(name)
+
+    def sigterm(self, name: str) -> None:
+        """SIGTERM to the member, whatever its leave (the end of a run's signal; `chaosbed conform` tries it)."""
         m = self.members[name]
         if name not in self.running() or m.pid is None:
             raise ClusterError(f"member {name} is not running")
@@ -117,15 +134,22 @@ class ForeignMembers(RealCluster):
         self._terminate(m)
         self._leaving.add(name)
 
+    def _control_leave(self, name: str) -> bool:
+        """Asks the member to leave; False when it refuses or does not answer (then SIGTERM)."""
+        try:
+            return bool(self.control(name, "leave", timeout=5.0).get("ok"))
+        except (ClusterError, OSError):
+            return False
+
     def _terminate(self, m: MemberInfo) -> None:
         self._signal(m.pid, signal.SIGTERM)  # type: ignore[arg-type]
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
-        """A request of the control contract; chaosbed's own commands (close, set, incarnation, leave) are never
-        sent to a foreign member."""
+        """A request of the control contract; chaosbed's own commands (close, set, incarnation) are never sent to a
+        foreign member, and `leave` (optional in the contract) only to a system that has it."""
         if not self.system.control:
             raise ClusterError(f"member {name}: system {self.system.name!r} has no control (control = false)")
-        if cmd in CHAOSBED_ONLY_COMMANDS:
+        if cmd in CHAOSBED_ONLY_COMMANDS or (cmd == "leave" and self.system.leave != "control"):
             raise ClusterError(
                 f"member {name}: {cmd!r} is chaosbed's own command, not the control contract's (system "
                 f"{self.system.name!r}: {', '.join(CONTRACT_COMMANDS)})"
@@ -226,7 +250,7 @@ class ForeignProcess(ProcessCluster, ForeignMembers):
             super()._place(names)
             return
         index = claims.claim(self.label, "loopback", LOOPBACK_BLOCKS, self.state_dir)
-        self._group = f"239.79.{index // 250}.{index % 250}"  # as foreign/jgroups/launch.py, whose blocks these are
+        self._group = f"239.79.{index // 250}.{index % 250}"  # the loopback blocks of loopback_ports
         ports, mcast_port = loopback_ports(index, len(names))
         self._mcast_port: int | None = mcast_port
         for name, port in zip(names, ports, strict=True):
@@ -248,7 +272,7 @@ LOOPBACK_BLOCKS = 200
 
 def loopback_ports(index: int, members: int) -> tuple[list[int], int]:
     """Block `index` of the loopback port space (claims kind "loopback"): each member's data port (its control
-    endpoint is the next one) and the group's multicast port. foreign/jgroups/launch.py uses the same blocks."""
+    endpoint is the next one) and the group's multicast port."""
     if not 0 <= index < LOOPBACK_BLOCKS or not 0 < members <= 26:
         raise ValueError(f"loopback block {index} of {LOOPBACK_BLOCKS}, {members} members (at most 26)")
     base = LOOPBACK_BASE + LOOPBACK_BLOCK * index

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast
 
@@ -25,6 +25,7 @@ from orchestration.cluster import (
     ClusterSpec,
     ControlReply,
     MemberInfo,
+    MemberNotRunning,
     RealClock,
 )
 from orchestration.host import claims
@@ -45,6 +46,7 @@ class RealCluster(Cluster):
         # members asked to leave: they finish the leave protocol and exit on their own; until then their control
         # endpoint may already be closed, so the orchestrator no longer counts them as running
         self._leaving: set[str] = set()
+        self.before_members: Callable[[RealCluster], None] | None = None
 
     # --- to be provided by a backend ------------------------------------------------------------------------------
 
@@ -72,11 +74,16 @@ class RealCluster(Cluster):
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> Cluster:
+        """Creates the network, starts the members and waits until each is ready. `before_members`, when set, is
+        called once the network is there and before any member starts (a capture of every datagram from the first
+        hooks in here: foreign/jgroups/capture.py)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "history").mkdir(parents=True, exist_ok=True)
         try:
             self._place(self.spec.members)
             self._save_state()
+            if self.before_members is not None:
+                self.before_members(self)
             self._spawn_all([self.members[name] for name in self.spec.members])
             self._save_state()
             for name in self.spec.members:
@@ -147,7 +154,7 @@ class RealCluster(Cluster):
                 reply = self.control(name, "ping", timeout=1.0)
                 if reply.get("ok"):
                     return
-            except OSError:
+            except (OSError, MemberNotRunning):  # not listening yet, or just exited (the next poll says how)
                 pass
             time.sleep(0.02)  # polling a condition with a deadline, not hiding a race
         raise ClusterError(f"member {name} did not answer on its control port within {timeout:g}s")
@@ -236,12 +243,18 @@ class RealCluster(Cluster):
 
     def control(self, name: str, cmd: str, *, timeout: float = 10.0, **args: object) -> ControlReply:
         """One request to a member's control endpoint; returns the reply (raises ClusterError if not ok)."""
-        m = self.members[name]
+        m = self.members.get(name)
+        if m is None:
+            raise ClusterError(f"no member {name!r} in cluster {self.label}: {', '.join(self.members)}")
         req = {"token": self.token, "cmd": cmd, **args}
         try:
             reply = jsonl.request(lambda: self._connect(m, timeout), req, timeout, peer=f"member {name}")
         except jsonl.PeerClosed as e:
             raise ClusterError(str(e)) from None
+        except OSError:
+            if m.pid is None or not alive(m.pid, self.label):
+                raise MemberNotRunning(name) from None
+            raise
         if not reply.get("ok"):
             raise ClusterError(f"member {name}: {reply.get('error')}")
         return cast(ControlReply, reply)  # the member's JSON reply (node/control.py)

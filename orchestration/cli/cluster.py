@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,10 +14,13 @@ from node.stack import STACKS
 
 if TYPE_CHECKING:
     from orchestration.cluster import ClusterSpec
+    from orchestration.scenario import Scenario
 from orchestration.cli.options import (
     CLUSTER_BACKEND,
     DEFAULT_BACKEND_HELP,
+    CommandError,
     attach,
+    cluster_label,
     cluster_option,
     console,
     default_backend,
@@ -27,7 +31,12 @@ from orchestration.cli.options import (
 
 @click.command()
 @click.option("--members", "-n", type=click.IntRange(1, 26), default=3, show_default=True)
-@click.option("--stack", type=click.Choice(sorted(STACKS)), default="unicast3+nakack2", show_default=True)
+@click.option(
+    "--stack",
+    default=None,
+    help=f"chaosbed's: {', '.join(sorted(STACKS))} (default unicast3+nakack2); a foreign system's own "
+    "(`chaosbed systems`)",
+)
 @click.option(
     "--backend",
     type=CLUSTER_BACKEND,
@@ -43,6 +52,7 @@ from orchestration.cli.options import (
     help="folder for the members' histories (default runs/<label>)",
 )
 @click.option("--system", default=None, help="a named system (`chaosbed systems`; default chaosbed, our own member)")
+@click.option("--version", "version", default=None, help="the release of a real system, e.g. 5.4.3 (cluster.version)")
 @click.option(
     "--scenario",
     "scenario_file",
@@ -52,24 +62,29 @@ from orchestration.cli.options import (
 )
 def up(
     members: int,
-    stack: str,
+    stack: str | None,
     backend: str | None,
     transport: str,
     sets: tuple[str, ...],
     out: Path | None,
     system: str | None,
+    version: str | None,
     scenario_file: Path | None,
 ) -> None:
     """Start a cluster of real member processes and leave it running."""
     from orchestration.cluster import ClusterError, new_label
+    from orchestration.runner import prepare
     from orchestration.systems.clusters import forms_group, new_cluster
 
     backend = backend or default_backend()
     label = new_label()
     try:
-        spec = up_spec(members, stack, backend, transport, list(sets), system, scenario_file)
+        spec, sc = up_spec(members, stack, backend, transport, list(sets), system, scenario_file, version)
         members, stack, transport = len(spec.members), spec.stack, spec.transport
-        cluster = new_cluster(spec, label=label, workdir=out or Path("runs") / label)
+        workdir = out or Path("runs") / label
+        if sc is not None:  # the folder says what it ran, as a run folder does
+            prepare(sc, workdir)
+        cluster = new_cluster(spec, label=label, workdir=workdir)
         with console.status(f"starting {members} members ({backend}, {stack}, {transport})"):
             cluster.start()
         if forms_group(cluster):
@@ -81,7 +96,7 @@ def up(
                     raise
             console.print(f"view {view['view_id']}: {', '.join(view['members'])}")
     except (ClusterError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     console.print(f"cluster [bold]{cluster.label}[/bold] is up: {members} members on the {backend} backend")
     if spec.system is not None:
         command = spec.system["command"]
@@ -94,46 +109,70 @@ def up(
 
 def up_spec(
     members: int,
-    stack: str,
+    stack: str | None,
     backend: str,
     transport: str,
     sets: list[str],
     system: str | None,
     scenario_file: Path | None,
-) -> ClusterSpec:
-    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster]; ValueError says what is wrong."""
+    version: str | None = None,
+) -> tuple[ClusterSpec, Scenario | None]:
+    """The spec of `chaosbed up`: from its options, or a scenario file's [cluster] (with the scenario); ValueError
+    says what is wrong. A named foreign system's --stack and --version are read as a scenario's cluster.stack and
+    cluster.version."""
     from orchestration.cluster import member_names
-    from orchestration.scenario import load
-    from orchestration.systems import CHAOSBED, named
+    from orchestration.scenario import load, parse
+    from orchestration.systems import CHAOSBED
     from orchestration.systems.clusters import backend_problem, spec_of
+    from orchestration.systems.user import system_named
 
+    sc = None
     if scenario_file is not None:
         sc = load(scenario_file)  # a ScenarioError is a ValueError
         chosen, names, stack, transport, props = sc.system, sc.members, sc.stack, sc.transport, sc.properties
     else:
-        found = named(system) if system else CHAOSBED
+        found = system_named(system) if system else CHAOSBED  # a SystemProblem is a ValueError
         if found is None:
             raise ValueError(f"--system {system}: unknown system; see `chaosbed systems`")
         chosen = found
         names, props = member_names(members), parse_set(sets)
-        if not chosen.native and (sets or stack != "unicast3+nakack2"):
-            raise ValueError(
-                f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
-            )
+        if not chosen.native:
+            if sets or (stack is not None and not chosen.stacks):
+                raise ValueError(
+                    f"--stack and --set are chaosbed's own; system {chosen.name!r} is configured by its command"
+                )
+            if stack is not None or version is not None:
+                table: dict[str, object] = {"members": names, "system": chosen.name}
+                table |= {k: v for k, v in (("stack", stack), ("version", version)) if v is not None}
+                if chosen.inline:
+                    table["member"] = chosen.cluster_table()["member"]
+                parsed = parse({"cluster": table})
+                chosen, stack, transport = parsed.system, parsed.stack, parsed.transport
+            stack = stack or chosen.stack
+        elif version is not None:
+            raise ValueError(f"--version: system {chosen.name!r} has no releases (chaosbed's own member)")
+        elif (stack := stack or "unicast3+nakack2") not in STACKS:
+            raise ValueError(f"--stack: unknown stack {stack!r}; stacks: {', '.join(sorted(STACKS))}")
     if (why := backend_problem(chosen, backend)) is not None:
         raise ValueError(why)
-    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props)
+    return spec_of(chosen, names, backend, stack=stack, transport=transport, properties=props), sc
 
 
 @click.command()
 @cluster_option
-def status(label: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="every member's state, view and whole `stats` reply as JSON")
+def status(label: str | None, as_json: bool) -> None:
     """Per member: view, key counters, CPU and RSS."""
     import psutil
 
     from orchestration.cluster import ClusterError
 
     cluster = attach(label)
+    if as_json:
+        from orchestration.cli.status_foreign import status_doc
+
+        click.echo(json.dumps(status_doc(cluster), indent=1))
+        return
     if cluster.spec.system is not None:  # members chaosbed did not write: what can be known from outside
         from orchestration.cli.status_foreign import print_foreign_status
 
@@ -205,7 +244,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
         else:
             reply = cluster.control(sender, "send", to=dest, count=count, size=size, rate=rate)
     except (ClusterError, KeyError, OSError) as e:
-        raise click.ClickException(f"{sender}: {e}") from None
+        raise CommandError(f"{sender}: {e}") from None
     console.print(f"{sender} -> {dest}: task {reply['task']} sending {count} messages")
 
 
@@ -215,7 +254,7 @@ def send(sender: str, dest: str, count: int, size: int, rate: float | None, labe
 def down(label: str | None, all_: bool) -> None:
     """Stop a cluster and remove everything it created (processes, namespaces, links, state). --all also stops the
     warm Spark service and the Spark cluster of this state root."""
-    from orchestration.backends.reap import reap_all
+    from orchestration.backends.reap import reap_all, reap_label
 
     if all_:
         removed = reap_all()
@@ -225,7 +264,20 @@ def down(label: str | None, all_: bool) -> None:
             removed.append("the Spark cluster")
         console.print(f"removed: {', '.join(removed) if removed else 'nothing left to remove'}")
         return
-    cluster = attach(label)
+    from orchestration.backends import attach as attach_label
+    from orchestration.backends.state_file import StateFileError
+    from orchestration.cluster import ClusterError
+
+    try:
+        cluster = attach_label(cluster_label(label))
+    except StateFileError as e:  # still take down what it left
+        left = ", ".join(reap_label(e.label)) or "nothing was left"
+        console.print(
+            f"cluster {e.label}: its state file {e.path} {e.problem}; removed what it left: {left}", markup=False
+        )
+        return
+    except ClusterError as e:
+        raise CommandError(str(e)) from None
     cluster.down()
     console.print(f"cluster {cluster.label} is down; histories are in {cluster.workdir / 'history'}")
 

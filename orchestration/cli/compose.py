@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from orchestration.cli.options import console
+from orchestration.cli.options import CommandError, console
 
 if TYPE_CHECKING:
     from orchestration.backends.compose import ComposeCluster
@@ -42,7 +42,7 @@ def attach(project: str, service: str | None, history: str) -> None:
     try:
         cluster = ComposeCluster.attach_project(project, service, history)
     except ClusterError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     members = ", ".join(f"{n} {m.ip}" for n, m in cluster.members.items())
     console.print(f"attached compose project {project} as cluster [bold]{cluster.label}[/bold]: {members}")
     if cluster.spec.system is not None:

@@ -3,7 +3,6 @@ a timeline of faults and views and a report; where namespaces are not available,
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import click
 
 from orchestration.cli.options import console
-from orchestration.cli.output import describe, print_handled, run_checks, warn_late
+from orchestration.cli.output import print_handled, print_timeline, run_checks, warn_late
 from orchestration.cli.sim import print_pairs, run_sim_case, sim_scenario
 
 DEMO_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "partition-heal.toml"
@@ -64,44 +63,14 @@ def _demo_real(seed: int, out: Path | None) -> None:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     console.print(f"ran {sc.name} (seed {seed}) on the netns backend in {time.perf_counter() - started:.1f} s")
-    faults = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines()]
-    t0 = faults[0]["t"]  # the schedule's start (docs/scenario-format.md "Fault timing"): every `at` counts from it
-    faults = faults[1:]
     warn_late(outcome)
-    console.print("faults and views, in seconds after the schedule's start:")
-    timeline: list[tuple[int, str]] = []
-    for f in faults:
-        what = describe(f)
-        timeline.append((f["t"], f"fault {f.get('id', ''):3} {what}"))
-    views = sorted(_views_installed(out / "history"))
-    before = [v for v in views if v[0] < t0]
-    timeline += before[-1:] + [v for v in views if v[0] >= t0]  # the view the faults began in, and every later one
-    for t, what in sorted(timeline):
-        console.print(f"  {(t - t0) / 1e9:6.2f}s  {what}", markup=False)
+    print_timeline(out)
     print_handled(outcome.handled)
     code = run_checks(out, None)
     verdict = {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}.get(code, str(code))
     click.echo(f"report: {out / 'report.html'}")
     click.echo(f"verdict: {verdict}; replay: chaosbed run scenarios/{DEMO_SCENARIO.name} --backend netns --seed {seed}")
     sys.exit(code)
-
-
-def _views_installed(history: Path) -> list[tuple[int, str]]:
-    """Each view of a run, when its first member installed it: (t, "view A|7 [A, B, C, D] (merge) at A, B, ...")."""
-    first: dict[str, tuple[int, list[str], bool, list[str]]] = {}
-    for path in sorted(history.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            try:
-                e = json.loads(line) if '"view"' in line else None
-            except ValueError:  # the cut-off last line of a killed member
-                continue
-            if e and e.get("event") == "view":
-                t, members, merge, at = first.get(e["view_id"], (e["t"], e["members"], e.get("merge"), []))
-                first[e["view_id"]] = (min(t, e["t"]), members, merge, [*at, e["member"]])
-    return [
-        (t, f"view  {vid} [{', '.join(members)}]{' (merge)' if merge else ''} installed by {', '.join(sorted(at))}")
-        for vid, (t, members, merge, at) in first.items()
-    ]
 
 
 def _demo_sim(seed: int, out: Path | None) -> None:

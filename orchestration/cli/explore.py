@@ -18,6 +18,7 @@ from orchestration.cli.options import BACKEND, console, duration_arg, spark_opti
 
 if TYPE_CHECKING:
     from orchestration.explore.session import Explored
+    from orchestration.scenario import Scenario
 
 DEFAULT_BUDGET_S = 600.0
 
@@ -126,7 +127,7 @@ def explore(
     if interval is not None:
         raise click.BadParameter("a nemesis round's interval is for a soak (--backend netns|docker|process)")
     try:
-        sc = load(scenario_file, list(sets))
+        sc = _searchable(load(scenario_file, list(sets)))
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = out or Path("runs") / f"explore-{sc.name}-{stamp}"
         if out.exists() and any(out.iterdir()):
@@ -162,6 +163,18 @@ def explore(
         sys.exit(2)
     _summary(explored, out)
     sys.exit(1 if explored.failures else 0)
+
+
+def _searchable(sc: Scenario) -> Scenario:
+    """The scenario, if the simulator can search it (ScenarioError naming the system otherwise)."""
+    from orchestration.scenario import ScenarioError
+
+    if not sc.system.native:
+        raise ScenarioError(
+            f"cluster.system: the simulator's search runs chaosbed's own member only; system {sc.system.name!r} "
+            "runs on real members: --backend netns (as root) or docker"
+        )
+    return sc
 
 
 _SEARCH_ONLY = ("schedules", "jobs", "stop_at_first", "keep_faults", "want", "confirm", "confirm_runs", "shrink_runs",

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from chaos.nemesis import KINDS as NEMESES
 from node.fault_kinds import DISCARD_ACTIONS
-from orchestration.cli.options import F, attach, cluster_option, console, duration_arg, fraction_arg
+from orchestration.cli.options import CommandError, F, attach, cluster_option, console, duration_arg, fraction_arg
 from orchestration.cli.output import describe
 
 if TYPE_CHECKING:
@@ -53,9 +53,9 @@ def _chaos(label: str | None) -> tuple[Cluster, NetnsFaultEngine]:
     try:
         chaos = cluster.chaos
     except ClusterError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     if not isinstance(chaos, NetnsFaultEngine):
-        raise click.ClickException(f"the {cluster.backend_name} backend's faults are not in network namespaces")
+        raise CommandError(f"the {cluster.backend_name} backend's faults are not in network namespaces")
     return cluster, chaos
 
 
@@ -65,12 +65,12 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
     cluster, chaos = _chaos(label)
     refused = _refused(cluster, kind)
     if refused:
-        raise click.ClickException(refused)
+        raise CommandError(refused)
     duration = duration_arg(for_) if for_ else None
     try:
         record = chaos.add(kind, {k: v for k, v in args.items() if v is not None})
     except ChaosError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     _log(cluster).fault(record, t=time.monotonic_ns(), duration=duration)
     console.print(f"{record.id}: {describe(record.fault)}")
     if duration is not None:
@@ -86,11 +86,12 @@ def _apply(label: str | None, kind: str, args: Mapping[str, object], for_: str |
 
 
 def _refused(cluster: Cluster, kind: str) -> str | None:
-    """Why the cluster's system refuses this fault (a discard without a wire profile), as a scenario file would."""
+    """Why the cluster's system refuses this fault (a discard without a wire profile or over TCP), as a scenario
+    file would."""
     from orchestration.systems import system_of
     from orchestration.systems.definition import fault_refusal
 
-    return fault_refusal(system_of(cluster.spec.system), kind)
+    return fault_refusal(system_of(cluster.spec.system), kind, cluster.spec.transport)
 
 
 def _timer_argv(fault_id: str, label: str, duration: float) -> list[str]:
@@ -205,8 +206,8 @@ def discard(
     label: str | None,
 ) -> None:
     """A protocol-aware rule on messages: `discard 'UNICAST3.ACK(seqno=50)' --from B --to A --count 1`; on a JGroups
-    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'`. `discard --list`: the names of the cluster's
-    system."""
+    cluster in JGroups' names: `discard 'UNICAST2.DATA(seqno=6)'` (2.12), `discard 'NAKACK4.ACK()'` (5.x).
+    `discard --list`: the names of the cluster's system."""
     if list_rules:
         _list_rules(system, label)
         return
@@ -229,11 +230,15 @@ def _list_rules(system_name: str | None, label: str | None) -> None:
     if system_name is not None:
         chosen = named(system_name)
         if chosen is None:
-            raise click.ClickException(f"unknown system {system_name!r}; named systems: {', '.join(SYSTEMS)}")
+            raise CommandError(f"unknown system {system_name!r}; named systems: {', '.join(SYSTEMS)}")
     else:
         chosen = system_of(attach(label).spec.system)
     if chosen.wire == "none":
-        raise click.ClickException(f"system {chosen.name!r} has no wire profile: no discard rules")
+        raise CommandError(f"system {chosen.name!r} has no wire profile: no discard rules")
+    if chosen.transport == "tcp":
+        from orchestration.systems.definition import TCP_DISCARD
+
+        raise CommandError(f"system {chosen.name!r} runs over tcp: no discard rules ({TCP_DISCARD})")
     console.print(
         f"discard rules on system {chosen.name} (wire profile {chosen.wire}): PROTOCOL.TYPE(field=value, ...)"
     )
@@ -256,7 +261,7 @@ def heal(ids: tuple[str, ...], after: float, quiet: bool, label: str | None) -> 
     try:
         gone = chaos.remove(list(ids)) if ids else chaos.heal()
     except ChaosError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     _log(cluster).heal(list(ids) if ids else None, t=time.monotonic_ns(), seed=0)
     if not quiet:
         healed = ", ".join(f"{f.id} {describe(f.fault)}" for f in gone)
@@ -306,7 +311,7 @@ def nemesis(kind: str, members: str, seed: int, start: str, interval: str, for_:
     try:
         faults = schedule(kind, names, seed=seed, start=start, interval=interval, duration=for_, rounds=rounds)
     except NemesisError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None
     for line in describe(faults):
         console.print(line)
     console.print(

@@ -15,8 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestration.cli.options import BACKEND, console, master_option, spark_option, spark_target
-from orchestration.matrix.run import CellResult, MatrixResult, check_all, run_cells, set_aside, write_matrix
-from orchestration.matrix.spec import Matrix, MatrixError, load_matrix, toml_value
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.matrix.run import check_all, run_cells, set_aside, write_matrix
+from orchestration.matrix.spec import Matrix, MatrixError, load_matrix
+from orchestration.toml_text import toml_value
 
 
 def _fail(msg: str) -> None:
@@ -130,27 +132,38 @@ def cells_table(result: MatrixResult) -> Table:
 
 
 def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
-    """One row per bug (and backend, named under the bug): what its flawed variant must violate, what each variant
-    did, and whether both went as the catalogue says. Narrow enough for a 100-column terminal; the settings are in the
-    replay lines."""
+    """One row per bug and pair (the model's flawed/fixed, and the real releases': `real X -> Y` under the bug, with
+    the id and the backend): what its flawed variant must violate, what each variant did, and whether both went as the
+    catalogue says. Narrow enough for a 100-column terminal; the settings are in the replay lines."""
     backends = sorted({r.cell.backend for r in result.results})
     table = Table(title=f"known bugs ({len(ids)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("bug" + (" (id, backend)" if len(backends) > 1 else ""), no_wrap=True)
     for col, least in (("flawed must violate", 16), ("flawed", 16), ("fixed", 6)):
         table.add_column(col, overflow="fold", min_width=least, max_width=32)
     table.add_column("as expected", no_wrap=True, min_width=11)
-    pairs: dict[tuple[Path, str], dict[str, CellResult]] = {}
+    pairs: dict[tuple[Path, str, str], dict[str, CellResult]] = {}
     for r in result.results:
-        pairs.setdefault((r.cell.scenario, r.cell.backend), {})[r.cell.label] = r
-    for (path, backend), variants in pairs.items():
+        real = r.cell.label.startswith("real-")
+        pairs.setdefault((r.cell.scenario, r.cell.backend, "real" if real else "model"), {})[
+            r.cell.label.removeprefix("real-")
+        ] = r
+    for (path, backend, pair), variants in pairs.items():
         flawed, fixed = variants.get("flawed"), variants.get("fixed")
         must = ", ".join(flawed.cell.expect.violates or ["any check"]) if flawed else "-"
         ok = all(v.ok for v in variants.values())
         below = ids.get(path, "") + (f", {backend}" if len(backends) > 1 else "")
+        if pair == "real":
+            below += f", {_releases(flawed, fixed)}"
         row = [f"{path.stem}\n[dim]{escape(below)}[/]", must, _outcome(flawed) if flawed else "-"]
         row.append(_outcome(fixed) if fixed else "no fix" if flawed else "-")
         table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")
     return table
+
+
+def _releases(flawed: CellResult | None, fixed: CellResult | None) -> str:
+    """A real pair as the table names it: "real 5.4.6 -> 5.4.7"."""
+    versions = [str(r.cell.settings.get("cluster.version", "?")) for r in (flawed, fixed) if r is not None]
+    return "real " + " -> ".join(versions)
 
 
 def summarize(result: MatrixResult, table: Table | None = None) -> int:
@@ -228,7 +241,10 @@ def bugs(ctx: click.Context) -> None:
     for entry in entries:
         bug = entry.bug
         flawed = " ".join(f"{k}={toml_value(v)}" for k, v in bug.flawed.items()) or "(the file as written)"
-        about = f"[bold]{bug.title}[/]\n{bug.breaks}\n[dim]flawed: {flawed}[/]"
+        about = f"[bold]{bug.title}[/]\n{bug.breaks}\n[dim]flawed: {flawed if bug.modelled else '(not modelled)'}"
+        if bug.real:
+            about += f"\nreal: {bug.real.system} {bug.real.flawed} (flawed) -> {bug.real.fixed} (fixed)"
+        about += "[/]"
         table.add_row(entry.path.stem, bug.id, bug.layer, about, ", ".join(bug.violates))
     console.print(table)
     console.print("run one: chaosbed bugs run NAME; all: chaosbed bugs run --all [-j 2]")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from orchestration.cli.options import attach, cluster_option, console
+from orchestration.cli.options import CommandError, attach, cluster_option, console
 
 if TYPE_CHECKING:
     from chaos.faults import JsonObject
@@ -36,12 +36,12 @@ def member_fault(kind: str, member: str, label: str | None) -> JsonObject:
 
     cluster = attach(label)
     if member not in cluster.members:
-        raise click.ClickException(f"no member {member!r} in cluster {cluster.label}: {', '.join(cluster.members)}")
+        raise CommandError(f"no member {member!r} in cluster {cluster.label}: {', '.join(cluster.members)}")
     t = cluster.clock.now_ns()  # when it started, as the scheduler records member actions
     try:
         ACTIONS[kind][1](cluster, member)
     except (ClusterError, OSError) as e:
-        raise click.ClickException(f"{kind} {member}: {e}") from None
+        raise CommandError(f"{kind} {member}: {e}") from None
     save = getattr(cluster, "_save_state", None)
     if save is not None and cluster.state_dir.exists():
         save()  # the member's pid, pause or incarnation, for the next command

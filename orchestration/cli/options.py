@@ -29,6 +29,13 @@ CLUSTER_BACKEND = click.Choice(["netns", "process", "docker"])
 DEFAULT_BACKEND_HELP = "default: netns as root with namespaces, else process"
 
 
+class CommandError(click.ClickException):
+    """A command that could not do what was asked: one line (what went wrong, what to do) and exit 2, the commands'
+    "could not run" (docs/scenario-format.md's exit codes). A traceback is only ever a bug in chaosbed."""
+
+    exit_code = 2
+
+
 def fraction_arg(value: str) -> float:
     """A probability written 0.2 or 20%."""
     v = value.strip()
@@ -112,19 +119,26 @@ def default_backend() -> str:
     return "netns"
 
 
+def cluster_label(label: str | None) -> str:
+    """`label`, or the label of the only cluster running; a click error says why there is none."""
+    from orchestration.cluster import list_clusters
+
+    if label is not None:
+        return label
+    labels = list_clusters()
+    if not labels:
+        raise CommandError("no cluster is running (start one with `chaosbed up`)")
+    if len(labels) > 1:
+        raise CommandError(f"several clusters are running ({', '.join(labels)}): name one with --cluster")
+    return labels[0]
+
+
 def attach(label: str | None) -> Cluster:
     """The running cluster named `label`, or the only one running; a click error says why there is none."""
     from orchestration.backends import attach as attach_label
-    from orchestration.cluster import ClusterError, list_clusters
+    from orchestration.cluster import ClusterError
 
-    labels = list_clusters()
-    if label is None:
-        if not labels:
-            raise click.ClickException("no cluster is running (start one with `chaosbed up`)")
-        if len(labels) > 1:
-            raise click.ClickException(f"several clusters are running ({', '.join(labels)}): name one with --cluster")
-        label = labels[0]
     try:
-        return attach_label(label)
+        return attach_label(cluster_label(label))
     except ClusterError as e:
-        raise click.ClickException(str(e)) from None
+        raise CommandError(str(e)) from None

@@ -3,6 +3,7 @@ what started late, and the checks' verdict (the analysis pipeline over a run fol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +71,43 @@ def print_handled(faults: list[FaultRecord]) -> None:
         console.print(f"{f.id} {describe(f.fault)}: {acted or 'nothing matched'}", markup=False)
 
 
+def print_timeline(out: Path) -> None:
+    """A finished run's faults and views in seconds after the schedule's start (the view the faults began in, and
+    every later one); nothing for a run without faults."""
+    try:
+        lines = [json.loads(line) for line in (out / "faults.jsonl").read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return
+    if len(lines) < 2 or lines[0].get("event") != "start":
+        return
+    t0 = lines[0]["t"]  # the schedule's start (docs/scenario-format.md "Fault timing"): every `at` counts from it
+    timeline = [(f["t"], f"fault {f.get('id', ''):3} {describe(f)}") for f in lines[1:] if isinstance(f.get("t"), int)]
+    views = sorted(_views_installed(out / "history"))
+    before = [v for v in views if v[0] < t0]
+    timeline += before[-1:] + [v for v in views if v[0] >= t0]
+    console.print("faults and views, in seconds after the schedule's start:")
+    for t, what in sorted(timeline):
+        console.print(f"  {(t - t0) / 1e9:6.2f}s  {what}", markup=False)
+
+
+def _views_installed(history: Path) -> list[tuple[int, str]]:
+    """Each view of a run, when its first member installed it: (t, "view A|7 [A, B, C, D] (merge) at A, B, ...")."""
+    first: dict[str, tuple[int, list[str], bool, list[str]]] = {}
+    for path in sorted(history.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                e = json.loads(line) if '"view"' in line else None
+            except ValueError:  # the cut-off last line of a killed member
+                continue
+            if isinstance(e, dict) and e.get("event") == "view" and isinstance(e.get("members"), list):
+                t, members, merge, at = first.get(e["view_id"], (e["t"], e["members"], bool(e.get("merge")), []))
+                first[e["view_id"]] = (min(t, e["t"]), members, merge, [*at, e["member"]])
+    return [
+        (t, f"view  {vid} [{', '.join(members)}]{' (merge)' if merge else ''} installed by {', '.join(sorted(at))}")
+        for vid, (t, members, merge, at) in first.items()
+    ]
+
+
 def warn_late(outcome: RunOutcome) -> None:
     """Says loudly what did not happen as planned: member actions that started late (network faults are switched by
     the clock), a wall clock that moved under the kernel's time gates, packets that escaped the protocol-aware rules
@@ -91,6 +129,7 @@ def run_shown(sc: Scenario, backend: str, out: Path, status: str) -> RunOutcome:
     with console.status(status):
         outcome = run_scenario(sc, backend, out)
     warn_late(outcome)
+    print_timeline(out)
     print_handled(outcome.handled)
     return outcome
 

@@ -42,7 +42,10 @@ def soak(
         sc = parse(soak_scenario(base, plan))
         out = out or Path("runs") / f"{sc.name}-{backend}-seed{sc.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         what = f"{plan.nemesis} nemesis, {plan.rounds} rounds of {plan.interval:g}s, {len(sc.members)} members"
-        console.print(f"soak: {sc.name} on {backend} for {budget:g}s ({what}); run folder {out}", markup=False)
+        covers = f"{plan.sending:g}s of load and faults, then up to {budget - plan.sending:g}s to recover"
+        console.print(
+            f"soak: {sc.name} on {backend}, a {budget:g}s budget ({covers}; {what}); run folder {out}", markup=False
+        )
         run_shown(sc, backend, out, f"soaking on {backend}")
     except ScenarioError as e:
         click.echo(f"error: {e}", err=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from orchestration.cli.options import console, duration_arg
 
@@ -26,16 +26,58 @@ CONFORM_BACKENDS = click.Choice(["process", "netns", "docker"])
 def systems() -> None:
     """List the systems a cluster's members can run: chaosbed's own and the named foreign ones."""
     from orchestration.systems import SYSTEMS, WIRE_PROFILES
+    from orchestration.systems.definition import SystemProblem
+    from orchestration.systems.user import user_systems
 
-    table = Table("system", "backends", "control", "wire profile", "image (docker)", "stack", "about")
-    for s in SYSTEMS.values():
-        image = s.image or "chaosbed's member image (working directory mounted)"
-        cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, image, s.stack, s.description)
+    try:
+        own = user_systems()
+    except SystemProblem as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    every = [*SYSTEMS.values(), *own]
+    table = Table("backends", "control", "wire profile", "release", "stacks", "leave", "about")
+    table.columns.insert(0, Column("system", no_wrap=True, min_width=max(len(s.name) for s in every)))
+    for s in every:
+        about = s.description + (f" (docker image {s.image})" if s.image and not s.native else "")
+        cells = (s.name, ", ".join(s.backends), "yes" if s.control else "no", s.wire, _release(s), _stacks(s),
+                 _LEAVES[s.leave], about)  # fmt: skip
         table.add_row(*map(escape, cells))
     console.print(table)
+    _releases_here()
     console.print(
-        'a scenario may also define its own: [cluster] system = "NAME" with [cluster.member] command = [...] '
-        "(docs/foreign.md); wire profiles: " + "; ".join(f"{k}: {v}" for k, v in WIRE_PROFILES.items()),
+        'a scenario may also define its own: [cluster] system = "NAME" with [cluster.member] command = [...], or '
+        "name it once in a systems.toml beside the scenarios (docs/foreign.md); wire profiles: "
+        + "; ".join(f"{k}: {v}" for k, v in WIRE_PROFILES.items()),
+        markup=False,
+    )
+
+
+_LEAVES = {"control": "graceful (`leave` command)", "sigterm": "SIGTERM"}
+
+
+def _release(s: System) -> str:
+    if s.release:
+        return f"{s.release} (cluster.version: {s.releases})"
+    return s.releases or "-"
+
+
+def _stacks(s: System) -> str:
+    stacks = ", ".join(s.stacks) if s.stacks else s.stack
+    return stacks + (", or your *.xml" if s.stack_files else "")
+
+
+def _releases_here() -> None:
+    from foreign.jgroups.releases import MEMBER_PROGRAMS
+    from orchestration.systems.jgroups5 import on_this_machine
+
+    for program, releases, java in MEMBER_PROGRAMS:
+        console.print(f"JGroups member program {program}: releases {releases}; runs on {java}", markup=False)
+    here = on_this_machine()
+    console.print(
+        "JGroups 5 releases on this machine (Maven's local repository): "
+        + (", ".join(here) if here else "none")
+        + "; another is fetched from Maven Central on first use (cluster.version); the releases Maven Central "
+        "serves: python -m foreign.jgroups.registry",
         markup=False,
     )
 
@@ -86,11 +128,15 @@ def conform(
 
 
 def _system(target: tuple[str, ...], as_command: bool, control: bool, image: str | None, name: str | None) -> System:
-    from orchestration.systems import named
     from orchestration.systems.definition import SystemProblem, inline
+    from orchestration.systems.user import system_named
 
     if not as_command:
-        system = named(target[0]) if len(target) == 1 else None
+        try:
+            system = system_named(target[0]) if len(target) == 1 else None
+        except SystemProblem as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
         if system is None:
             from orchestration.systems import SYSTEMS
 

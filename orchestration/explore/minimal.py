@@ -27,8 +27,9 @@ class Provenance:
     faults: tuple[TomlTable, ...]
 
 
-def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable]) -> str:
-    lines = [
+def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable]) -> list[str]:
+    """The comment lines at the top of minimal.toml (without their `# `)."""
+    return [
         f"minimal scenario found by chaosbed explore: violates {', '.join(prov.violated)}",
         f"schedule seed {prov.seed} (schedule #{prov.index + 1} of: {prov.command})",
         f"faults: {len(prov.faults)} as found, {len(faults_after)} after shrinking",
@@ -44,7 +45,6 @@ def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults
         "",
         "replay: chaosbed run minimal.toml --backend sim",
     ]
-    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
 def minimal_name(base_name: str, seed: int) -> str:
@@ -56,6 +56,6 @@ def write_minimal(path: Path, raw: TomlTable, prov: Provenance, trail: list[str]
     doc = copy.deepcopy(raw)
     doc["name"] = minimal_name(str(raw.get("name", "scenario")), prov.seed)
     sc = dataclasses.replace(parse(copy.deepcopy(doc)), raw=doc)  # validated; written as given (parse edits checks)
-    text = header(prov, trail, runs, complete, faults_of(doc)) + scenario_toml(sc)
+    text = scenario_toml(sc, header(prov, trail, runs, complete, faults_of(doc)))
     path.write_text(text)
     return text

@@ -26,8 +26,8 @@ from orchestration.explore.search import Found, SearchSpec, search
 from orchestration.explore.shrink import MAX_RUNS, Judge, Shrunk, shrink
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.matrix.bugs import Entry
-from orchestration.runner import toml_value
 from orchestration.scenario import apply_settings
+from orchestration.toml_text import toml_value
 
 _ABSENT = object()
 

@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from node.atomic import write_atomic
 from orchestration.explore.result import ExploreDoc, FailureDoc
 from orchestration.explore.timeline import figure, read_lanes
 
@@ -115,5 +116,5 @@ def render_index(root: Path, doc: ExploreDoc) -> str:
 
 def write_index(root: Path, doc: ExploreDoc) -> Path:
     path = root / "index.html"
-    path.write_text(render_index(root, doc), encoding="utf-8")
+    write_atomic(path, render_index(root, doc))
     return path

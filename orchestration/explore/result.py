@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import TypedDict
 
+from node.atomic import write_atomic
 from orchestration.explore.confirm import ConfirmDoc
 from orchestration.explore.finish import Failure
 from orchestration.explore.search import SearchResult
@@ -99,5 +100,5 @@ def explore_doc(
 
 def write_explore_json(root: Path, doc: ExploreDoc) -> Path:
     path = root / EXPLORE_JSON
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path

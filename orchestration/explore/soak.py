@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import tomllib
 from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos.nemesis import KINDS, MIN_MEMBERS
+from node.atomic import write_atomic
 from node.units import parse_duration
 from orchestration.explore.tables import (
     JsonObject,
@@ -40,6 +42,7 @@ FIRST_ROUND_S = 2.0
 TIMEOUT_SLACK_S = 120.0  # the run's timeout past the budget (the runner waits for the cluster to go quiet)
 BUCKETS = 10
 _SEND = re.compile(rb'"event"\s*:\s*"send"')
+_STOP = re.compile(rb'"event"\s*:\s*"stop"')
 _T = re.compile(rb'"t"\s*:\s*(\d+)')
 
 
@@ -119,11 +122,13 @@ class SoakSummary:
     faults: dict[str, int]  # applied, by kind (heals not counted)
     sent: int
     delivered: int
-    retransmissions: int
+    retransmissions: int | None  # the members' xmit events; None: the system does not report them (a foreign one)
     verdict: str  # PASS, FAIL, UNREADABLE
     violated: list[str]
     send_rate: list[float] = field(default_factory=list)  # messages/s over the run, in BUCKETS equal parts
     peak_rss_kib: dict[str, int] = field(default_factory=dict)  # members alive at the end (ru_maxrss)
+    sending: float = 0.0  # seconds of the budget the workloads send and the nemesis acts (the rest: recovery)
+    elapsed: float | None = None  # seconds from the schedule's start to the members' stop, as run
 
     def held(self) -> float | None:
         """The last tenth's send rate over the first's (1.0: the load held)."""
@@ -133,10 +138,14 @@ class SoakSummary:
 
     def lines(self) -> list[str]:
         faults = ", ".join(f"{n} {kind}" for kind, n in sorted(self.faults.items(), key=lambda kv: -kv[1]))
+        xmits = "not reported" if self.retransmissions is None else f"{self.retransmissions:,}"
+        ran = f"; ran {self.elapsed:.1f} s" if self.elapsed is not None else ""
         out = [
-            f"soak: {self.seconds:g} s on {self.backend}, {self.members} members, {self.nemesis} nemesis: "
-            f"{self.rounds} rounds, {sum(self.faults.values())} faults applied ({faults or 'none'})",
-            f"messages: {self.sent:,} sent, {self.delivered:,} delivered; retransmissions: {self.retransmissions:,}",
+            f"soak: a {self.seconds:g} s budget on {self.backend} ({self.sending:g} s of load and faults, then up to "
+            f"{self.seconds - self.sending:g} s to recover: the run ends once the cluster is quiet{ran}), "
+            f"{self.members} members, {self.nemesis} nemesis: {self.rounds} rounds, {sum(self.faults.values())} "
+            f"faults applied ({faults or 'none'})",
+            f"messages: {self.sent:,} sent, {self.delivered:,} delivered; retransmissions: {xmits}",
         ]
         if self.send_rate:
             held = self.held()
@@ -155,12 +164,16 @@ def summarize(out: Path, plan: SoakPlan, backend: str, members: int, code: int) 
     verdict = _json(out / "verdict.json")
     per_member = [as_table(m, "stats.members") for m in opt_table(opt_table(verdict, "stats"), "members").values()]
     faults: dict[str, int] = {}
+    started: int | None = None
     for line in _lines(out / "faults.jsonl"):
         event = as_table(json.loads(line), "faults.jsonl")
+        if event.get("event") == "start":
+            started = integer(event, "t", 0)
         if event.get("event") == "fault" and event.get("kind") != "heal":
             kind = text(event, "kind")
             faults[kind] = faults.get(kind, 0) + 1
     usage = opt_table(_json(out / "outcome.json"), "usage")
+    stopped = _last_stop(out / "history")
     return SoakSummary(
         backend=backend,
         members=members,
@@ -170,16 +183,38 @@ def summarize(out: Path, plan: SoakPlan, backend: str, members: int, code: int) 
         faults=faults,
         sent=sum(integer(m, "send", 0) for m in per_member),
         delivered=sum(integer(m, "deliver", 0) for m in per_member),
-        retransmissions=sum(integer(m, "xmit", 0) for m in per_member),
+        retransmissions=sum(integer(m, "xmit", 0) for m in per_member) if _native(out) else None,
         verdict={0: "PASS", 1: "FAIL"}.get(code, "UNREADABLE"),
         violated=sorted({text(v, "check") for v in tables(verdict, "violations")}),
         send_rate=send_rate(out / "history", plan.sending),
         peak_rss_kib=_peak_rss(usage),
+        sending=plan.sending,
+        elapsed=(stopped - started) / 1e9 if started is not None and stopped is not None else None,
     )
 
 
+def _native(out: Path) -> bool:
+    """Whether the run's members are chaosbed's own (they write `xmit` events; a foreign system need not)."""
+    try:
+        cluster = tomllib.loads((out / "scenario.toml").read_text()).get("cluster", {})
+    except (OSError, ValueError):
+        return False
+    return isinstance(cluster, dict) and cluster.get("system", "chaosbed") == "chaosbed"
+
+
+def _last_stop(history: Path) -> int | None:
+    """The latest `t` of the members' `stop` events (the end of the run as the members saw it)."""
+    last = None
+    for path in sorted(history.glob("*.jsonl")):
+        with path.open("rb") as f:
+            for line in f:
+                if _STOP.search(line) and (m := _T.search(line)):
+                    last = max(last or 0, int(m.group(1)))
+    return last
+
+
 def write_summary(out: Path, summary: SoakSummary) -> None:
-    (out / "soak.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
+    write_atomic(out / "soak.json", json.dumps(asdict(summary), indent=1) + "\n")
 
 
 def send_rate(history: Path, sending: float, buckets: int = BUCKETS) -> list[float]:

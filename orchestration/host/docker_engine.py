@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 import psutil
 
+from node.atomic import write_atomic
 from orchestration.cluster import ClusterError
-from orchestration.host import leases
+from orchestration.host import docker_listing, leases
 from orchestration.host.claims import CLAIMS_DIR
 from orchestration.host.filelock import locked
 
@@ -253,17 +254,14 @@ def _start() -> None:
     log.close()
     state["pid"] = proc.pid
     state["started"] = leases.process_started(proc.pid)
-    _state_path().write_text(json.dumps(state))
+    write_atomic(_state_path(), json.dumps(state))
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
         if running():
-            c = client()
-            state["images"] = [image.id for image in c.images.list(all=True)]
-            state["containers"] = [container.id for container in c.containers.list(all=True)]
-            state["networks"] = [network.id for network in c.networks.list()]
-            _state_path().write_text(json.dumps(state))
+            state.update(engine_objects(client()))
+            write_atomic(_state_path(), json.dumps(state))
             return
         time.sleep(0.1)  # polling the engine's socket with a deadline
     tail = (ENGINE_DIR / "dockerd.log").read_text(errors="replace")[-1500:]
@@ -296,6 +294,32 @@ def _stop() -> None:
         raise EngineCleanupError(f"the Docker engine we stopped left the host changed (before, after): {changed}")
 
 
+class EngineObjects(TypedDict):
+    images: list[str]
+    containers: list[str]
+    networks: list[str]
+
+
+def engine_objects(c: DockerClient) -> EngineObjects:
+    """The ids of what the engine holds: every image, container (listed, so one removed meanwhile cannot fail
+    it) and network."""
+    return {
+        "images": [image.id for image in c.images.list(all=True)],
+        "containers": [container.id for container in docker_listing.listed(c, all=True)],
+        "networks": [network.id for network in c.networks.list()],
+    }
+
+
+def remove_new_containers(c: DockerClient, known: list[str], filters: docker_listing.Filters | None = None) -> None:
+    """Removes every container (matching `filters`) whose id is not in `known`; one already gone is no error."""
+    import docker
+
+    for container in docker_listing.listed(c, all=True, filters=filters):
+        if container.id not in known:
+            with contextlib.suppress(docker.errors.DockerException):
+                c.api.remove_container(container.id, force=True)
+
+
 def _remove_new_objects(state: EngineState) -> None:
     """Removes what was made while our engine ran and is still there (a killed test's containers and networks, the
     member and base images of the tests): a machine keeps none of it. The base image's root file system stays
@@ -304,10 +328,7 @@ def _remove_new_objects(state: EngineState) -> None:
 
     try:
         c = client(timeout=30.0)
-        for container in c.containers.list(all=True):
-            if container.id not in state.get("containers", []):
-                with contextlib.suppress(docker.errors.DockerException):
-                    container.remove(force=True)
+        remove_new_containers(c, state.get("containers", []))
         for network in c.networks.list():
             if network.id not in state.get("networks", []):
                 with contextlib.suppress(docker.errors.DockerException):

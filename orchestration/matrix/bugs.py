@@ -3,8 +3,10 @@ table.
 
 Running a bug = a matrix of two cells per backend, the flawed variant (expected to fail with exactly the checks the
 file names) and the fixed one (expected to pass), checked in one pass like any matrix. A bug of a system without a fix
-(`no_fix`) has the flawed cell only. A cell whose system cannot run on its backend (a foreign system on the simulator)
-or on this machine (no JDK for the JGroups jar) is skipped with the reason, not failed.
+(`no_fix`) has the flawed cell only. A bug with a `[bug.real]` pair has two more cells per backend, real-flawed and
+real-fixed: the same file on the real release that had the bug and on the one that fixed it
+(orchestration/bug_table.py). A cell whose system cannot run on its backend (a foreign system on the simulator) or
+on this machine (no JDK for the JGroups jar) is skipped with the reason, not failed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from orchestration.systems import unavailable
 from orchestration.systems.clusters import backend_problem
 
 CATALOGUE = Path(__file__).resolve().parents[2] / "scenarios" / "bugs"
-VARIANTS = ("flawed", "fixed")
 
 
 @dataclass
@@ -73,7 +74,8 @@ def bug_matrix(entries: list[Entry], backends: list[str] | None = None, name: st
             for variant in e.bug.variants:
                 settings = e.bug.settings(variant)
                 sc = load(e.path, settings=settings)
-                expect = Expectation("fail", list(e.bug.violates)) if variant == "flawed" else Expectation("pass")
+                must = e.bug.must_violate(variant)
+                expect = Expectation("fail", must) if must is not None else Expectation("pass")
                 cell = Cell(len(cells) + 1, e.path, sc.name, settings, backend, sc.seed, expect, label=variant)
                 cell.folder = f"{cell.id}-{_slug(sc.name)}-{variant}-{backend}"
                 cell.system = system_label(sc)

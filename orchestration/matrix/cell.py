@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from node.atomic import write_atomic
 from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only
 
 
@@ -40,7 +41,7 @@ def main(spec_json: str) -> int:
 
 
 def _write(out: Path, doc: OutcomeDoc) -> None:
-    (out / OUTCOME_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    write_atomic(out / OUTCOME_FILE, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,9 @@ report, then the replay command of every cell that failed or could not run. One 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
-from orchestration.matrix.spec import toml_value
-
-if TYPE_CHECKING:
-    from orchestration.matrix.run import CellResult, MatrixResult
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.toml_text import toml_value
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1300px;

@@ -18,61 +18,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 from chaos.faults import JsonObject
+from node.atomic import write_atomic
+from orchestration.matrix.report import render
+from orchestration.matrix.results import CellResult, MatrixResult
 from orchestration.matrix.spec import Cell, Matrix
-from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only, warning_lines
+from orchestration.runner import OUTCOME_FILE, OutcomeDoc, first_interrupt_only
 
 CELL_LOG = "run.log"  # what the cell printed
 GRACE_S = 120.0  # beyond a scenario's timeout before a cell is interrupted (cluster start, stop, cleanup)
 INTERRUPT_WAIT_S = 60.0  # how long cells get to take their clusters down after Ctrl-C
-
-
-@dataclass
-class CellResult:
-    cell: Cell
-    status: str  # "ran" | "error" (could not run: exit 2 of the cell) | "interrupted" | "not run" | "skipped"
-    seconds: float = 0.0
-    error: str | None = None
-    outcome: OutcomeDoc = field(default_factory=lambda: OutcomeDoc())
-    violated: list[str] = field(default_factory=list)
-    checked: bool = False
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "ran" and self.checked and not self.violated
-
-    @property
-    def warnings(self) -> list[str]:
-        """What the cell's run did not do as planned (its outcome.json: late member actions, warnings)."""
-        return warning_lines(self.outcome.get("late") or [], self.outcome.get("warnings") or [])
-
-    @property
-    def ok(self) -> bool:
-        """As expected: passed where a pass is expected, failed (with exactly the named checks) where not. A skipped
-        cell (its system cannot run here, `error` says why) is neither: it does not count."""
-        return self.status == "skipped" or (
-            self.status == "ran" and self.checked and self.cell.expect.met(self.violated)
-        )
-
-
-@dataclass
-class MatrixResult:
-    matrix: Matrix
-    out: Path
-    results: list[CellResult]
-    interrupted: bool = False
-    check_seconds: float = 0.0
-    run_seconds: float = 0.0
-    check_error: str | None = None
-    events: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.interrupted and self.check_error is None and all(r.ok for r in self.results)
 
 
 def cell_command(cell: Cell, out: Path) -> list[str]:
@@ -267,12 +225,10 @@ def matrix_doc(result: MatrixResult) -> JsonObject:
 
 
 def write_matrix_json(result: MatrixResult) -> None:
-    (result.out / "matrix.json").write_text(json.dumps(matrix_doc(result), indent=2) + "\n")
+    write_atomic(result.out / "matrix.json", json.dumps(matrix_doc(result), indent=2) + "\n")
 
 
 def write_matrix(result: MatrixResult) -> None:
     """matrix.json and the grid report.html (the checker's table of every run is checks.html, linked from it)."""
-    from orchestration.matrix.report import render
-
     write_matrix_json(result)
-    (result.out / "report.html").write_text(render(result), encoding="utf-8")
+    write_atomic(result.out / "report.html", render(result))

@@ -30,9 +30,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestration.runner import toml_value
-from orchestration.scenario import CHECKS, CLUSTER_KEYS, VIOLATIONS, Scenario, ScenarioError, TomlTable, load
+from orchestration.scenario import (
+    CHECKS,
+    CLUSTER_KEYS,
+    VIOLATIONS,
+    Scenario,
+    ScenarioError,
+    TomlTable,
+    load,
+    read_text,
+)
 from orchestration.systems import unavailable
+from orchestration.toml_text import toml_value
 
 BACKENDS = ("sim", "process", "netns", "docker", "swarm")
 MATRIX_KEYS = {"name", "scenarios", "axes", "expect", "report"}
@@ -138,9 +147,7 @@ def load_matrix(path: str | Path, *, backend: str | None = None) -> Matrix:
     fails here (exit 2), naming the axis, before anything runs. `backend` replaces the backend axis."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise MatrixError(f"{path}: cannot read: {e.strerror}") from None
+        raw = tomllib.loads(read_text(path, MatrixError))
     except tomllib.TOMLDecodeError as e:
         raise MatrixError(f"{path}: not valid TOML: {e}") from None
     for key in raw:

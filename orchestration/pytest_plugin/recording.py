@@ -38,7 +38,7 @@ class RecordingFaultTable:
         from orchestration.systems import system_of
         from orchestration.systems.definition import fault_refusal
 
-        refused = fault_refusal(system_of(self._cluster.spec.system), kind)
+        refused = fault_refusal(system_of(self._cluster.spec.system), kind, self._cluster.spec.transport)
         if refused:
             raise ClusterError(refused)
         t = self._cluster.clock.now_ns()  # from before: the fault may act while it is being installed

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from node.addresses import make_address
 from node.history import HistoryWriter
 from node.stack import Stack
-from node.wire import make_address
 from node.workload import Workload
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict, Unpack
 
 from node import wire
-from node.wire import name_of
+from node.addresses import name_of
 from orchestration.sim.events import EventQueue
 from orchestration.sim.member import SimMember
 

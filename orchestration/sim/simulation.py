@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import TypeVarTuple, Unpack
 
 from chaos.faults import JsonObject
+from node.addresses import make_address, name_of
 from node.history import HistoryWriter, write_records
 from node.payload import msg_id_of
 from node.protocols.base import MembershipLayer, Properties, UnicastLayer
 from node.runtime import RECV_BUFFER
 from node.stack import build_stack, has_membership
-from node.wire import View, make_address, name_of
+from node.wire import View
 from node.workload import Progress
 from orchestration.fault_log import FILE, FaultLog
 from orchestration.sim.events import DATAGRAM, TIMER, EventQueue

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from node.addresses import make_address
 from node.payload import make_msg_id, make_payload
 from node.protocols.base import MulticastLayer
 from node.stack import PROTOCOLS, STACKS
-from node.wire import make_address
 from node.workload import Progress, Workload
 from orchestration.sim.events import EventQueue
 from orchestration.sim.member import SimMember, Task, find

@@ -26,8 +26,14 @@ def spec_of(
     A foreign system with stacks of its own runs `stack` when it is one of them, else its default."""
     if system.native:
         return ClusterSpec(members, stack, transport, dict(properties or {}), backend, seed=seed)
-    if system.stacks and stack in system.stacks:
-        system = replace(system, stack=stack)
+    if system.stacks and stack in system.stacks and stack != system.stack:
+        if system.requires == "jgroups5":
+            from orchestration.systems.jgroups5 import with_stack
+
+            system = with_stack(system, stack)
+        else:
+            system = replace(system, stack=stack)
+    transport = system.transport or transport
     return ClusterSpec(members, system.stack or system.name, transport, {}, backend, seed=seed, system=system.to_dict())
 
 

@@ -10,6 +10,8 @@ B, of the system on a real backend; each item passes or fails with the reason, o
     multicast    A multicasts one message: A logs the send, A and B the delivery (a sender delivers its own)
     sigterm      SIGTERM: B writes `stop`, exits, and nothing follows `stop`
     restart      B starts again as incarnation 2, appending to its history (the earlier lines unchanged)
+    leave        (a system with `leave = "control"`) B/2 gets the control command `leave`: it leaves the group, writes
+                 `left` and `stop` and exits, and A installs a view without it (where the system has views)
     histories    every line of both histories keeps to the history contract (node/history_contract.py)
 """
 
@@ -32,7 +34,8 @@ from orchestration.host.processes import alive
 from orchestration.systems import System
 from orchestration.systems.clusters import forms_group, new_cluster, spec_of
 
-ITEMS = ("starts", "start-first", "clock", "control", "unicast", "multicast", "sigterm", "restart", "histories")
+ITEMS = ("starts", "start-first", "clock", "control", "unicast", "multicast", "sigterm", "restart", "leave",
+         "histories")  # fmt: skip
 NEEDS_CONTROL = ("control", "unicast", "multicast")
 WAIT = 10.0  # seconds for each awaited line or exit
 READY = 20.0  # seconds for a member to start
@@ -49,6 +52,10 @@ class Item:
 
 class Failed(Exception):
     """An item failed: the message is the reason."""
+
+
+class Skipped(Exception):
+    """An item does not apply to the system: the message says why."""
 
 
 def read_events(path: Path) -> list[JsonObject]:
@@ -95,6 +102,8 @@ class Checklist:
             return True
         try:
             self.items[key] = Item(key, True, step())
+        except Skipped as e:
+            self.items[key] = Item(key, None, f"skipped: {e}")
         except (Failed, ClusterError, OSError) as e:
             self.items[key] = Item(key, False, str(e))
         return bool(self.items[key].ok)
@@ -110,11 +119,16 @@ class Checklist:
                 if self._stopped("B"):
                     self.record("restart", self.restart)
                 self.record("clock", self.clock)  # the windows of the start, unicast, multicast and restart
+                if self.items.get("restart") and self.items["restart"].ok:
+                    self.record("leave", self.leave)
                 self.cluster.stop_members()
                 self.record("histories", self.histories)
         finally:
             self.cluster.down()
-        reason = "not run: " + ("the members did not start" if not self.items["starts"].ok else "B did not exit")
+        reason = "not run: " + (
+            "the members did not start" if not self.items["starts"].ok
+            else "B did not exit" if "restart" not in self.items else "B did not restart"
+        )  # fmt: skip
         return [self.items.get(k) or Item(k, None, reason) for k in ITEMS]
 
     # --- the items --------------------------------------------------------------------------------------------------
@@ -226,6 +240,46 @@ class Checklist:
             raise Failed(f"after the restart B appended {json.dumps(new[:1])[:160]}: not a `start` of incarnation 2")
         return "B appended `start` of incarnation 2 to the same history"
 
+    def leave(self) -> str:
+        if self.system.native:
+            raise Skipped("chaosbed's own member: its leave is the group's leave protocol, tested with node/")
+        if self.system.leave != "control":
+            raise Skipped('the system has no graceful leave (leave = "sigterm": the `leave` fault sends SIGTERM)')
+        if self.system.views:  # B/2 is in A's view before it leaves, so that the view without it is the leave's
+            wait_for("view of A with B/2 after the restart", lambda: self._a_view_has_b(-1), timeout=15.0)
+        before, t0 = len(self._a_views()), time.monotonic_ns()
+        pid = self.cluster.members["B"].pid
+        self.cluster.leave("B")
+        wait_for("exit of B/2 after `leave`", lambda: pid is None or not alive(pid, self.cluster.label))
+        kinds = [e.get("event") for e in self.events("B") if e.get("incarnation") == 2]
+        if kinds[-2:] != ["left", "stop"]:
+            raise Failed(f"B/2's last lines after `leave` are {kinds[-2:]}, not `left` then `stop`")
+        if not self.system.views:
+            return "B/2 wrote `left` and `stop` and exited"
+        view = wait_for(
+            "view of A without B after B/2 left",
+            lambda: next((v for i, v in enumerate(self._a_views()) if i >= before and not self._a_view_has_b(i)), None),
+        )
+        suspected = [e for e in self.events("A") if e.get("event") == "suspect" and e.get("peer") == "B"
+                     and e.get("peer_address", "B/2") == "B/2"]  # not an older B still in A's view  # fmt: skip
+        late = [e for e in suspected if isinstance(t := e.get("t"), int) and t >= t0]
+        if late:
+            raise Failed(f"A suspected B around its leave ({json.dumps(late[0])[:120]}): a crash, not a leave")
+        return f"B/2 wrote `left` and `stop` and exited; A installed {view.get('view_id')} without it, no suspicion"
+
+    def _a_view_has_b(self, i: int) -> bool:
+        """Whether A's i-th view (of incarnation 1; -1: the last) has B/2 in it (by its address where the view lists
+        addresses: an older B may still be in A's view)."""
+        views = self._a_views()
+        view = views[i] if -len(views) <= i < len(views) else {}
+        addresses, members = view.get("addresses"), view.get("members")
+        if isinstance(addresses, list):
+            return "B/2" in addresses
+        return isinstance(members, list) and "B" in members
+
+    def _a_views(self) -> list[JsonObject]:
+        return [e for e in self.events("A") if e.get("event") == "view" and e.get("incarnation", 1) == 1]
+
     def histories(self) -> str:
         bad = []
         for name in ("A", "B"):
@@ -302,10 +356,10 @@ def _numbered(path: Path) -> list[JsonObject | None]:
 
 
 def terminate(cluster: Cluster, name: str) -> None:
-    """SIGTERM to one member, which then counts as leaving: a foreign member's `leave`; chaosbed's own member gets
-    the signal itself (its `leave` is the group's leave protocol)."""
+    """SIGTERM to one member, which then counts as leaving (a foreign member's `leave` may be the control command:
+    not this)."""
     if hasattr(cluster, "has_views"):  # a cluster of foreign members (backends/foreign.py)
-        cluster.leave(name)
+        cluster.sigterm(name)  # type: ignore[attr-defined]
         return
     m = cluster.members[name]
     container = getattr(cluster, "_member_container", None)

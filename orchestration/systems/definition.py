@@ -13,7 +13,8 @@ from node.units import parse_duration
 from orchestration.systems import NATIVE, SYSTEMS, WIRE_PROFILES, System, named
 from orchestration.systems.launch import template_problem
 
-MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views"}
+MEMBER_KEYS = {"command", "image", "control", "wire", "stack", "settle", "views", "leave"}
+LEAVES = ("sigterm", "control")
 # what only chaosbed's own member understands: refused for a foreign system, naming the key and the system
 CHAOSBED_ONLY_FAULTS = {
     "set": "it changes a property of chaosbed's own protocols",
@@ -53,7 +54,8 @@ def from_cluster(cluster: Mapping[str, object]) -> System:
             raise SystemProblem(
                 "cluster.system",
                 f"unknown system {name!r}; named systems: {', '.join(sorted(SYSTEMS))} (`chaosbed systems`), "
-                "or define it inline with a [cluster.member] table (command = [...])",
+                "or define it inline with a [cluster.member] table (command = [...]), or once in a systems.toml "
+                "beside your scenarios (docs/foreign.md)",
             )
         return known
     _need(
@@ -103,9 +105,16 @@ def inline(name: str, member: object, path: str = "cluster.member") -> System:
     views = table.get("views", False)
     if not isinstance(views, bool):
         raise SystemProblem(f"{path}.views", "true (its members install views) or false")
+    leave = table.get("leave", "sigterm")
+    if leave not in LEAVES:
+        raise SystemProblem(
+            f"{path}.leave",
+            '"control" (the `leave` fault sends the control command `leave`: a graceful leave) or "sigterm" (default)',
+        )
+    _need(leave == "sigterm" or control, f"{path}.leave", '"control" needs control = true')
     return System(
         name, tuple(command), image, control, wire, stack or name, settle, native=False, inline=True,
-        description="defined inline by the scenario", views=views,
+        description="defined inline by the scenario", views=views, leave=str(leave),
     )  # fmt: skip
 
 
@@ -119,7 +128,7 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
     if system.native:
         return []
     found = []
-    if "properties" in cluster:
+    if cluster.get("properties"):  # an empty table sets nothing (a [per_system] table may empty the file's)
         found.append(
             (
                 "cluster.properties",
@@ -128,12 +137,13 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
             )
         )
     if "stack" in cluster and system.stacks:
-        if cluster["stack"] not in system.stacks:
+        if not system.accepts_stack(cluster["stack"]):
             found.append(
                 (
                     "cluster.stack",
                     f"unknown stack {cluster['stack']!r} for system {system.name!r}; its stacks: "
-                    + ", ".join(system.stacks),
+                    + ", ".join(system.stacks)
+                    + (", or the path of a JGroups XML file (*.xml)" if system.stack_files else ""),
                 )
             )
     elif "stack" in cluster:
@@ -147,8 +157,25 @@ def cluster_refusals(system: System, cluster: Mapping[str, object]) -> list[tupl
     return found
 
 
-def fault_refusal(system: System, kind: str) -> str | None:
-    """Why a fault of this kind is refused for the system (None: it is not)."""
+TCP_DISCARD = (
+    "a discard cuts messages out of datagrams, and over TCP the messages are one byte stream that the kernel "
+    "retransmits (a dropped segment comes again, and no message can be cut out of the stream); use partition, loss, "
+    "delay, kill, pause or leave, or a UDP stack"
+)
+
+
+def transport_refusal(system: System, transport: str, kind: str) -> str | None:
+    """Why a fault of this kind is refused over the cluster's transport (None: it is not): a discard over TCP."""
+    if kind != "discard" or transport != "tcp":
+        return None
+    why = f"system {system.name!r} runs over tcp" if system.transport == "tcp" else "cluster.transport is tcp"
+    return f"discard is refused over TCP ({why}): {TCP_DISCARD}"
+
+
+def fault_refusal(system: System, kind: str, transport: str = "udp") -> str | None:
+    """Why a fault of this kind is refused for the system over the cluster's transport (None: it is not)."""
+    if why := transport_refusal(system, transport, kind):
+        return why
     if system.native:
         return None
     if kind in CHAOSBED_ONLY_FAULTS:
@@ -169,3 +196,36 @@ def workload_refusal(system: System) -> str | None:
         f"system {system.name!r} has no control (control = false): its members run their own workload, so a "
         "scenario's [[workload]] cannot be sent; leave it out"
     )
+
+
+def foreign_release(system: System, cluster: Mapping[str, object]) -> System:
+    """A foreign system with the stack (cluster_refusals checked it) and the release (`cluster.version`) a
+    scenario's [cluster] names; a release's jar is fetched here, on first use, so that a missing one fails at load
+    time. SystemProblem naming the key."""
+    from dataclasses import replace
+
+    from orchestration.systems import jgroups5
+
+    if "version" in cluster:
+        if not system.release:
+            why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
+            raise SystemProblem("cluster.version", f"refused for system {system.name!r}: {why}")
+        try:
+            system = jgroups5.with_release(system, cluster["version"])
+        except jgroups5.ReleaseProblem as e:
+            raise SystemProblem("cluster.version", str(e)) from None
+    if system.stacks and "stack" in cluster:
+        stack = str(cluster["stack"])
+        if system.requires != jgroups5.REQUIRES:
+            system = replace(system, stack=stack)
+        else:
+            try:
+                system = jgroups5.with_stack(system, stack)
+            except jgroups5.ReleaseProblem as e:
+                raise SystemProblem("cluster.stack", str(e)) from None
+    if system.requires == jgroups5.REQUIRES:
+        try:
+            jgroups5.ensure_jar(system)
+        except jgroups5.ReleaseProblem as e:
+            raise SystemProblem("cluster.version" if "version" in cluster else "cluster.system", str(e)) from None
+    return system

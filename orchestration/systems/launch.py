@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from node.wire import make_address
+from node.addresses import make_address
 
 PLACEHOLDERS = (
     "config",

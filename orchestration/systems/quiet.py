@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from node.addresses import name_of
 from orchestration.cluster import Clock, ClusterError, ControlReply
 from orchestration.systems import System
 
@@ -86,7 +87,7 @@ def same_views(views: Mapping[str, Mapping[str, object] | None], running: list[s
         return False
     names = set(running)
     listed = [v.get("members") if v else None for v in views.values()]
-    members = [{str(x).split("/")[0] for x in m} if isinstance(m, list) else set() for m in listed]
+    members = [{name_of(str(x)) for x in m} if isinstance(m, list) else set() for m in listed]
     return all(m == names for m in members)
 
 

@@ -18,10 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.ingest import ingest
-from analysis.membership import addressed_incarnation, parse_address
+from analysis.membership import addressed_incarnation
 from analysis.reference import check_path
 from analysis.schema import discover_runs
 from analysis.synth import write_run
+from node.addresses import parse_address
 from tests.analysis.helpers import violation_keys, write_lines
 from tests.analysis.test_oracle import local_results
 

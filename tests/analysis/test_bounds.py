@@ -30,6 +30,7 @@ from analysis.spark_job import read_group
 from analysis.stats import DeliveredWithin
 from analysis.streams import OUT_SCHEMA, check_sender
 from analysis.synth import write_run
+from orchestration.toml_text import toml_document
 from tests.analysis.helpers import violation_keys
 from tests.analysis.test_oracle import damage
 
@@ -108,13 +109,7 @@ class History:
             (run / "history" / f"{m}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
         start = {"event": "start", "t": T0, "seed": 1, "backend": "sim"}
         (run / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in [start, *self.faults]))
-        lines = []
-        for k, v in self.checks.items():
-            if isinstance(v, dict):
-                lines.append(f"{k} = {{ " + ", ".join(f"{a} = {b}" for a, b in v.items()) + " }")
-            else:
-                lines.append(f"{k} = {json.dumps(v)}")
-        (run / "scenario.toml").write_text('name = "bounds"\n\n[checks]\n' + "\n".join(lines) + "\n")
+        (run / "scenario.toml").write_text(toml_document({"name": "bounds", "checks": self.checks}))
         return run
 
 

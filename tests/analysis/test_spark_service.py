@@ -162,6 +162,14 @@ def test_a_default_check_starts_the_service_and_local_does_not(state: Path) -> N
     assert info.idle_timeout == spark_service.ON_DEMAND_IDLE_TIMEOUT
     assert info.code == spark_service.code_fingerprint()
     assert on_service["violations"] == local["violations"] and on_service["stats"] == local["stats"]
-    pids = processes(info)
+    # the service dies (its JVM killed, as an OOM killer would): the next check starts another and gives the verdict
+    assert info.jvm_pid is not None
+    os.kill(info.jvm_pid, 9)
+    assert wait_for(lambda: not spark_service._pid_alive(info.jvm_pid or 0), 10)
+    after = check()
+    replaced = spark_service.status()
+    assert replaced is not None and replaced.jvm_pid != info.jvm_pid
+    assert after["violations"] == local["violations"]
+    pids = processes(replaced)
     assert spark_service.stop() is True
     assert_gone(pids, state)

@@ -69,5 +69,5 @@ def test_what_the_system_cannot_do_is_refused_on_a_running_cluster(chaos_cluster
     with pytest.raises(ClusterError, match="'set' is chaosbed's own command, not the control contract's"):
         chaos_cluster.control("A", "set", protocol="unicast3", property="xmit_interval", value="1s")
     cli = CliRunner().invoke(main, ["fault", "discard", "UNICAST3.ACK()", "--cluster", chaos_cluster.label])
-    assert cli.exit_code == 1 and "discard is refused for system 'naive-rb'" in cli.output
+    assert cli.exit_code == 2 and "discard is refused for system 'naive-rb'" in cli.output
     assert not (Path(chaos_cluster.workdir) / "faults.jsonl").read_text().count('"discard"')

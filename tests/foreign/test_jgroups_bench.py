@@ -11,13 +11,13 @@ import pytest
 
 from bench import bench_jgroups
 from foreign import jgroups
-from foreign.jgroups.launch import netns_available
+from tests.foreign.jgroups_clusters import NETNS_MISSING
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.jgroups,
     pytest.mark.slow,
-    pytest.mark.skipif(netns_available() is not None, reason=str(netns_available())),
+    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
     pytest.mark.skipif(jgroups.missing() is not None, reason=str(jgroups.missing())),
 ]
 

@@ -18,16 +18,16 @@ import pytest
 
 from chaos import kernel
 from foreign import jgroups
-from foreign.jgroups.launch import netns_available
 from orchestration.backends.netns import NetnsCluster
 from orchestration.systems import SYSTEMS
 from orchestration.systems.clusters import new_cluster, spec_of
+from tests.foreign.jgroups_clusters import NETNS_MISSING
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.jgroups,
     pytest.mark.slow,
-    pytest.mark.skipif(netns_available() is not None, reason=str(netns_available())),
+    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
     pytest.mark.skipif(jgroups.missing() is not None, reason=str(jgroups.missing())),
 ]
 

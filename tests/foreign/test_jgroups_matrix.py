@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from foreign import jgroups
-from foreign.jgroups.launch import netns_available
+from tests.foreign.jgroups_clusters import NETNS_MISSING
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.jgroups,
     pytest.mark.spark,
     pytest.mark.slow,
-    pytest.mark.skipif(netns_available() is not None, reason=str(netns_available())),
+    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
     pytest.mark.skipif(jgroups.missing() is not None, reason=str(jgroups.missing())),
 ]
 REPO = Path(__file__).resolve().parents[2]

@@ -52,7 +52,7 @@ def test_member_faults_from_the_command_line(tmp_path: Path) -> None:
         for kind, member in (("kill", "B"), ("restart", "B"), ("pause", "C"), ("resume", "C"), ("leave", "C")):
             assert f"{kind} {member}: done" in chaosbed(kind, member, "--cluster", label).output
         refused = chaosbed("restart", "A", "--cluster", label, ok=False)
-        assert refused.exit_code == 1 and "restart A: member A is running; kill it first" in refused.output
+        assert refused.exit_code == 2 and "restart A: member A is running; kill it first" in refused.output
         status = chaosbed("status", "--cluster", label).output
         assert "system mine" in status and "not running" in status and "not known from outside" in status
     finally:
@@ -114,7 +114,7 @@ def test_a_member_that_fails_at_start_fails_up_with_its_own_output(tmp_path: Pat
     broken = {"command": ["python3", "-c", "import sys; sys.exit('mine: cannot read {config}')"]}
     up = chaosbed("up", "--scenario", str(scenario_file(tmp_path, broken)), "--backend", "process",
                   "--out", str(tmp_path / "run"), ok=False)  # fmt: skip
-    assert up.exit_code == 1
+    assert up.exit_code == 2
     assert "member A (system 'mine') exited with 1 at start; its output ends with:" in up.output
     assert "mine: cannot read /" in up.output
 
@@ -139,3 +139,28 @@ def contract_config_and_token(label: str) -> None:
         assert f"CHAOSBED_TOKEN={cluster.token}".encode() in environ
         peers = ",".join(f"{n}={o.ip}:{o.port}" for n, o in cluster.members.items() if n != name)
         assert f"CHAOSBED_PEERS={peers}".encode() in environ
+
+
+def test_a_control_leave_that_the_member_refuses_falls_back_to_sigterm(tmp_path: Path) -> None:
+    """`leave = "control"` on a member that does not know the command (the example answers it ok: false): the
+    `leave` fault then sends SIGTERM, and the member writes `stop` (no `left`) and exits as before."""
+    from orchestration.systems.clusters import new_cluster, spec_of
+    from orchestration.systems.definition import inline
+
+    system = inline("naive-rb", {"command": EXAMPLE, "leave": "control"})
+    assert system.leave == "control" and system.cluster_table()["member"]["leave"] == "control"  # type: ignore[index]
+    cluster = new_cluster(spec_of(system, ["A", "B"], "process"), workdir=tmp_path / "run")
+    try:
+        cluster.start()
+        pid = cluster.members["B"].pid
+        cluster.leave("B")
+        assert "B" not in cluster.running()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not [e for e in read_events(tmp_path / "run" / "history" / "B.jsonl")
+                                                   if e.get("event") == "stop"]:  # fmt: skip
+            time.sleep(0.05)
+        kinds = [e.get("event") for e in read_events(tmp_path / "run" / "history" / "B.jsonl")]
+        assert kinds[-1] == "stop" and "left" not in kinds, kinds
+        assert pid is not None
+    finally:
+        cluster.down()

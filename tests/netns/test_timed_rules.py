@@ -139,7 +139,8 @@ def test_nft_time_gated_partition_and_loss_switch_at_their_instants(link: Link) 
     e1, s2 = s1 + 300 * MS, s1 + 450 * MS
     e2 = s2 + 250 * MS
     rules = kernel.NamespaceRules(
-        timed_blocks=[(ip_a, kernel.Window(s1, e1))], timed_losses=[(ip_a, 1.0, kernel.Window(s2, e2))]
+        timed_blocks=[kernel.TimedBlock(ip_a, kernel.Window(s1, e1))],
+        timed_losses=[kernel.TimedLoss(ip_a, 1.0, kernel.Window(s2, e2))],
     )
     try:
         kernel.apply(ns_b, rules)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from orchestration.cli.main import main
 from orchestration.matrix.bugs import catalogue
-from orchestration.matrix.run import MatrixResult
+from orchestration.matrix.results import MatrixResult
 from orchestration.scenario import load
 from tests.bug_catalogue import BUG_FILES, FOREIGN_BUG_FILES, NATIVE_BUG_FILES, assert_reproduced, run_catalogue
 

@@ -11,7 +11,8 @@ import pytest
 from chaos.fault_table import QueueBypass
 from orchestration.cli.output import warn_late
 from orchestration.matrix.report import render
-from orchestration.matrix.run import CellResult, MatrixResult, matrix_doc
+from orchestration.matrix.results import CellResult, MatrixResult
+from orchestration.matrix.run import matrix_doc
 from orchestration.matrix.spec import load_matrix
 from orchestration.runner import OUTCOME_FILE, run, scenario_toml
 from orchestration.scenario import ScenarioError, parse
@@ -171,6 +172,22 @@ def test_history_check_waits_for_the_views_until_the_last_heal_plus_the_bound(tm
 def test_scenario_toml_round_trips() -> None:
     sc = parse(json.loads(json.dumps(SCENARIO)))
     assert parse(tomllib.loads(scenario_toml(sc))).raw == sc.raw
+
+
+def test_datagrams_of_an_unknown_shape_are_said_by_the_run_and_kept_in_outcome_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a handler could not read (a shape its wire profile does not know; tests/foreign/test_jgroups5_discards.py
+    counts a real one) passes untouched: the run says so and outcome.json keeps the count per member."""
+    bypass = QueueBypass("B", queued=40, full_queue=0, overflowed=0, dropped=0, faults=["f1"], unknown_shapes=3)
+    monkeypatch.setattr(
+        SimFaultTable, "queue_bypass", lambda self: {"B": bypass, "C": QueueBypass("C", 9, 0, 0, 0, [])}
+    )
+    outcome = run(parse(json.loads(json.dumps(SCENARIO))), "sim", tmp_path / "run")
+    (warning,) = outcome.warnings
+    assert "could not read 3 datagrams of a shape its wire profile does not know" in warning and "f1" in warning
+    doc = json.loads((outcome.out / OUTCOME_FILE).read_text())
+    assert doc["warnings"] == [warning] and doc["unknown_shapes"] == {"B": 3}
 
 
 def test_packets_that_escaped_the_rules_are_said_by_the_run_and_the_matrix(

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from orchestration.cli.matrix import bugs_table
 from orchestration.matrix.bugs import bug_matrix, catalogue
-from orchestration.matrix.run import CellResult, MatrixResult
+from orchestration.matrix.results import CellResult, MatrixResult
 
 
 def result_as_planned(backends: list[str]) -> MatrixResult:
@@ -35,14 +35,20 @@ def test_the_bugs_table_fits_the_terminal_and_names_every_bug(width: int, backen
     header = next(line for line in lines if line.lstrip().startswith("bug"))
     for word in ("flawed", "fixed", "as expected", *(["backend"] if len(backends) > 1 else [])):
         assert word in header, header
+    # a row per pair: the model's (flawed/fixed) and the real releases' ([bug.real]), named under the bug
+    pairs = sum(int(e.bug.modelled) + int(e.bug.real is not None) for e in catalogue())
+    real = [e for e in catalogue() if e.bug.real is not None]
+    assert real, "the catalogue has real-release pairs"
     for backend in backends[1:]:
-        assert text.count(f", {backend}") == len(catalogue())
+        assert text.count(f", {backend}") == pairs
     for e in catalogue():
         assert e.path.stem in text and e.bug.id in text
+    for e in real:
+        assert e.bug.real is not None and f"real {e.bug.real.flawed} -> {e.bug.real.fixed}" in text
     rows = [line for line in lines if line.strip().endswith(("yes", "NO"))]
-    assert len(rows) == len(catalogue()) * len(backends)
+    assert len(rows) == pairs * len(backends)
     assert sum(line.strip().endswith("NO") for line in rows) == 1  # only the first bug's pair went wrong
-    n = len(catalogue()) * len(backends)
+    n = pairs * len(backends)
     no_fix = sum(1 for e in catalogue() if e.bug.no_fix) * len(backends)  # flawed variant only: "no fix", no PASS
     assert no_fix and text.count("no fix") == no_fix
     assert text.count("FAIL") == n - 1 and text.count("PASS") == n + 1 - no_fix

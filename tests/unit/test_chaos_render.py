@@ -185,8 +185,8 @@ def test_window_is_half_open_and_validated() -> None:
 
 
 def test_timed_rules_make_the_namespace_rules_non_empty_without_a_queue() -> None:
-    blocks = kernel.NamespaceRules(timed_blocks=[("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
-    losses = kernel.NamespaceRules(timed_losses=[("10.0.0.10", 0.5, kernel.Window(NOW, None))])
+    blocks = kernel.NamespaceRules(timed_blocks=[kernel.TimedBlock("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
+    losses = kernel.NamespaceRules(timed_losses=[kernel.TimedLoss("10.0.0.10", 0.5, kernel.Window(NOW, None))])
     for rules in (blocks, losses):
         assert not rules.empty() and rules.needs_nft() and not rules.needs_queue()
         assert "table inet chaosbed {\n" in kernel.nft_script(rules)
@@ -205,11 +205,11 @@ def test_nft_script_renders_timed_blocks_and_losses_with_time_bounds() -> None:
         blocked={"10.0.0.9"},
         losses=[("10.0.0.8", 0.1)],
         timed_blocks=[
-            ("10.0.0.10", kernel.Window(start, end)),
-            ("10.0.0.11", kernel.Window(None, end)),
-            ("10.0.0.13", kernel.Window(end, end)),  # empty: not rendered
+            kernel.TimedBlock("10.0.0.10", kernel.Window(start, end)),
+            kernel.TimedBlock("10.0.0.11", kernel.Window(None, end)),
+            kernel.TimedBlock("10.0.0.13", kernel.Window(end, end)),  # empty: not rendered
         ],
-        timed_losses=[("10.0.0.12", 0.25, kernel.Window(start, None))],
+        timed_losses=[kernel.TimedLoss("10.0.0.12", 0.25, kernel.Window(start, None))],
     )
     script = kernel.nft_script(rules)
     rule_lines = [line.strip() for line in script.splitlines() if "counter drop" in line]
@@ -230,7 +230,7 @@ def test_nft_script_renders_timed_blocks_and_losses_with_time_bounds() -> None:
 def test_a_certain_loss_has_no_random_draw() -> None:
     window = kernel.Window(NOW, NOW + HOUR)
     script = kernel.nft_script(
-        kernel.NamespaceRules(losses=[("10.0.0.8", 1.0)], timed_losses=[("10.0.0.9", 1, window)])
+        kernel.NamespaceRules(losses=[("10.0.0.8", 1.0)], timed_losses=[kernel.TimedLoss("10.0.0.9", 1, window)])
     )
     assert 'ip saddr 10.0.0.8 counter drop comment "lost"' in script  # nft refuses `mod 1000000 < 1000000`
     assert "numgen" not in script and "ip saddr 10.0.0.9 meta time >= " in script
@@ -291,7 +291,7 @@ def test_timed_rules_are_refused_without_time_gates(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(kernel, "check_tools", lambda: None)
     monkeypatch.setattr(kernel, "time_gates", lambda: (False, "nft stored the wrong bounds"))
     monkeypatch.setattr(kernel, "_run", lambda *a, **k: pytest.fail("nothing may be installed"))
-    rules = kernel.NamespaceRules(timed_blocks=[("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
+    rules = kernel.NamespaceRules(timed_blocks=[kernel.TimedBlock("10.0.0.10", kernel.Window(NOW, NOW + HOUR))])
     with pytest.raises(kernel.KernelError, match=r"nft stored the wrong bounds.*NFQUEUE handler"):
         kernel.apply("cbtest00-A", rules)
 

@@ -181,3 +181,95 @@ def test_a_matrix_may_have_the_system_as_an_axis(tmp_path: Path) -> None:
     assert [c.settings for c in cells] == [{"cluster.system": "chaosbed"}, {"cluster.system": "chaosbed-contract"}]
     loaded = [parse(apply_settings(tomllib.loads((tmp_path / "s.toml").read_text()), c.settings)) for c in cells]
     assert [sc.system.name for sc in loaded] == ["chaosbed", "chaosbed-contract"]
+
+
+TCP_FAULTS = [
+    {"at": "1s", "kind": "discard", "match": "UNICAST3.ACK()"},
+    *({"at": "2s", "kind": k, "member": "B"} for k in ("kill", "restart", "pause", "resume", "leave")),
+    {"at": "3s", "kind": "partition", "from": ["A"], "to": ["B", "C"]},
+    {"at": "3s", "kind": "delay", "from": ["A"], "to": ["B"], "delay": "20ms"},
+]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "why"),
+    [
+        ({"transport": "tcp"}, "cluster.transport is tcp"),
+        ({"system": "g", "member": {**INLINE, "wire": "chaosbed"}, "transport": "tcp"}, "cluster.transport is tcp"),
+        ({"system": "tcp-sys"}, "system 'tcp-sys' runs over tcp"),
+    ],
+)
+def test_a_discard_over_tcp_is_refused_at_load_naming_the_key_and_why(
+    cluster: dict[str, Any], why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over TCP a discard cannot cut a message out of a byte stream: refused when the file is read, for chaosbed's
+    member, a user's program and a named system that runs over tcp alike; every other fault kind is not."""
+    monkeypatch.setitem(SYSTEMS, "tcp-sys", System("tcp-sys", command=("true",), wire="chaosbed", transport="tcp"))
+    message = refused(scenario(cluster, faults=TCP_FAULTS))
+    assert message.startswith(f"faults[0].kind: discard is refused over TCP ({why}): "), message
+    assert "byte stream" in message and "partition" in message, message
+    assert [f.kind for f in parse(scenario(cluster, faults=TCP_FAULTS[1:])).faults] == [
+        f["kind"] for f in TCP_FAULTS[1:]
+    ]
+
+
+def test_a_named_system_runs_over_its_own_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SYSTEMS, "tcp-sys", System("tcp-sys", command=("true",), transport="tcp"))
+    assert parse(scenario({"system": "tcp-sys"})).transport == "tcp"
+    assert parse(scenario({"system": "tcp-sys", "transport": "tcp"})).transport == "tcp"
+    message = refused(scenario({"system": "tcp-sys", "transport": "udp"}))
+    assert message.startswith("cluster.transport: system 'tcp-sys' with stack '' runs over tcp"), message
+    assert System.from_dict(System("s", transport="tcp").to_dict()).transport == "tcp"
+
+
+def _jar_missing() -> str | None:
+    """Reading a JGroups 5 system's scenario fetches its jar on first use: these tests want it cached already."""
+    from foreign.jgroups.maven import jar_path, verified
+    from foreign.jgroups.releases import NEWEST, Release
+
+    release = Release.parse(NEWEST)
+    return None if verified(release) else f"no verified jar of JGroups {release} at {jar_path(release)}: make setup"
+
+
+needs_jgroups5_jar = pytest.mark.skipif(_jar_missing() is not None, reason=str(_jar_missing()))
+
+
+@needs_jgroups5_jar
+def test_a_discard_on_the_jgroups_5_tcp_system_is_refused_and_on_its_udp_ones_read_in_its_names() -> None:
+    message = refused(scenario({"system": "jgroups-5-tcp"}, faults=TCP_FAULTS))
+    assert message.startswith("faults[0].kind: discard is refused over TCP (system 'jgroups-5-tcp' runs over tcp)")
+    for name in ("jgroups-5-udp", "jgroups-5-nakack4"):
+        faults = [{"at": "1s", "kind": "discard", "match": "NAKACK4.ACK()" if "nakack4" in name else "UNICAST3.ACK()"}]
+        assert SYSTEMS[name].wire == "jgroups-5" and parse(scenario({"system": name}, faults=faults)).faults
+    bad = refused(scenario({"system": "jgroups-5-udp"}, faults=[{"at": "1s", "kind": "discard", "match": "X.Y()"}]))
+    assert bad.startswith("faults[0].match: unknown JGroups 5 header X.Y"), bad
+
+
+@needs_jgroups5_jar
+def test_chaosbed_run_exits_2_on_a_discard_over_tcp(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from orchestration.cli.main import main
+
+    path = tmp_path / "tcp.toml"
+    path.write_text(
+        'name = "tcp"\n[cluster]\nsystem = "jgroups-5-tcp"\nmembers = ["A", "B"]\n'
+        '[[faults]]\nat = "1s"\nkind = "discard"\nmatch = "UNICAST3.ACK()"\nfrom = "A"\nto = "B"\n'
+    )
+    result = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "faults[0].kind: discard is refused over TCP" in " ".join(result.output.split())
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_inline_systems_leave_is_control_or_sigterm() -> None:
+    from orchestration.systems.definition import SystemProblem, inline
+
+    argv = ["python3", "member.py", "{config}"]
+    assert inline("mine", {"command": argv}).leave == "sigterm"
+    assert inline("mine", {"command": argv, "leave": "control"}).leave == "control"
+    for table, words in (({"leave": "maybe"}, '"control" (the `leave` fault sends'),
+                         ({"leave": "control", "control": False}, '"control" needs control = true')):  # fmt: skip
+        with pytest.raises(SystemProblem) as e:
+            inline("mine", {"command": argv, **table})
+        assert e.value.path == "cluster.member.leave" and words in e.value.reason

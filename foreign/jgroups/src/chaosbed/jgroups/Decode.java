@@ -16,6 +16,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import chaosbed.member.Json;
+
 import org.jgroups.Address;
 import org.jgroups.Header;
 import org.jgroups.Message;

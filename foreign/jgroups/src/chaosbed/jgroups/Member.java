@@ -5,12 +5,7 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.URL;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -29,6 +24,13 @@ import org.jgroups.ViewId;
 import org.jgroups.stack.IpAddress;
 import org.jgroups.util.UUID;
 
+import chaosbed.member.Config;
+import chaosbed.member.ControlServer;
+import chaosbed.member.History;
+import chaosbed.member.Node;
+import chaosbed.member.Payload;
+import chaosbed.member.Task;
+
 /**
  * A chaosbed member running the real JGroups 2.12.2: the jar's JChannel, driven through chaosbed's control contract
  * and recorded in chaosbed's history format (SCENARIO.md, "Foreign members"; docs/foreign/jgroups.md).
@@ -46,7 +48,7 @@ import org.jgroups.util.UUID;
  * the JVM at once, without leaving the group and without writing anything more. Exit code 2: unusable arguments or
  * config (the message says what); 1: JGroups could not start.
  */
-public final class Member extends ReceiverAdapter {
+public final class Member extends ReceiverAdapter implements Node {
     /** FRAG2's frag_size is 60K: a larger message is fragmented, and its fragments, not it, carry the headers. */
     static final int MAX_SIZE = 60000;
 
@@ -67,6 +69,10 @@ public final class Member extends ReceiverAdapter {
     private final AtomicLong delivered = new AtomicLong();
     private final AtomicLong unsequenced = new AtomicLong();
     private final AtomicLong views = new AtomicLong();
+    private static final Map<String, String> UNSUPPORTED = Map.of(
+            "close", "JGroups 2.12 cannot close one unicast connection from outside its stack",
+            "set", "JGroups 2.12 protocol properties are set in the stack's XML, not at run time",
+            "incarnation", "JGroups members learn a peer's new incarnation from their views");
 
     Member(Config cfg, String stackName, History history) {
         this.cfg = cfg;
@@ -98,7 +104,7 @@ public final class Member extends ReceiverAdapter {
         }
         Config cfg = null;
         try {
-            cfg = Config.load(configPath, System.getenv("CHAOSBED_TOKEN"));
+            cfg = Config.load(configPath, System.getenv("CHAOSBED_TOKEN"), Stacks.DEFAULT);
         } catch (Config.ConfigError e) {
             fail(2, e.getMessage());
         }
@@ -175,7 +181,8 @@ public final class Member extends ReceiverAdapter {
      * Ends the incarnation: writes {@code stop} (its last line) and halts the JVM at once. No leave, no close: a
      * member that leaves at the end makes the others install views without it (pitfall b of the research note).
      */
-    void exit(int code) {
+    @Override
+    public void exit(int code) {
         synchronized (exitLock) {
             stopping = true;
             Map<String, Object> counters;
@@ -193,7 +200,8 @@ public final class Member extends ReceiverAdapter {
     }
 
     /** The control command leave: a graceful leave (ch.disconnect), a {@code left} event, then {@code stop}. */
-    void leave() {
+    @Override
+    public void leave() {
         Thread t = new Thread(() -> {
             stopping = true;
             try {
@@ -216,22 +224,12 @@ public final class Member extends ReceiverAdapter {
         return name != null ? name : String.valueOf(a);
     }
 
-    /** The member name of an address ("B" for "B/2"). */
     static String nameOf(String address) {
-        int slash = address.indexOf('/');
-        return slash < 0 ? address : address.substring(0, slash);
+        return Payload.nameOf(address);
     }
 
     static int incarnationOf(String address) {
-        int slash = address.indexOf('/');
-        if (slash < 0) {
-            return 1;
-        }
-        try {
-            return Integer.parseInt(address.substring(slash + 1));
-        } catch (NumberFormatException e) {
-            return 0;
-        }
+        return Payload.incarnationOf(address);
     }
 
     static String viewId(ViewId id) {
@@ -254,8 +252,42 @@ public final class Member extends ReceiverAdapter {
         return d;
     }
 
-    View view() {
-        return view;
+    // --- the control server's view of the member (Node) --------------------------------------------------------------
+
+    @Override
+    public Config config() {
+        return cfg;
+    }
+
+    @Override
+    public History history() {
+        return history;
+    }
+
+    @Override
+    public Map<String, Object> viewInfo() {
+        View v = view;
+        return v == null ? null : describe(v);
+    }
+
+    @Override
+    public List<Task> tasks() {
+        return tasks;
+    }
+
+    @Override
+    public int maxSize() {
+        return MAX_SIZE;
+    }
+
+    @Override
+    public String system() {
+        return "jgroups-2.12";
+    }
+
+    @Override
+    public Map<String, String> unsupported() {
+        return UNSUPPORTED;
     }
 
     /**
@@ -296,40 +328,17 @@ public final class Member extends ReceiverAdapter {
         return n;
     }
 
-    /** chaosbed's payload (node/payload.py): the msg_id, a NUL byte, then 'x' up to size bytes. */
     static byte[] payload(String msgId, int size) {
-        byte[] id = (msgId + "\0").getBytes(StandardCharsets.UTF_8);
-        if (id.length >= size) {
-            return id;
-        }
-        byte[] p = Arrays.copyOf(id, size);
-        Arrays.fill(p, id.length, size, (byte) 'x');
-        return p;
+        return Payload.of(msgId, size);
     }
 
-    /** The msg_id of a payload (the bytes before the first NUL, as UTF-8), or null for a payload that has none. */
     static String msgIdOf(byte[] buf, int offset, int length) {
-        if (buf == null) {
-            return null;
-        }
-        for (int i = offset; i < offset + length; i++) {
-            if (buf[i] == 0) {
-                if (i == offset) {
-                    return null;
-                }
-                try {
-                    return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                            .decode(ByteBuffer.wrap(buf, offset, i - offset)).toString();
-                } catch (CharacterCodingException e) {
-                    return null;
-                }
-            }
-        }
-        return null;
+        return Payload.msgIdOf(buf, offset, length);
     }
 
     /** Starts a workload task on a thread of its own; returns its id (1, 2, ... in the order of the requests). */
-    int startTask(String kind, String dest, int count, int size, Double rate) {
+    @Override
+    public int startTask(String kind, String dest, int count, int size, Double rate) {
         Task task = new Task(kind, dest, count, size, rate, kind.equals("unicast") ? this::sendUnicast
                 : this::sendMulticast);
         int id;
@@ -481,7 +490,8 @@ public final class Member extends ReceiverAdapter {
     // --- counters ----------------------------------------------------------------------------------------------------
 
     /** The stop event's and the stats command's counters: JGroups' own per protocol, and the member's. */
-    Map<String, Object> counters() {
+    @Override
+    public Map<String, Object> counters() {
         Map<String, Object> out = new LinkedHashMap<>();
         if (ch != null) {
             out.putAll(Stats.of(ch.getProtocolStack()));

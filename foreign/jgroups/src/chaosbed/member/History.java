@@ -1,4 +1,4 @@
-package chaosbed.jgroups;
+package chaosbed.member;
 
 import java.io.FileOutputStream;
 import java.io.IOException;

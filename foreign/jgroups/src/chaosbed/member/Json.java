@@ -1,4 +1,4 @@
-package chaosbed.jgroups;
+package chaosbed.member;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

@@ -1,4 +1,4 @@
-package chaosbed.jgroups;
+package chaosbed.member;
 
 import java.util.LinkedHashMap;
 import java.util.Map;

@@ -1,4 +1,4 @@
-package chaosbed.jgroups;
+package chaosbed.member;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -19,9 +19,9 @@ import java.util.Map;
  *   <li>optional: {@code address} (default: the name, or "name/incarnation" from incarnation 2 on), {@code peers}
  *       (the other members: an object {@code {"B": ["10.0.0.2", 7800], ...}} as chaosbed writes it, or the string
  *       {@code "B=10.0.0.2:7800,C=..."} of the {peers} placeholder; used to check a unicast's destination),
- *       {@code stack} (a stack name of this member, see {@link Stacks}, or the path of a JGroups XML file; default
- *       "unicast2"). Other keys (chaosbed's {@code properties}, {@code transport}, {@code mcast_loop}, ...) are
- *       ignored.
+ *       {@code stack} (a stack name of the member program, or the path of a JGroups XML file; the program
+ *       gives the default), {@code transport} ("udp" or "tcp"). Other keys (chaosbed's {@code properties},
+ *       {@code system}, {@code mcast_loop}, ...) are ignored.
  * </ul>
  *
  * A missing key or a value of the wrong type is a {@link ConfigError} that names the file and the key.
@@ -39,6 +39,8 @@ public final class Config {
     public final String mcastGroup;
     public final int mcastPort;
     public final String stack;
+    /** The scenario's transport ("udp" or "tcp"), as chaosbed writes it; default "udp". */
+    public final String transport;
     /** Whether send and deliver events are recorded (the history contract needs them; a benchmark may turn them off). */
     public final boolean recordMessages;
     /** name -> "ip:port" of every member the config lists (this one included, when it is listed). */
@@ -53,7 +55,7 @@ public final class Config {
         }
     }
 
-    private Config(String path, Map<String, Object> m, String envToken) throws ConfigError {
+    private Config(String path, Map<String, Object> m, String envToken, String defaultStack) throws ConfigError {
         this.path = path;
         name = string(m, "name");
         if (name.isEmpty() || name.contains("/") || name.contains(">") || name.contains("#")) {
@@ -83,7 +85,8 @@ public final class Config {
             throw error("address", "\"" + address + "\" is not the name \"" + name + "\" or \"" + name
                     + "/<incarnation>\"");
         }
-        stack = m.containsKey("stack") ? string(m, "stack") : Stacks.DEFAULT;
+        stack = m.containsKey("stack") ? string(m, "stack") : defaultStack;
+        transport = m.containsKey("transport") ? string(m, "transport") : "udp";
         Object record = m.getOrDefault("record_messages", Boolean.TRUE);
         if (!(record instanceof Boolean)) {
             throw error("record_messages", "must be true or false, not " + Json.write(record));
@@ -92,7 +95,8 @@ public final class Config {
         peers = peers(m.get("peers"));
     }
 
-    public static Config load(String path, String envToken) throws ConfigError {
+    /** Reads the config file; {@code defaultStack} is the stack of a config without a "stack" key. */
+    public static Config load(String path, String envToken, String defaultStack) throws ConfigError {
         String text;
         try {
             text = Files.readString(Path.of(path), StandardCharsets.UTF_8);
@@ -110,7 +114,7 @@ public final class Config {
         }
         @SuppressWarnings("unchecked")
         Map<String, Object> m = (Map<String, Object>) root;
-        return new Config(path, m, envToken);
+        return new Config(path, m, envToken, defaultStack);
     }
 
     private ConfigError error(String key, String what) {

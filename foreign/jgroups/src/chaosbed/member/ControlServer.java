@@ -1,4 +1,4 @@
-package chaosbed.jgroups;
+package chaosbed.member;
 
 import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
@@ -12,26 +12,20 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-import org.jgroups.View;
-
 /**
  * chaosbed's control contract (node/control.py, SCENARIO.md "Foreign members") on TCP ip:port+1: one JSON request per
  * line, {"token": ..., "cmd": ..., ...}, one JSON reply per line, {"ok": true, ...} or {"ok": false, "error": ...}.
  * A malformed request, a bad token or an unknown command gets an error reply, and the member goes on.
  *
  * <p>Commands: ping, send (to, count, size, rate), multicast (count, size, rate), tasks, view, stats, flush, shutdown,
- * leave. close, set and incarnation are chaosbed-stack commands that JGroups 2.12 has no equivalent of: refused.
+ * leave. The commands of chaosbed's own member that the program has no equivalent of ({@link Node#unsupported}) are
+ * refused with the reason. It uses no JGroups API: every JGroups generation's member serves it.
  */
-final class ControlServer {
+public final class ControlServer {
     static final int MAX_LINE = 1 << 20;
     static final List<String> COMMANDS = List.of("flush", "leave", "multicast", "ping", "send", "shutdown", "stats",
             "tasks", "view");
-    private static final Map<String, String> UNSUPPORTED = Map.of(
-            "close", "JGroups 2.12 cannot close one unicast connection from outside its stack",
-            "set", "JGroups 2.12 protocol properties are set in the stack's XML, not at run time",
-            "incarnation", "JGroups members learn a peer's new incarnation from their views");
-
-    private final Member member;
+    private final Node member;
     private final ServerSocket server;
     private final Map<String, Long> counts = new LinkedHashMap<>();
 
@@ -44,7 +38,7 @@ final class ControlServer {
         }
     }
 
-    ControlServer(Member member, ServerSocket server) {
+    public ControlServer(Node member, ServerSocket server) {
         this.member = member;
         this.server = server;
         for (String k : List.of("requests", "errors", "bad_token", "malformed")) {
@@ -53,7 +47,7 @@ final class ControlServer {
     }
 
     /** Accepts connections until the member exits; each is served on a thread of its own. */
-    void serve() {
+    public void serve() {
         while (true) {
             Socket s;
             try {
@@ -145,14 +139,14 @@ final class ControlServer {
         }
         @SuppressWarnings("unchecked")
         Map<String, Object> req = (Map<String, Object>) parsed;
-        if (!member.cfg.token.equals(req.get("token"))) {
+        if (!member.config().token.equals(req.get("token"))) {
             count("bad_token");
             return error("bad or missing token");
         }
         Object cmd = req.get("cmd");
-        if (cmd instanceof String && UNSUPPORTED.containsKey(cmd)) {
+        if (cmd instanceof String && member.unsupported().containsKey(cmd)) {
             count("errors");
-            return error(cmd + ": not supported by jgroups-2.12 (" + UNSUPPORTED.get(cmd) + ")");
+            return error(cmd + ": not supported by " + member.system() + " (" + member.unsupported().get(cmd) + ")");
         }
         if (!(cmd instanceof String) || !COMMANDS.contains(cmd)) {
             count("errors");
@@ -170,7 +164,7 @@ final class ControlServer {
     }
 
     private void command(String cmd, Map<String, Object> req, Map<String, Object> r) throws BadRequest {
-        Config cfg = member.cfg;
+        Config cfg = member.config();
         switch (cmd) {
             case "ping":
                 r.put("member", cfg.name);
@@ -195,19 +189,18 @@ final class ControlServer {
                 return;
             case "tasks": {
                 Map<String, Object> tasks = new LinkedHashMap<>();
-                synchronized (member.tasks) {
-                    for (int i = 0; i < member.tasks.size(); i++) {
-                        tasks.put(Integer.toString(i + 1), member.tasks.get(i).progress());
+                List<Task> all = member.tasks();
+                synchronized (all) {
+                    for (int i = 0; i < all.size(); i++) {
+                        tasks.put(Integer.toString(i + 1), all.get(i).progress());
                     }
                 }
                 r.put("tasks", tasks);
                 return;
             }
-            case "view": {
-                View v = member.view();
-                r.put("view", v == null ? null : member.describe(v));
+            case "view":
+                r.put("view", member.viewInfo());
                 return;
-            }
             case "stats": {
                 Map<String, Object> counters = member.counters();
                 counters.put("control", countsCopy());
@@ -215,8 +208,8 @@ final class ControlServer {
                 return;
             }
             case "flush":
-                member.history.flush();
-                r.put("events_written", member.history.eventsWritten());
+                member.history().flush();
+                r.put("events_written", member.history().eventsWritten());
                 return;
             case "shutdown":
                 r.put("bye", true);
@@ -244,8 +237,8 @@ final class ControlServer {
         if (count < 0 || size < 0 || (rate != null && !(rate > 0))) {
             throw new BadRequest("count and size must be >= 0, rate > 0");
         }
-        if (size > Member.MAX_SIZE) {
-            throw new BadRequest("size " + size + " is above " + Member.MAX_SIZE
+        if (size > member.maxSize()) {
+            throw new BadRequest("size " + size + " is above " + member.maxSize()
                     + " bytes (FRAG2 would fragment the message)");
         }
         return member.startTask(kind, dest, count, size, rate);
