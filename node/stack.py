@@ -157,7 +157,7 @@ class Stack:
             gms = self.gms
             self.stable.holds_own_purges = lambda: gms.holds_multicasts  # see node/protocols/stable.py
         self._left = False
-        self._held: list[bytes] = []  # multicasts held back during a merge handshake
+        self._held: list[bytes] = []  # multicasts held back before joining and during a merge handshake
         self._next_seqno = 1  # the seqno the multicast protocol gives the next multicast
         self.max_datagram_size = max_datagram_size
         # False: the protocols' history events are dropped as they are made (a driver that records no history, such
@@ -176,9 +176,9 @@ class Stack:
 
     def multicast(self, payload: bytes, now: float) -> int:
         """Multicasts an application message to the group; returns its seqno (MCAST with a full window holds the
-        message and sends it, in order, once acks free space). During a merge handshake (GMS.holds_multicasts)
-        the stack holds it back and passes it on, in order and with the seqno returned here, once the merge is
-        over."""
+        message and sends it, in order, once acks free space). Before the member has joined and during a merge
+        handshake (GMS.holds_multicasts) the stack holds it back and passes it on, in order and with the seqno
+        returned here, once it has joined and the merge is over."""
         if self.multicast_protocol is None:
             raise ValueError("this stack has no multicast protocol")
         if self._held or (self.gms is not None and self.gms.holds_multicasts):
@@ -364,9 +364,10 @@ class Stack:
 
     def missing_from(self) -> dict[str, int]:
         """Peer address -> unicasts and multicasts from it that are missing here (gaps, or announced and not
-        received); under its own address, the multicasts it holds back (during a merge handshake, or MCAST's full
-        window). What nothing reveals missing, a lost tail, the orchestrator finds by comparing what senders sent
-        with what receivers got (`multicast_heard`, `unicast_sent` and `unicast_delivered` of `progress`)."""
+        received); under its own address, the multicasts it holds back (before joining, during a merge handshake,
+        or MCAST's full window). What nothing reveals missing, a lost tail, the orchestrator finds by comparing what
+        senders sent with what receivers got (`multicast_heard`, `unicast_sent` and `unicast_delivered` of
+        `progress`)."""
         out: dict[str, int] = {}
 
         def add(peer: str, n: int) -> None:

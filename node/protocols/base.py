@@ -431,7 +431,8 @@ class MembershipLayer(Layer[P]):
     @property
     @abstractmethod
     def holds_multicasts(self) -> bool:
-        """The stack holds application multicasts back (a merge handshake is under way)."""
+        """The stack holds application multicasts back (the member has not joined yet, or a merge handshake is under
+        way)."""
 
     @property
     @abstractmethod

@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 
+_NOT_JOINED = (State.INIT, State.DISCOVERY, State.JOINING)
+
+
 class AloneRoutes:
     """The routes of a GMS outside a stack (its unit tests): views go to its multicast layer alone, and every
     member counts as alive."""
@@ -133,6 +136,7 @@ class Gms(MembershipLayer[GmsProps]):
         "merges_busy",
         "merge_unheard_asked",  # listed in an answer, not heard from by the failure detector: asked all the same
         "merge_unheard_left_out",  # of those, the ones that had not answered by unheard_deadline
+        "merge_departed_skipped",  # members that left through us, reported by a stale INFO: not asked into a merge
         "merge_reqs_sent",
         "merge_reqs_received",
         "merge_rsps_sent",
@@ -187,11 +191,19 @@ class Gms(MembershipLayer[GmsProps]):
 
     @property
     def holds_multicasts(self) -> bool:
-        """True during a merge handshake we lead or answered: new multicasts wait (in the stack) until the merge
-        view is installed or the merge is over. Others restart our window at the seqno our answer gave; a message
-        sent after it and purged before the merge view (our old view's members acked it) would be waited for
-        forever (a light form of JGroups' FLUSH)."""
-        return self.s.merge is not None or self.s.lock is not None
+        """True until this member has joined, and during a merge handshake we lead or answered: new multicasts wait
+        (in the stack) until then.
+
+        Before joining (discovery, a JOIN_REQ whose JOIN_RSP has not come) nothing goes out, as a JGroups channel
+        cannot send before connect() returns. Otherwise the coordinator, which lists a joiner before its JOIN_RSP,
+        could deliver what we sent, exclude us (our JOIN_RSP lost, no heartbeats from us yet), take us in again with
+        a fresh window at 0 and deliver those seqnos a second time (scenarios/regressions/gms-multicast-before-join
+        .toml, found by explore).
+        During a merge handshake others restart our window at the seqno our answer gave; a message sent after it and
+        purged before the merge view (our old view's members acked it) would be waited for forever (a light form of
+        JGroups' FLUSH)."""
+        s = self.s
+        return s.state in _NOT_JOINED or s.merge is not None or s.lock is not None
 
     def note_view_id(self, view_id: ViewId) -> None:
         """A view id heard anywhere (INFO, FIND_RSP): later views get higher counters."""

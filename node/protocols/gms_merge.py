@@ -43,6 +43,11 @@ class MergeHandshake:
         if s.busy():
             s.c["merges_busy"] += 1
             return
+        gone = [m for m in {*reps.values(), *reported} if m in s.departed]
+        if gone:  # a stale INFO of a member that left through us: it would never answer, and we would hold for nothing
+            s.c["merge_departed_skipped"] += len(gone)
+            reps = {vid: rep for vid, rep in reps.items() if rep not in s.departed}
+            reported = {m: vid for m, vid in reported.items() if m not in s.departed}
         if not any(rep != s.local for rep in reps.values()):
             return
         for vid in reps:
@@ -100,7 +105,7 @@ class MergeHandshake:
             more = [
                 m
                 for m in (view.members if s.props.merge_ask_listed_members else ())
-                if m != s.local and m not in rnd.asked
+                if m != s.local and m not in rnd.asked and m not in s.departed
             ]
             for m in more:
                 rnd.asked.append(m)

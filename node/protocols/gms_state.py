@@ -137,6 +137,9 @@ class GmsState:
     merge_id_base: int = 0  # set from the address: merge ids of different leaders differ
     lock: tuple[int, str, float] | None = None  # (merge_id, leader, until) as a merge participant
     delivered: dict[str, int] = field(default_factory=dict)  # former members -> highest of their multicasts delivered
+    # addresses that left gracefully through this coordinator (oldest first): gone for good, a restart is a new
+    # address, so a merge never asks them in (their last INFO may arrive after the view without them)
+    departed: dict[str, None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.merge_id_base = zlib.crc32(self.local.encode()) << 32
@@ -157,6 +160,14 @@ class GmsState:
 
     def digest(self) -> Digest:
         return self.multicast.digest() if self.multicast is not None else {}
+
+    def note_departed(self, members: list[str], limit: int) -> None:
+        """Members that left gracefully (their LEAVE_REQ handled here); the oldest beyond `limit` are forgotten."""
+        for m in members:
+            self.departed.pop(m, None)
+            self.departed[m] = None
+        while len(self.departed) > limit:
+            del self.departed[next(iter(self.departed))]
 
     def alive(self, member: str, now: float) -> bool:
         return self.routes.alive(member, now)

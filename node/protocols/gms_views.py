@@ -28,7 +28,7 @@ from node.wire_headers import GMS_LEAVE_RSP as LEAVE_RSP
 from node.wire_headers import GMS_VIEW as VIEW
 from node.wire_headers import GMS_VIEW_ACK as VIEW_ACK
 
-MAX_REMEMBERED = 1024  # former members whose highest delivered seqno is kept (oldest forgotten first)
+MAX_REMEMBERED = 1024  # former members whose highest delivered seqno, or departure, is kept (oldest forgotten first)
 
 
 def _subgroup_of(view: View, subgroups: Ranges) -> dict[str, ViewId]:
@@ -223,6 +223,7 @@ class ViewChanges:
                 out.send(m, LEAVE_RSP())
                 s.c["leave_rsps_sent"] += 1
         s.leaves.clear()
+        s.note_departed(leavers, MAX_REMEMBERED)
         joining_names = {name_of(j) for j in joiners}
         replaced = [m for m in members if m != s.local and name_of(m) in joining_names]  # older incarnations
         excluded = [m for m in members if m in s.suspected and m != s.local]

@@ -6,10 +6,12 @@ member's messages in seqno order. From its retransmit task (every `xmit_interval
 its windows (XMIT_REQ, to the original sender, or to everyone with `use_mcast_xmit_req`); whoever has a copy answers
 with XMIT_RSP (original sender and seqno inside, so any member can answer; multicast with `use_mcast_xmit`). A
 sender whose last multicast is not followed by another one multicasts HIGHEST_SEQNO (`resend_last_seqno`), so a
-receiver that lost the tail finds the gap (JGRP-1904). A message that ends a silence of at least xmit_interval from
-its sender and leaves a gap (a healed partition) asks for the gap at once, and then for the next max_xmit_req_size
-seqnos each time the previous ones have all arrived (`xmit_req_after_silence`): what was sent before the silence is
-lost, not in flight, so it need not wait for retransmit runs, one chunk per run.
+receiver that lost the tail finds the gap (JGRP-1904); it repeats it at every retransmit run until STABLE has purged
+that seqno (`resend_last_seqno_max_times` = 0, as JGroups' ReliableMulticast does since 5.4.0), so a receiver cut off
+across the first announcement gets the next one (JGRP-2167). A message that ends a silence of at least
+xmit_interval from its sender and leaves a gap (a healed partition) asks for the gap at once, and then for the next
+max_xmit_req_size seqnos each time the previous ones have all arrived (`xmit_req_after_silence`): what was sent
+before the silence is lost, not in flight, so it need not wait for retransmit runs, one chunk per run.
 
 `xmit_interval <= 0` turns retransmission off (JGRP-2675, for TCP): no retransmit or last-seqno task, and the
 joiner's become-server queue is unbounded, since a message it dropped could never be repaired. The switch
@@ -56,7 +58,11 @@ class Nakack2Props(Properties):
     max_xmit_req_size: int = prop(1024, "max seqnos asked for in one XMIT_REQ; 0 = as many ranges as fit a datagram")
     become_server_queue_size: int = prop(50, "MSGs kept (newest) until BECOME_SERVER; 0 disables the queue")
     resend_last_seqno: bool = prop(True, "multicast HIGHEST_SEQNO when the highest sent seqno stops moving (JGRP-1904)")
-    resend_last_seqno_max_times: int = prop(1, "HIGHEST_SEQNOs sent for the same seqno")
+    resend_last_seqno_max_times: int = prop(
+        0,
+        "HIGHEST_SEQNOs sent for the same seqno; 0 = no limit: at every retransmit run until STABLE has purged it "
+        "(JGroups 5.4+'s ReliableMulticast); 1 is NAKACK2's default, the JGRP-2167 flaw",
+    )
     become_server_queue_unbounded_without_xmit: bool = prop(
         True, "legacy switch: False keeps the become-server queue bounded with xmit_interval <= 0 (the JGRP-2675 bug)"
     )
@@ -439,7 +445,16 @@ class Nakack2(MulticastLayer[Nakack2Props]):
             self.c["xmit_reqs_sent"] += 1
 
     def _last_seqno_run(self, out: Effects) -> None:
-        """HIGHEST_SEQNO(hs) when hs did not move since the previous run, at most resend_last_seqno_max_times per hs."""
+        """HIGHEST_SEQNO(hs) when hs did not move since the previous run: at most resend_last_seqno_max_times per hs,
+        or, with 0, at every run until STABLE has purged our window up to hs (every member has delivered it).
+
+        0 is the default, as JGroups' current multicast protocols do it: ReliableMulticast (NAKACK3, NAKACK4),
+        since 5.4.0 (JGRP-2780), has no limit; its LastSeqnoResender.execute (ReliableMulticast.java L1359-1381 at
+        jgroups-5.5.6.Final) runs from every retransmit task (triggerXmit, L1354), skips the run after a regular
+        multicast (skipNext, L545), and stops only once `low == highest_sent_seqno` (L1375): the send buffer is
+        purged. NAKACK2 at jgroups-5.5.6.Final still stops after resend_last_seqno_max_times = 1 (NAKACK2.java L127,
+        L1431): a receiver cut off from the sender across that one announcement waits for the next STABLE round
+        (JGRP-2167; scenarios/bugs/nakack2-last-seqno-lost.toml keeps 1 as the flawed setting)."""
         hs = self.sent.hr
         prev, self._hs_prev_run = self._hs_prev_run, hs
         if hs == 0 or hs != prev:
@@ -447,7 +462,8 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         if hs != self._last_announced:
             self._last_announced = hs
             self._announce_count = 0
-        if self._announce_count >= self.props.resend_last_seqno_max_times:
+        limit = self.props.resend_last_seqno_max_times
+        if (limit == 0 and self.sent.hd >= hs) or (limit > 0 and self._announce_count >= limit):
             return
         self._announce_count += 1
         out.send(None, HIGHEST_SEQNO(hs))
@@ -490,8 +506,16 @@ class Nakack2(MulticastLayer[Nakack2Props]):
         )
 
     def _announcement_due(self) -> bool:
-        if not self.props.resend_last_seqno or self.props.xmit_interval <= 0 or self.sent.hr == 0:
+        """The last seqno's announcement is still to come: its first one, and, with a limit, the repeats up to it.
+        Without a limit (0) the repeats go on until STABLE purges it, but only a receiver that lost the first needs
+        them, and the orchestrator sees that one as a tail it has not heard (Stack.multicast_heard)."""
+        p = self.props
+        hs = self.sent.hr
+        if not p.resend_last_seqno or p.xmit_interval <= 0 or hs == 0:
             return False
-        if self.sent.hr != self._last_announced:
+        limit = p.resend_last_seqno_max_times
+        if limit == 0:
+            return self.sent.hd < hs and (hs != self._last_announced or self._announce_count == 0)
+        if hs != self._last_announced:
             return True
-        return self._announce_count < self.props.resend_last_seqno_max_times
+        return self._announce_count < limit

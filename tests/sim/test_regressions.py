@@ -19,12 +19,7 @@ REGRESSIONS = Path(__file__).resolve().parents[2] / "scenarios" / "regressions"
 FILES = sorted(REGRESSIONS.glob("*.toml"))
 
 # file stem -> why it fails today (a protocol bug explore found and nobody has fixed yet)
-OPEN: dict[str, str] = {
-    "nakack2-tail-after-heal-waits-for-stable": (
-        "nakack2.resend_last_seqno_max_times defaults to 1 (JGRP-2167's flawed value): a tail cut off with its one "
-        "HIGHEST_SEQNO waits for STABLE, past delivered_within (found by explore)"
-    ),
-}
+OPEN: dict[str, str] = {}
 
 
 def _param(path: Path) -> object:

@@ -243,6 +243,30 @@ def test_member_leaves_gracefully() -> None:
     assert ("close",) in net.mc["B"].calls
 
 
+def test_a_member_that_left_through_us_is_not_asked_into_a_merge() -> None:
+    """B's last INFO (view A|3) arrives after A installed A|4 without it: a merge would ask B, which never answers,
+    and A would hold its multicasts for merge_timeout (scenarios/regressions/gms-merge-asks-departed-member.toml,
+    found by explore). An excluded member that is still alive (C here) is asked as before."""
+    net = GmsNet()
+    for n in "ABCD":
+        net.member(n, view("A", 4, "ABCD"))
+    net.call("B", lambda g, out: g.leave(net.now, out))
+    a = net.gms["A"]
+    assert a.view == view("A", 5, "ACD")
+    net.call(
+        "A", lambda g, out: g.start_merge({ViewId("A", 5): "A", ViewId("A", 4): "B"}, {"B": ViewId("A", 4)}, 0, out)
+    )
+    assert a.s.merge is None and not a.holds_multicasts and not net.sent(MERGE_REQ, "A", "B")
+    assert a.c["merges_started"] == 0 and a.c["merge_departed_skipped"] == 1
+    net.cuts.add(("A", "C"))
+    net.call("A", lambda g, out: g.suspect("C", net.now, out))
+    assert a.view == view("A", 6, "AD")
+    net.call(
+        "A", lambda g, out: g.start_merge({ViewId("A", 6): "A", ViewId("A", 5): "C"}, {"C": ViewId("A", 5)}, 0, out)
+    )
+    assert a.s.merge is not None and a.holds_multicasts and a.c["merges_started"] == 1
+
+
 def test_leaving_coordinator_hands_over_to_the_next_member() -> None:
     net = GmsNet()
     for n in "ABC":
@@ -414,6 +438,30 @@ def test_stack_holds_multicasts_during_a_merge_and_keeps_the_seqnos_it_promised(
     s.tick(0.1)
     assert s.multicast_protocol.digest()["A"][1] == 3
     assert [d.seqno for d in s.drain().delivers] == [1, 2, 3]
+
+
+def test_stack_holds_multicasts_until_the_member_has_joined() -> None:
+    """A restarted member's application multicasts before its JOIN_RSP: none goes out (a JGroups channel cannot send
+    before connect returns). The coordinator may list it already and deliver them, then exclude it (its JOIN_RSP
+    lost) and take it in again with a fresh window at 0, which delivered them twice
+    (scenarios/regressions/gms-multicast-before-join.toml). Once joined they go out, in order, with the
+    seqnos promised."""
+    s = build_stack("A/2", "unicast3+nakack2")
+    g = s.gms
+    assert isinstance(g, Gms) and g.holds_multicasts  # INIT: not even discovering yet
+    assert s.multicast(b"x\0", 0.0) == 1
+    s.tick(0.0)  # starts discovery: FIND
+    assert g.state is State.DISCOVERY and g.holds_multicasts
+    assert s.multicast(b"y\0", 0.1) == 2
+    g.s.state = State.JOINING  # JOIN_REQ sent to B; its JOIN_RSP is lost, so nothing changes
+    s.tick(0.2)
+    assert s.multicast_protocol is not None and s.multicast_protocol.digest()["A/2"] == (0, 0)  # nothing sent
+    assert s.c["multicasts_held"] == 2 and s.missing_from()["A/2"] == 2  # the quiet check waits for them
+    assert [d.seqno for d in s.drain().delivers] == []
+    g.joining.handle_join_rsp(view("B", 5, ["B", "A/2"]), {"B": (0, 0)}, 0.3, s.out)
+    s.tick(0.3)
+    assert not g.holds_multicasts and s.multicast_protocol.digest()["A/2"] == (0, 2)
+    assert [d.seqno for d in s.drain().delivers if d.sender == "A/2"] == [1, 2]
 
 
 # --- FD and MERGE --------------------------------------------------------------------------------------------------

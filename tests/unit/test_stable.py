@@ -81,12 +81,15 @@ def test_a_round_during_a_merge_handshake_purges_nothing_of_our_own() -> None:
 
 
 def test_the_stack_defers_own_purges_while_gms_holds_multicasts() -> None:
-    """build_stack wires STABLE's holds_own_purges to GMS.holds_multicasts (a merge we lead or answered)."""
-    from node.protocols.gms import Gms
+    """build_stack wires STABLE's holds_own_purges to GMS.holds_multicasts (not joined yet, or a merge we lead or
+    answered)."""
+    from node.protocols.gms import Gms, State
     from node.stack import build_stack
 
     stack = build_stack("A", "unicast3+nakack2")
     assert stack.stable is not None and isinstance(stack.gms, Gms)
+    assert stack.stable.holds_own_purges() is stack.gms.holds_multicasts is True  # not joined yet
+    stack.gms.s.state = State.MEMBER
     assert stack.stable.holds_own_purges() is stack.gms.holds_multicasts is False
     stack.gms.s.lock = (1, "B", 5.0)  # a merge participant's lock: (merge_id, leader, until)
     assert stack.stable.holds_own_purges() is True
