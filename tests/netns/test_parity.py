@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from analysis.reference import check_path
-from orchestration.runner import run
+from orchestration.runner import backend_problem, run
 from orchestration.scenario import load
 from tests.clusters import skip_without_chaos
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+# Parity holds between the simulator and real members of chaosbed's own protocols; a shipped scenario of a foreign
+# system (jgroups5-split-heal.toml) has no simulator side and is run by the foreign tests instead.
+SCENARIOS = [p for p in SHIPPED if load(p).system.native]
 
 
 def verdict(out: Path, timed_out: bool) -> tuple[bool, set[str]]:
@@ -31,6 +34,8 @@ def faults_log(out: Path) -> list[dict]:
 
 
 def test_the_shipped_scenarios_are_the_ones_the_parity_suite_runs() -> None:
+    foreign = {p.name for p in SHIPPED} - {p.name for p in SCENARIOS}
+    assert all(backend_problem(load(SHIPPED[0].parent / name), "sim") for name in foreign)
     assert {p.name for p in SCENARIOS} >= {
         "partition-heal.toml",
         "lossy-network.toml",
