@@ -16,11 +16,11 @@ gets a new network namespace: attach again.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestration.backends import container_netns
 from orchestration.backends.compose_members import (
     Found,
     env_of,
@@ -93,10 +93,7 @@ class ComposeCluster(DockerCluster):
     def _attach_member(self, f: Found, history_folder: str) -> None:
         """Names the member container's network namespace on the host (L-<member>) and records the member."""
         ns = self.member_ns(f.name)
-        pid = f.container.attrs["State"]["Pid"]
-        proc = subprocess.run(["ip", "netns", "attach", ns, str(pid)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ClusterError(f"ip netns attach {ns} {pid}: {proc.stderr.strip()}")
+        pid = container_netns.attach(ns, f.container)
         history = f"{history_folder}/{f.name}.jsonl" if history_folder else ""
         self.members[f.name] = MemberInfo(f.name, f.ip, f.port, pid=member_pid(pid), netns=ns, history=history)
         self._containers[f.name] = f.container.name

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestration.backends import container_netns
 from orchestration.backends.netns import NetnsCluster, check_netns_available, reap_namespaces
 from orchestration.backends.real import state_str
 from orchestration.cluster import ClusterError, ClusterSpec, MemberInfo
@@ -95,11 +95,7 @@ class DockerCluster(NetnsCluster):
             detach=True,
         )
         sandbox.start()
-        sandbox.reload()
-        pid = sandbox.attrs["State"]["Pid"]
-        proc = subprocess.run(["ip", "netns", "attach", ns, str(pid)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ClusterError(f"ip netns attach {ns} {pid}: {proc.stderr.strip()}")
+        container_netns.attach(ns, sandbox)
         return MemberInfo(name, ip, DATA_PORT, netns=ns)
 
     @property

@@ -36,7 +36,9 @@ def checklist(command: list[str], tmp_path: Path, backend: str = "process", read
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_example_conforms(tmp_path: Path, backend: str) -> None:
     items = checklist(EXAMPLE, tmp_path, backend)
-    assert {k: i.ok for k, i in items.items()} == {**dict.fromkeys(ITEMS, True), "leave": None}, items
+    assert {k: i.ok for k, i in items.items()} == {**dict.fromkeys(ITEMS, True), "leave": None}, "\n".join(
+        f"{i.key}: {i.ok} {i.reason}" for i in items.values()
+    )
     assert items["leave"].reason.startswith('skipped: the system has no graceful leave (leave = "sigterm"')
     assert items["unicast"].reason == "A>B#1: sent by A, delivered by B"
 
@@ -44,7 +46,9 @@ def test_the_example_conforms(tmp_path: Path, backend: str) -> None:
 @pytest.mark.parametrize("system", ["chaosbed", "chaosbed-contract"])
 def test_chaosbed_own_member_conforms(tmp_path: Path, system: str) -> None:
     items = Checklist(SYSTEMS[system], "process", tmp_path / "conform").run()
-    assert {i.key: i.ok for i in items} == {**dict.fromkeys(ITEMS, True), "leave": None}, items
+    assert {i.key: i.ok for i in items} == {**dict.fromkeys(ITEMS, True), "leave": None}, "\n".join(
+        f"{i.key}: {i.ok} {i.reason}" for i in items
+    )
 
 
 @pytest.mark.jgroups
@@ -58,7 +62,9 @@ def test_chaosbed_conform_jgroups_passes(tmp_path: Path, backend: str) -> None:
     assert result.exit_code == 0, result.output
     assert "jgroups-2.12 conforms: 10 of 10 passed, 0 skipped" in result.output
     items = Checklist(SYSTEMS["jgroups-2.12-unicast"], backend, tmp_path / "b").run()
-    assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), items
+    assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), "\n".join(
+        f"{i.key}: {i.ok} {i.reason}" for i in items
+    )
 
 
 @pytest.mark.parametrize(

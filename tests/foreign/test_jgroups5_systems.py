@@ -60,7 +60,9 @@ def jclusters(tmp_path: Path) -> Iterator[JGroupsClusters]:
 @pytest.mark.parametrize("name", FIVE)
 def test_conform_passes_on_every_5x_system(tmp_path: Path, name: str) -> None:
     items = Checklist(SYSTEMS[name], "netns", tmp_path / "conform").run()
-    assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), items
+    assert {i.key: i.ok for i in items} == dict.fromkeys(ITEMS, True), "\n".join(
+        f"{i.key}: {i.ok} {i.reason}" for i in items
+    )
     assert "no suspicion" in next(i for i in items if i.key == "leave").reason
 
 
