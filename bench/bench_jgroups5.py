@@ -17,7 +17,8 @@ ratios. Then, on the first pair of clusters, each member's start (C leaves grace
 sides alternated): from the spawn to its `start` line, to answering `ping` (ready: the JGroups member answers once
 `connect()` returned), to its first view of all three (joined); and each side's peak RSS (the `stats` reply's
 max_rss_kib) idle and under the rounds' load. Last, recovery after a full partition of C (bench_partition's
-repetition with --stream-s seconds of streams): heal -> one view, and the unicast and multicast stalls, on
+repetition with --stream-s seconds of streams, the heal 1-4.2 s after the split was seen, stepped through MERGE3's
+check period round by round, the same delays on every side): heal -> one view, and the unicast and multicast stalls, on
 jgroups-5-udp and on chaosbed with the same timings, chaosbed twice: with its default `merge.other_view_check_delay`
 (100 ms, not in MERGE3) and with 0 (MERGE3's own timing).
 Run: python -m bench.bench_jgroups5 [--messages 100000] [--repeats 5] [--sizes 100,1000] [--partition-repeats 3]
@@ -197,15 +198,23 @@ PARTITION_SIDES: dict[str, Callable[[Path], Cluster]] = {
 }
 
 
+def heal_delays(repeats: int) -> list[float]:
+    """Round i's delay from the split seen to the heal, the same on every side: 1 s plus a share of MERGE3's check
+    period (1.6 x max_interval = 3.2 s on both sides) that steps through it, so that no side's heal falls at one
+    phase of its merge checker every time (the checkers run on a fixed period from the members' start)."""
+    period = 1.6 * 2.0
+    return [1.0 + period * ((i * 0.618034) % 1.0) for i in range(repeats)]
+
+
 def partition_rounds(out: Path, repeats: int, stream_s: int) -> dict[str, list[partition.Outcome]]:
     """bench_partition's full partition of C, `repeats` times per side, the sides' order rotated round by round."""
     names = list(PARTITION_SIDES)
     results: dict[str, list[partition.Outcome]] = {n: [] for n in names}
-    for i in range(repeats):
+    for i, delay in enumerate(heal_delays(repeats)):
         for k in range(len(names)):
             side = names[(i + k) % len(names)]
-            folder = out / f"{'jgroups' if side.startswith('JGroups') else 'chaosbed'}-{(i + k) % len(names)}-{i}"
-            results[side].append(partition.one_run(folder, False, PARTITION_SIDES[side], stream_s))
+            folder = out / f"side{(i + k) % len(names)}-round{i}"
+            results[side].append(partition.one_run(folder, False, PARTITION_SIDES[side], stream_s, delay))
     return results
 
 
@@ -241,7 +250,9 @@ def print_rss(pairs: dict[str, Pair], peaks: dict[str, dict[str, int]]) -> None:
 
 def print_partition(results: dict[str, list[partition.Outcome]], stream_s: int) -> None:
     reps = len(next(iter(results.values())))
-    print(f"recovery after a full partition of C ({reps} runs per side, rotated; {TIMINGS}; streams {stream_s} s):")
+    delays = ", ".join(f"{d:.1f}" for d in heal_delays(reps))
+    print(f"recovery after a full partition of C ({reps} runs per side, rotated; {TIMINGS}; streams {stream_s} s;")
+    print(f"the heal {delays} s after the split was seen, round by round):")
     for side, outs in results.items():
         partition.summary(f"  {side}: split seen by A and B", [o.split_ab for o in outs])
         partition.summary(f"  {side}: heal -> one view of three", [o.merged for o in outs])

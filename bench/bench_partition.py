@@ -123,9 +123,12 @@ def one_run(
     one_way: bool,
     cluster_of: Callable[[Path], Cluster] = chaosbed_cluster,
     stream_s: int = STREAM_S,
+    heal_after_s: float = 1.0,
 ) -> Outcome:
     """One repetition on the cluster `cluster_of(workdir)` makes (members A, B, C; any system with views and the
-    control contract), A's streams lasting `stream_s` seconds."""
+    control contract), A's streams lasting `stream_s` seconds, the heal `heal_after_s` after both sides saw the
+    split (a merge checker that runs on a fixed period from the start meets a heal at a fixed schedule's instant at
+    the same phase every time: a varied delay spreads the heal over its period)."""
     shutil.rmtree(workdir, ignore_errors=True)  # a member appends to its history: an earlier run's would mix in
     with cluster_of(workdir) as cluster:
         cluster.start(timeout=60)
@@ -148,7 +151,7 @@ def one_run(
                 )
 
             cluster.wait_until(split, 30, "both sides to see the split")
-            cluster.sleep(1.0)
+            cluster.sleep(heal_after_s)
         heal = cluster.clock.now_ns()
         cluster.chaos.heal()
 
