@@ -2,7 +2,8 @@
 message at every receiver and deliver every message in every round; a restarted member's start times come from its
 new incarnation's history in the order they happen; the peak RSS comes from both members' `stats`; a partition run
 on JGroups 5.5.6 and on chaosbed with the matched timings splits, merges and delivers the split's unicasts. A bad
---sizes is one line, no traceback."""
+--sizes is one line, no traceback. bench/profile_member.py reads py-spy's raw output into self and inclusive shares
+(no root needed for that part)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,29 @@ def test_bad_arguments_are_one_line(argv: list[str]) -> None:
     with pytest.raises(SystemExit, match="bench_jgroups5: ") as e:
         b5.main(argv)
     assert "\n" not in str(e.value)
+
+
+def test_the_profile_summary_counts_self_and_inclusive_shares(tmp_path: Path) -> None:
+    """bench/profile_member.py's reading of py-spy's raw output (`frame;frame;... count` per stack)."""
+    from bench import profile_member
+
+    raw = tmp_path / "A.txt"
+    loop = "run (runners.py:118);BaseEventLoop._run_once (base_events.py:1922)"
+    raw.write_text(
+        f"{loop};EpollSelector.select (selectors.py:468) 25\n"
+        f"{loop};Member._read_udp (runtime.py:191);decode_message (wire_codec.py:284) 50\n"
+        f"{loop};Member._read_udp (runtime.py:191) 25\n"
+        "not a stack line\n"
+    )
+    lines = profile_member.summary(raw, top=3)
+    assert lines[0] == "  100 samples; waiting in the selector 25%"
+    assert "     50.0%  decode_message (wire_codec.py)" in lines  # self
+    assert "     75.0%  Member._read_udp (runtime.py)" in lines  # inclusive, below the loop (in every stack)
+    assert not any("BaseEventLoop" in line for line in lines[lines.index("  inclusive (below the event loop):") :])
+
+
+def test_profile_member_bad_arguments_are_one_line() -> None:
+    from bench import profile_member
+
+    with pytest.raises(SystemExit, match="profile_member: need"):
+        profile_member.main(["--messages", "0"])
