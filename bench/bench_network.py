@@ -90,15 +90,16 @@ def poll_interval(done: int, n: int, elapsed: float) -> float:
     return min(0.25, max(0.01, (n - done) * elapsed / done / 2))
 
 
-def unicast3(cluster: NetnsCluster, n: int) -> tuple[float, int]:
-    """A sends n SIZE-byte messages to B as fast as it can; the rate is n / time until B had all. Peak RSS of both."""
+def unicast3(cluster: NetnsCluster, n: int, size: int | None = None) -> tuple[float, int]:
+    """A sends n messages of `size` bytes (default SIZE) to B as fast as it can; the rate is n / time until B had all.
+    Peak RSS of both."""
 
     def got() -> int:
         return cluster.control("B", "stats")["counters"]["unicast3"]["msgs_delivered"]
 
     before = got()
     start = time.monotonic()
-    cluster.control("A", "send", to="B", count=n, size=SIZE)
+    cluster.control("A", "send", to="B", count=n, size=SIZE if size is None else size)
     while (done := got() - before) < n:
         if time.monotonic() - start > 300:
             raise RuntimeError("UNICAST3 benchmark did not finish in 300 s")
@@ -114,18 +115,19 @@ FAST_MEMBERSHIP = {
 }
 
 
-def nakack2(cluster: NetnsCluster, n: int) -> tuple[float, int]:
-    """A multicasts n SIZE-byte messages as fast as it can; the rate is n / time until both receivers had all."""
+def nakack2(cluster: NetnsCluster, n: int, size: int | None = None, protocol: str = "nakack2") -> tuple[float, int]:
+    """A multicasts n messages of `size` bytes (default SIZE) as fast as it can; the rate is n / time until both
+    receivers had all, counted by the stack's multicast `protocol` (nakack2, or mcast)."""
 
     def got(name: str) -> int:
-        return cluster.control(name, "stats")["counters"]["nakack2"]["msgs_delivered"]
+        return cluster.control(name, "stats")["counters"][protocol]["msgs_delivered"]
 
     before = {m: got(m) for m in ("B", "C")}
     start = time.monotonic()
-    cluster.control("A", "multicast", count=n, size=SIZE)
+    cluster.control("A", "multicast", count=n, size=SIZE if size is None else size)
     while (done := min(got(m) - before[m] for m in ("B", "C"))) < n:
         if time.monotonic() - start > 300:
-            raise RuntimeError("NAKACK2 benchmark did not finish in 300 s")
+            raise RuntimeError(f"{protocol.upper()} benchmark did not finish in 300 s")
         time.sleep(poll_interval(done, n, time.monotonic() - start))
     seconds = time.monotonic() - start
     return n / seconds, cluster.control("B", "stats")["max_rss_kib"]  # max RSS: never shrinks

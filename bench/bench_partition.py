@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.common import report
 from orchestration.backends.netns import NetnsCluster, check_netns_available
-from orchestration.cluster import ClusterSpec
+from orchestration.cluster import Cluster, ClusterSpec, Properties
 
 PROPERTIES = {
     "fd": {"interval": "1s", "timeout": "3s", "timeout_check_interval": "0.5s"},
@@ -112,15 +112,30 @@ def measure(evs: list[dict[str, Any]], cut: int, heal: int) -> Outcome:
     )
 
 
-def one_run(workdir: Path, one_way: bool) -> Outcome:
+def chaosbed_cluster(workdir: Path, properties: Properties = PROPERTIES) -> Cluster:
+    """Three of chaosbed's members (unicast3+nakack2) with these properties, in namespaces; not started."""
+    spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=properties, backend="netns")
+    return NetnsCluster(spec, workdir=workdir)
+
+
+def one_run(
+    workdir: Path,
+    one_way: bool,
+    cluster_of: Callable[[Path], Cluster] = chaosbed_cluster,
+    stream_s: int = STREAM_S,
+    heal_after_s: float = 1.0,
+) -> Outcome:
+    """One repetition on the cluster `cluster_of(workdir)` makes (members A, B, C; any system with views and the
+    control contract), A's streams lasting `stream_s` seconds, the heal `heal_after_s` after both sides saw the
+    split (a merge checker that runs on a fixed period from the start meets a heal at a fixed schedule's instant at
+    the same phase every time: a varied delay spreads the heal over its period)."""
     shutil.rmtree(workdir, ignore_errors=True)  # a member appends to its history: an earlier run's would mix in
-    spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=PROPERTIES, backend="netns")
-    with NetnsCluster(spec, workdir=workdir) as cluster:
-        cluster.start()
+    with cluster_of(workdir) as cluster:
+        cluster.start(timeout=60)
         cluster.wait_for_view(["A", "B", "C"], timeout=30)
         cluster.sleep(2.0)
-        cluster.control("A", "send", to="C", count=RATE * STREAM_S, size=100, rate=RATE)
-        cluster.control("A", "multicast", count=RATE * STREAM_S, size=100, rate=RATE)
+        cluster.control("A", "send", to="C", count=RATE * stream_s, size=100, rate=RATE)
+        cluster.control("A", "multicast", count=RATE * stream_s, size=100, rate=RATE)
         cluster.sleep(1.0)
         cut = cluster.clock.now_ns()
         if one_way:
@@ -136,12 +151,14 @@ def one_run(workdir: Path, one_way: bool) -> Outcome:
                 )
 
             cluster.wait_until(split, 30, "both sides to see the split")
-            cluster.sleep(1.0)
+            cluster.sleep(heal_after_s)
         heal = cluster.clock.now_ns()
         cluster.chaos.heal()
-        cluster.wait_until(
-            lambda: all(t["done"] for t in cluster.control("A", "tasks")["tasks"].values()), 60, "A's streams"
-        )
+
+        def streamed() -> bool:
+            return all(t["done"] for t in cluster.control("A", "tasks")["tasks"].values())
+
+        cluster.wait_until(streamed, stream_s + 30, "A's streams")
         cluster.sleep(3.0)  # retransmissions of the last messages
         cluster.stop_members()
         return measure(events(workdir / "history"), cut, heal)

@@ -167,7 +167,12 @@ def test_unicast_and_multicast_workloads_arrive_and_are_logged_on_both_sides(sha
 
 def test_stats_and_view_commands(shared: tuple[str, Cluster]) -> None:
     generation, c = shared
-    counters = c.control("A", "stats")["counters"]
+    stats = c.control("A", "stats")
+    counters = stats["counters"]
+    # the contract's optional usage beside the counters (outcome.json's usage, the benchmarks' RSS): a JVM's peak RSS
+    # is tens of MiB at least, and the member has used some CPU by now
+    assert isinstance(stats["max_rss_kib"], int) and stats["max_rss_kib"] > 10_000, stats.get("max_rss_kib")
+    assert isinstance(stats["cpu_s"], float) and stats["cpu_s"] > 0, stats.get("cpu_s")
     unicast, multicast = PROGRAM[generation]["unicast"], PROGRAM[generation]["multicast"]
     assert counters["member"]["unicast_protocol"] == unicast
     assert {"xmit_reqs_sent", "xmit_reqs_received"} <= set(counters[multicast])

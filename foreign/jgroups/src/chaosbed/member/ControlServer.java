@@ -205,6 +205,7 @@ public final class ControlServer {
                 Map<String, Object> counters = member.counters();
                 counters.put("control", countsCopy());
                 r.put("counters", counters);
+                usage(r);
                 return;
             }
             case "flush":
@@ -220,6 +221,31 @@ public final class ControlServer {
                 return;
             default:
                 throw new BadRequest("unknown command"); // COMMANDS and this switch agree
+        }
+    }
+
+    /**
+     * The contract's optional usage keys beside the counters: {@code max_rss_kib}, the process's peak RSS (VmHWM of
+     * /proc/self/status: what getrusage's ru_maxrss reports on Linux), and {@code cpu_s}, user + system CPU seconds of
+     * the JVM. Left out where the platform has neither.
+     */
+    private static void usage(Map<String, Object> r) {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Paths.get("/proc/self/status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    r.put("max_rss_kib", Integer.parseInt(line.replaceAll("[^0-9]", "")));
+                    break;
+                }
+            }
+        } catch (IOException | NumberFormatException e) {
+            // not Linux: no peak RSS
+        }
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean) {
+            long ns = ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+            if (ns >= 0) {
+                r.put("cpu_s", ns / 1e9);
+            }
         }
     }
 
