@@ -1,4 +1,4 @@
-"""Where a chaosbed member's time goes under bench_jgroups5's load (root; py-spy: `.venv/bin/pip install py-spy`).
+"""Where a chaosbed member's time goes under bench_jgroups5's load (root; py-spy, from the bench extra of make setup).
 
 Three members (unicast3+nakack2 with bench_jgroups5's MATCHED timings) in namespaces; after a warm-up round, py-spy
 samples the sender A and the receiver B (`py-spy record --nonblocking`: the members are never stopped) while A sends
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("profile_member: need --size >= 0, --messages >= 1, --seconds >= 1")
     spy = py_spy()
     if spy is None:
-        raise SystemExit("profile_member: no py-spy (.venv/bin/pip install py-spy)")
+        raise SystemExit("profile_member: no py-spy here: run make setup (the bench extra has it)")
     check_netns_available()
     spec = ClusterSpec(["A", "B", "C"], stack="unicast3+nakack2", properties=MATCHED, backend="netns")
     with NetnsCluster(spec) as cluster, tempfile.TemporaryDirectory() as tmp:
