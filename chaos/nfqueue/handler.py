@@ -252,6 +252,8 @@ class Handler:
             self.accepted += 1
             if self.reorder_wait:
                 self._source_accepted(pkt[12:16])
+                if self._release_after:  # right behind this one, not behind the rest of the batch read with it
+                    self._flush(pending)
             if kind == DUPLICATE:
                 self._inject_copy(out or pkt)
         elif kind == DROP:
