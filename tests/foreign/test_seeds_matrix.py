@@ -1,8 +1,8 @@
 """The seeds side by side on real members (root, a JDK and the 5.5.6 and 5.4.3 jars): a representative part of the
 shipped scenarios/matrix/seeds.toml, run as `chaosbed matrix` runs it, with that file's axes and [[expect]] tables,
 fails when a cell's verdict is not what the matrix expects. The whole matrix (11 scenarios x 2 systems) takes about
-3-5 minutes with -j 2 on 2 cores, so the test runs 2 scenarios x 2 systems (35 s with a warm Spark service, about
-2 minutes cold): the one disagreement
+3-5 minutes with -j 2 on 2 cores, so the test runs 2 scenarios x 2 systems (61 s measured with a warm Spark
+service, about 2 minutes cold): the one disagreement
 (NAKACK2 without retransmission over TCP: a joiner while the group multicasts; the jar's joiner never fills the gap
 below its digest, chaosbed's passes) and UNICAST3's receiver sync (an asymmetric split and its heal, where the jar's
 receiver asks for the first seqno and chaosbed's keeps its window). docs/foreign/jgroups5.md, "The seeds side by
