@@ -34,15 +34,31 @@ def _value(v: object) -> str:
     return v if isinstance(v, str) else toml_value(v)
 
 
-def _combo(r: CellResult, axes: list[str]) -> tuple[str, ...]:
-    return tuple(_value(r.cell.axis_label(a)) for a in axes)
+def _combo(r: CellResult, axes: list[str], plain: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The cell's values of `axes` as the grid's headers show them: each axis's label (a system with its stack), or
+    its plain value for the axes in `plain`."""
+    return tuple(_value(r.cell.axis_value(a) if a in plain else r.cell.axis_label(a)) for a in axes)
 
 
-def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
+def _plain_axes(results: list[CellResult], axes: list[str]) -> frozenset[str]:
+    """The axes whose one value has several labels across the cells (a `cluster.system` of JGroups 5 whose stack each
+    scenario chooses): the grid heads them with the value, one column per value, and each badge names its label."""
+    plain = set()
+    for a in axes:
+        labels: dict[str, set[str]] = {}
+        for r in results:
+            labels.setdefault(_value(r.cell.axis_value(a)), set()).add(_value(r.cell.axis_label(a)))
+        if any(len(v) > 1 for v in labels.values()):
+            plain.add(a)
+    return frozenset(plain)
+
+
+def _badge(r: CellResult, shown: list[str], axes: list[str], plain: frozenset[str] = frozenset()) -> str:
     """One cell: green = passed as expected, amber = failed as expected (a bug reproduced), red = not as expected.
     Its text names the axes the grid does not show (e.g. the seed); the tooltip has everything."""
     c = r.cell
     rest = [f"{a.removeprefix('cluster.properties.')}={_value(c.axis_label(a))}" for a in axes if a not in shown]
+    rest += [_value(c.axis_label(a)) for a in shown if a in plain]  # the system's stack where the header omits it
     if r.status != "ran" or not r.checked:
         names = {"error": "ERROR", "interrupted": "STOPPED", "not run": "NOT RUN", "skipped": "SKIPPED"}
         text, cls = names.get(r.status, "?"), "none"
@@ -66,10 +82,11 @@ def _badge(r: CellResult, shown: list[str], axes: list[str]) -> str:
 
 def grid(result: MatrixResult) -> str:
     rows_axes, col_axes = result.matrix.rows, result.matrix.columns
+    plain = _plain_axes(result.results, rows_axes + col_axes)
     row_keys: list[tuple[str, ...]] = []
     col_keys: list[tuple[str, ...]] = []
     for r in result.results:
-        rk, ck = _combo(r, rows_axes), _combo(r, col_axes)
+        rk, ck = _combo(r, rows_axes, plain), _combo(r, col_axes, plain)
         if rk not in row_keys:
             row_keys.append(rk)
         if ck not in col_keys:
@@ -86,8 +103,8 @@ def grid(result: MatrixResult) -> str:
     for rk in row_keys:
         cells = "".join(f"<th class='row'>{_e(v)}</th>" for v in rk) or "<th class='row'></th>"
         for ck in col_keys:
-            here = [r for r in result.results if _combo(r, rows_axes) == rk and _combo(r, col_axes) == ck]
-            cells += "<td>" + "".join(_badge(r, shown, varying) for r in here) + "</td>"
+            here = [r for r in result.results if _combo(r, rows_axes, plain) == rk and _combo(r, col_axes, plain) == ck]
+            cells += "<td>" + "".join(_badge(r, shown, varying, plain) for r in here) + "</td>"
         body.append(f"<tr>{cells}</tr>")
     return f"<table>{caption}<tr>{head}</tr>{''.join(body)}</table>"
 
