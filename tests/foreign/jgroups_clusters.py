@@ -27,6 +27,14 @@ from orchestration.systems.jgroups5 import with_release
 from tests.clusters import netns_skip_reason
 
 NETNS_MISSING = netns_skip_reason()
+# A matrix on real members (its runs on netns, its check on Spark): the marks of the side-by-side matrix tests
+MATRIX_ON_NETNS = [
+    pytest.mark.netns,
+    pytest.mark.jgroups,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
+]
 NETNS = pytest.param(
     "netns", id="netns", marks=[pytest.mark.netns, pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING))]
 )

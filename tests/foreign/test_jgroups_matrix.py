@@ -12,14 +12,10 @@ from pathlib import Path
 import pytest
 
 from foreign import jgroups
-from tests.foreign.jgroups_clusters import NETNS_MISSING
+from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS
 
 pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.jgroups,
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
+    *MATRIX_ON_NETNS,
     pytest.mark.skipif(jgroups.missing() is not None, reason=str(jgroups.missing())),
 ]
 REPO = Path(__file__).resolve().parents[2]

@@ -16,17 +16,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from orchestration.toml_text import toml_document
-from tests.foreign.jgroups_clusters import NETNS_MISSING, skip_unless
+from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS, skip_unless
 
 pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.jgroups,
-    pytest.mark.spark,
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
+    *MATRIX_ON_NETNS,
     skip_unless("jgroups-5-udp"),
     skip_unless("jgroups-5-tcp-noxmit"),
 ]
