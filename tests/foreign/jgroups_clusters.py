@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,21 @@ MATRIX_ON_NETNS = [
     pytest.mark.slow,
     pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING)),
 ]
+
+
+def run_matrix(matrix: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """`chaosbed matrix MATRIX -j 2 --out OUT` as a user runs it: its process and its matrix.json (None if it wrote
+    none)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration", "matrix", str(matrix), "-j", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    doc = out / "matrix.json"
+    return proc, json.loads(doc.read_text()) if doc.exists() else None
+
+
 NETNS = pytest.param(
     "netns", id="netns", marks=[pytest.mark.netns, pytest.mark.skipif(bool(NETNS_MISSING), reason=str(NETNS_MISSING))]
 )

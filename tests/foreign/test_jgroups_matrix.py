@@ -4,15 +4,12 @@ fails as its bug file says, chaosbed's UNICAST3 passes."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from foreign import jgroups
-from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS
+from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS, run_matrix
 
 pytestmark = [
     *MATRIX_ON_NETNS,
@@ -31,14 +28,9 @@ def test_the_same_file_on_the_jar_and_on_chaosbed_in_one_report(tmp_path: Path) 
         '[[expect]]\nwhere = { "cluster.system" = "jgroups-2.12" }\nviolates = ["delivered_within"]\n'
     )
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestration", "matrix", str(matrix), "-j", "2", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc, doc = run_matrix(matrix, out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads((out / "matrix.json").read_text())
+    assert doc is not None
     cells = {c["system"]: c for c in doc["cells"]}
     assert set(cells) == {"jgroups-2.12 (unicast2-fast)", "chaosbed (unicast3)"}
     assert cells["jgroups-2.12 (unicast2-fast)"]["violated"] == ["delivered_within"]

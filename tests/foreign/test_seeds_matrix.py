@@ -11,13 +11,11 @@ side", has the whole grid."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 from orchestration.toml_text import toml_document
-from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS, skip_unless
+from tests.foreign.jgroups_clusters import MATRIX_ON_NETNS, run_matrix, skip_unless
 
 pytestmark = [
     *MATRIX_ON_NETNS,
@@ -41,13 +39,8 @@ def test_the_seeds_cells_give_the_verdicts_the_matrix_expects(tmp_path: Path) ->
     matrix = tmp_path / "seeds-part.toml"
     matrix.write_text(toml_document(part))
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestration", "matrix", str(matrix), "-j", "2", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    doc = json.loads((out / "matrix.json").read_text())
+    proc, doc = run_matrix(matrix, out)
+    assert doc is not None, proc.stdout[-4000:] + proc.stderr[-2000:]
     verdicts = {(c["scenario"], c["settings"]["cluster.system"]): c for c in doc["cells"]}
     assert set(verdicts) == {(s, system) for s in SUBSET for system in ("jgroups-5", "chaosbed")}
     unexpected = [c for c in doc["cells"] if not c["ok"]]
