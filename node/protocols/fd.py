@@ -1,10 +1,10 @@
 """FD: failure detection by heartbeats (like JGroups' FD_ALL / FD_ALL3).
 
-Every member of a view multicasts HEARTBEAT every `interval`. A message of this protocol from a member, whichever
-it is, counts as a sign of life. Every `timeout_check_interval` a member suspects each view member it has not heard
-from for `timeout` and tells its GMS (which excludes the member if it coordinates, or takes over if every member
-before it is suspected); a non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat
-un-suspects.
+Every member of a view of two or more multicasts HEARTBEAT every `interval` (alone in its view it falls silent, as
+FD_ALL3 does). A message of this protocol from a member, whichever it is, counts as a sign of life. Every
+`timeout_check_interval` a member suspects each view member it has not heard from for `timeout` and tells its GMS
+(which excludes the member if it coordinates, or takes over if every member before it is suspected); a
+non-coordinator also sends SUSPECT(member) to the coordinator. A later heartbeat un-suspects.
 
 A coordinator that receives SUSPECT(m) verifies it locally (JGroups runs VERIFY_SUSPECT for this): it accepts the
 suspicion only if it has not heard from m for `timeout / 2` itself, so a member that one reporter cannot hear (a
@@ -78,6 +78,7 @@ class Fd(FailureDetector[FdProps]):
         self.last_heard: dict[str, float] = {}  # any sender (members or not): used by MERGE for reachability
         self.suspected: set[str] = set()
         self.active = False
+        self.left = False
         self._next_heartbeat = NEVER
         self._next_check = NEVER
 
@@ -88,20 +89,30 @@ class Fd(FailureDetector[FdProps]):
     # --- membership -----------------------------------------------------------------------------------------------
 
     def install_view(self, view: View, now: float, out: Effects) -> None:
-        """Starts (or keeps) the tasks; members new to this view get a full timeout from now."""
+        """Starts (or keeps) the tasks while the view holds someone else, and stops them in a view of one, as
+        JGroups' FD_ALL3 does (FailureDetection.handleView): a member that dropped everyone falls silent, so those
+        that still list it suspect it. Members new to this view get a full timeout from now."""
         previous = set(self.members)
         self.members = view.members
         for m in view.members:
             if m not in previous:
                 self.last_heard[m] = max(self.last_heard.get(m, now), now)
         self.suspected &= set(view.members)
-        if not self.active:
+        if self.left:
+            return
+        if len(view.members) <= 1:
+            self._halt()
+        elif not self.active:
             self.active = True
             self._next_heartbeat = now
             self._next_check = now + self.props.timeout_check_interval
 
     def stop(self) -> None:
-        """The member left: no more heartbeats or suspicions."""
+        """The member left: no more heartbeats or suspicions, whatever view comes."""
+        self.left = True
+        self._halt()
+
+    def _halt(self) -> None:
         self.active = False
         self._next_heartbeat = self._next_check = NEVER
 

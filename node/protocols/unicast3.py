@@ -426,10 +426,13 @@ class Unicast3(UnicastLayer[Unicast3Props]):
         return removed_send or removed_recv
 
     def install_view(self, view: View, now: float, out: Effects) -> None:
-        """A view that brings a peer back (a merge) asks it at once for what is missing from it: that was sent before
-        the view, during the partition, so it is lost, not in flight (xmit_req_after_silence)."""
+        """Closes the connections of peers the view dropped, as JGroups does (CLOSING, removed after conn_close_timeout
+        unless reopened: a receiver that lost its window syncs later, design/UNICAST3-sync.txt). A view that brings
+        a peer back (a merge) asks it at once for what is missing (lost in the partition: xmit_req_after_silence)."""
         before = self.members
         self.set_members(view.members)
+        for peer in sorted((set(self.send_table) | set(self.recv_table)) - set(view.members)):
+            self.close_connection(peer, now, out)
         if before is None or not self.props.xmit_req_after_silence:
             return
         for peer in sorted(set(view.members) - before):

@@ -451,15 +451,20 @@ def test_isolated_coordinator_merges_back(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_asymmetric_split_converges(stack: str) -> None:
-    """C stops hearing A and B (one-way cuts), A and B still hear C: C installs {C}, A and B keep {A,B,C}. The
-    coordinator A sees a member of its own view report another view id and merges once C can hear it again."""
+    """C stops hearing A and B (one-way cuts), A and B still hear C: C installs {C} and, alone in its view, stops
+    its heartbeats (as JGroups' FD_ALL3 does), so A and B suspect it in turn and install {A,B}. The coordinator A
+    sees C report another view id and merges once C can hear it again."""
     sim = started(make(3, stack=stack, seed=4))
     workload(sim, sim.now + 8.0)
     sim.run(1.0)
     sim.cut("A", "C")
     sim.cut("B", "C")
-    sim.run(3.0)
-    assert sim.view_names("A") == ["A", "B", "C"] and sim.view_names("C") == ["C"]
+    cut_at = sim.now
+    assert sim.run_until(lambda: sim.view_names("C") == ["C"], 3.0)
+    sent = sim.protocol_counters("C", "fd")["heartbeats_sent"]
+    sim.run(cut_at + 3.0 - sim.now)
+    assert sim.protocol_counters("C", "fd")["heartbeats_sent"] == sent  # silent alone in its view
+    assert sim.view_names("A") == ["A", "B"] and sim.view_names("C") == ["C"]
     assert sim.protocol_counters("A", "gms")["merges_started"] >= 1  # tried while C could not hear it
     sim.heal()
     converge(sim, CONVERGENCE_BOUND)
