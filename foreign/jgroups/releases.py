@@ -24,8 +24,10 @@ NEWEST3 = "3.6.20"
 # (tests/netns/test_bisect.py): 5.4.9 is tagged but Maven Central does not serve it.
 CATALOGUE_RELEASES = ("5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
 # The 3.x releases of the catalogue: JGRP-1563 (UNICAST2) on 3.2.5 against 3.2.6 (the fix's backport; 3.3.0 has it
-# too), JGRP-1873 and JGRP-1874 (UNICAST3) on 3.5.0 against 3.6.0, and the build release (docs/bugs.md).
-CATALOGUE3_RELEASES = ("3.2.5", "3.2.6", OLDEST3, "3.3.0", "3.5.0", "3.6.0")
+# too), JGRP-1874 (UNICAST3) on 3.5.0 against 3.6.0, the build release (docs/bugs.md), and the ranges the bisect tests
+# search (3.2.2..3.2.7, 3.5.0..3.6.2).
+CATALOGUE3_RELEASES: tuple[str, ...] = ("3.2.2", "3.2.3", "3.2.5", "3.2.6", OLDEST3, "3.3.0")
+CATALOGUE3_RELEASES += ("3.5.0", "3.5.1", "3.6.0", "3.6.1", "3.6.2")
 PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *CATALOGUE3_RELEASES)
 # The member programs, the releases each runs and what it runs on (`chaosbed systems`; docs/foreign/jgroups5.md).
 MEMBER_PROGRAMS = (

@@ -100,7 +100,7 @@ JGROUPS5_SYSTEMS = {
         _system("jgroups-3-unicast2", ("unicast2-udp-fast", "unicast2-udp"), OLDEST3,
                 "the real JGroups 3 (Maven Central): UNICAST2 + NAKACK2 over UDP (UNICAST2: 3.1-3.6)"),
         _system("jgroups-3-unicast3", ("unicast3-udp-fast", "unicast3-udp"), NEWEST3_USED,
-                "the real JGroups 3: UNICAST3 + NAKACK2 over UDP (UNICAST3: 3.3-3.6; its sync design from 3.6.0)"),
+                "the real JGroups 3: UNICAST3 + NAKACK2 over UDP (UNICAST3: 3.3-3.6; its sync design from 3.5.1)"),
         _system("jgroups-3", tuple(jgroups3.STACKS[1::2]) + tuple(jgroups3.STACKS[0::2]), NEWEST3_USED,
                 "the real JGroups 3 with any of its stacks, or your own JGroups 3 XML file as cluster.stack",
                 files=True),

@@ -1,5 +1,6 @@
 """`chaosbed bisect` on real releases, as a user runs it: over five JGroups 5.4 releases it finds the fixing release
 of two catalogue bugs, JGRP-2875 (5.4.6 -> 5.4.7) and JGRP-2904 (5.4.8 -> 5.4.10: Maven Central serves no 5.4.9),
+and over five 3.x releases those of JGRP-1563 (3.2.5 -> 3.2.6) and JGRP-1874 (3.5.0 -> 3.5.1),
 by binary search (four probes of five releases, not five), and writes bisect.json, index.html and every probe's
 runs. One run per probe keeps the suite lean; docs/bisect.md shows a run with five."""
 
@@ -20,6 +21,9 @@ pytestmark = [pytest.mark.netns, pytest.mark.spark, pytest.mark.slow, pytest.mar
 CASES = [
     ("mcast-window-full-two-stop-acking", "5.4.4..5.4.8", ("5.4.6", "5.4.7")),
     ("nakack4-spurious-ack-left-member", "5.4.6..5.4.11", ("5.4.8", "5.4.10")),
+    # the 3.x member: JGRP-1563 was backported to 3.2.6 (Maven Central serves no 3.2.4), JGRP-1874 to 3.5.1
+    ("unicast2-first-after-reset", "3.2.2..3.2.7", ("3.2.5", "3.2.6")),
+    ("unicast3-sync-storm", "3.5.0..3.6.2", ("3.5.0", "3.5.1")),
 ]
 
 
