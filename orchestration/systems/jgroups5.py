@@ -3,11 +3,11 @@ of its stacks, on a release a scenario chooses (`cluster.version`, default the n
 
 | system | stacks (`cluster.stack`) | default release | releases |
 |---|---|---|---|
-| `jgroups-5-udp` | udp-fast (default), udp: UNICAST3 + NAKACK2 over UDP | 5.5.6 | 5.2.0+ |
-| `jgroups-5-tcp` | tcp-fast, tcp: the same over TCP, TCPPING from the peers | 5.5.6 | 5.2.0+ |
+| `jgroups-5-udp` | udp-fast (default), udp: UNICAST3 + NAKACK2 over UDP | 5.5.6 | 5.2.7+ |
+| `jgroups-5-tcp` | tcp-fast, tcp: the same over TCP, TCPPING from the peers | 5.5.6 | 5.2.7+ |
 | `jgroups-5-nakack4` | nakack4-fast, nakack4: NAKACK4 + UNICAST4 (udp-new.xml, the MCAST design) | 5.5.6 | 5.4.0+ |
 | `jgroups-5-tcp-noxmit` | tcp-noxmit-fast, tcp-noxmit: NAKACK2 without retransmission over TCP | 5.4.3 | 5.2.13-5.4.3 |
-| `jgroups-5` | any of the above, or the path of a JGroups XML file of the user's own | 5.5.6 | 5.2.0+ |
+| `jgroups-5` | any of the above, or the path of a JGroups XML file of the user's own | 5.5.6 | 5.2.7+ |
 
 A release changes the command (its jar on the classpath) and the docker mounts (the jar's folder): `with_release`. A
 stack file of the user's own is made absolute and mounted; its transport is read from the file: `with_stack`.
