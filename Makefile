@@ -12,9 +12,9 @@ DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
 
-.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup
+.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup jgroups3 jgroups3-setup
 
-setup: apt venv compose-plugin jgroups-setup jgroups5-setup
+setup: apt venv compose-plugin jgroups-setup jgroups5-setup jgroups3-setup
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -120,6 +120,25 @@ $(JGROUPS5_STAMP): $(JGROUPS5_SOURCES) $(JGROUPS5_STACKS)
 	@cp $(JGROUPS5_STACKS) $(JGROUPS5_CLASSES)/chaosbed/jgroups5/stacks/
 	@touch $@
 
+# The JGroups 3 member (foreign/jgroups/jgroups3.py, docs/foreign/jgroups3.md): one build for every 3.x release it
+# runs, compiled for Java 11 against the API of JGroups 3.2.7 (the oldest release the project uses), with its stacks
+# next to the classes. Rebuilt only when a source or a stack changed.
+JGROUPS3_BUILD_RELEASE := 3.2.7
+JGROUPS3_BUILD_JAR ?= $(M2_REPO)/org/jgroups/jgroups/$(JGROUPS3_BUILD_RELEASE).Final/jgroups-$(JGROUPS3_BUILD_RELEASE).Final.jar
+JGROUPS3_SOURCES := $(wildcard foreign/jgroups/src/chaosbed/jgroups3/*.java) $(JGROUPS_COMMON)
+JGROUPS3_STACKS := $(wildcard foreign/jgroups/stacks3/*.xml)
+JGROUPS3_CLASSES := build/jgroups3/classes
+JGROUPS3_STAMP := $(JGROUPS3_CLASSES)/.stamp
+
+jgroups3: $(JGROUPS3_STAMP)
+$(JGROUPS3_STAMP): $(JGROUPS3_SOURCES) $(JGROUPS3_STACKS)
+	@command -v javac >/dev/null || { echo "jgroups3: no javac: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@test -f $(JGROUPS3_BUILD_JAR) || { echo "jgroups3: no $(JGROUPS3_BUILD_JAR): make jgroups-jars" >&2; exit 1; }
+	@rm -rf $(JGROUPS3_CLASSES) && mkdir -p $(JGROUPS3_CLASSES)/chaosbed/jgroups3/stacks
+	javac --release 11 -Xlint:all -Werror -d $(JGROUPS3_CLASSES) -cp $(JGROUPS3_BUILD_JAR) $(JGROUPS3_SOURCES)
+	@cp $(JGROUPS3_STACKS) $(JGROUPS3_CLASSES)/chaosbed/jgroups3/stacks/
+	@touch $@
+
 # Maven, the way apt and pip are setup dependencies: found on PATH, or Debian's `maven` installed as root.
 maven:
 	@if ! command -v mvn >/dev/null 2>&1; then \
@@ -139,3 +158,8 @@ jgroups5-setup: venv
 	@if $(MAKE) --no-print-directory jgroups-jars; then $(MAKE) --no-print-directory jgroups5 \
 	  JGROUPS5_BUILD_JAR="$$($(BIN)/python -m foreign.jgroups.maven where $(JGROUPS5_BUILD_RELEASE))"; \
 	else echo "setup: skipping the JGroups 5 member (make jgroups5): its jars could not be fetched (above)" >&2; fi
+
+jgroups3-setup: venv
+	@if $(MAKE) --no-print-directory jgroups-jars; then $(MAKE) --no-print-directory jgroups3 \
+	  JGROUPS3_BUILD_JAR="$$($(BIN)/python -m foreign.jgroups.maven where $(JGROUPS3_BUILD_RELEASE))"; \
+	else echo "setup: skipping the JGroups 3 member (make jgroups3): its jars could not be fetched (above)" >&2; fi

@@ -16,18 +16,31 @@ GROUP, ARTIFACT = "org.jgroups", "jgroups"
 # What the project's own files use (systems' defaults, scenarios): `make setup` fetches these.
 NEWEST = "5.5.6"  # the newest 5.x release
 NOXMIT = "5.4.3"  # the newest release whose NAKACK2 still runs without retransmission (5.4.4 refuses it)
+# The 3.x releases: the one the 3.x member is compiled against (the oldest the project uses), and the newest 3.x
+# (3.6.20: UNICAST2 is gone in 4.0).
+OLDEST3 = "3.2.7"
+NEWEST3 = "3.6.20"
 # The catalogue's real-release pairs (scenarios/bugs/, [bug.real]) and the ranges the bisect tests search
 # (tests/netns/test_bisect.py): 5.4.9 is tagged but Maven Central does not serve it; JGRP-2678's pair 5.2.12/5.2.13.
 CATALOGUE_RELEASES = ("5.2.12", "5.2.13", "5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
 # The oldest release of each stack's span (STACK_SPANS), which tests/foreign/test_jgroups5_stack_releases.py starts.
 STACK_TEST_RELEASES = ("5.2.7", "5.4.0")
-PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *STACK_TEST_RELEASES)
+# The 3.x pairs: JGRP-1548 and JGRP-1563 (UNICAST2) on 3.2.7 against 3.3.0, JGRP-1873 and JGRP-1874 (UNICAST3) on
+# 3.5.0 against 3.6.0.
+CATALOGUE3_RELEASES = (OLDEST3, "3.3.0", "3.5.0", "3.6.0")
+PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *STACK_TEST_RELEASES, *CATALOGUE3_RELEASES)
 # The member programs, the releases each runs and what it runs on (`chaosbed systems`; docs/foreign/jgroups5.md).
 MEMBER_PROGRAMS = (
     (
         "chaosbed.jgroups5",
         "5.2.7+ (its stacks' spans; one build, against 5.4.3's API)",
         "Java 11+ for 5.2-5.4, Java 17+ for 5.5 (the jar's own need)",
+    ),
+    (
+        "chaosbed.jgroups3",
+        "3.1.0-3.6.20 (its stacks' protocols: NAKACK2 and MERGE3 from 3.1, UNICAST3 from 3.3; one build, against "
+        "3.2.7's API; run on 3.2.7, 3.3.0, 3.5.0, 3.6.0)",
+        "Java 11+ (the member's class files; the 3.x jars, built for Java 6-8, run on 17)",
     ),
     ("chaosbed.jgroups", "2.12.2 (Debian's libjgroups-java)", "Java 17 (Debian's default JDK)"),
 )
@@ -71,18 +84,23 @@ class Release:
 
     @property
     def java(self) -> int:
-        """The least Java it runs on: 17 from 5.5 (JGRP-2911), 11 for 5.0-5.4."""
+        """The least Java it runs on: 17 from 5.5 (JGRP-2911), 11 for 5.0-5.4 and for 3.x (the 3.x member's class
+        files; the jars themselves need only Java 6-8)."""
         return 17 if (self.major, self.minor) >= (5, 5) else 11
 
     @property
     def generation(self) -> str:
-        """The member program (API generation) that runs it: "5" (chaosbed.jgroups5) or "2.12" (chaosbed.jgroups)."""
+        """The member program (API generation) that runs it: "5" (chaosbed.jgroups5), "3" (chaosbed.jgroups3, from
+        3.1: NAKACK2 and MERGE3) or "2.12" (chaosbed.jgroups)."""
         if self.major == 5:
             return "5"
+        if self.major == 3 and self.minor >= 1:
+            return "3"
         if (self.major, self.minor) == (2, 12):
             return "2.12"
         raise ReleaseError(
-            f"JGroups {self.version}: chaosbed has member programs for 5.x (and Debian's 2.12.2), not {self.major}.x"
+            f"JGroups {self.version}: chaosbed has member programs for 5.x, 3.1-3.6 (and Debian's 2.12.2), not "
+            f"{self.version}"
         )
 
     def _key(self) -> tuple[int, int, int, str]:
@@ -123,6 +141,13 @@ STACK_SPANS = {
     "nakack4": Span("5.4.0", why="NAKACK4 and UNICAST4 arrived in 5.4.0"),
     "tcp-noxmit": Span("5.2.13", NOXMIT, why="NAKACK2 runs with xmit_interval=0 in 5.2.13-5.4.3 (JGRP-2675, 2866)"),
 }
+# The 3.x member's stacks (foreign/jgroups/stacks3/).
+STACK_SPANS.update(
+    {
+        "unicast2-udp": Span("3.1.0", NEWEST3, why="NAKACK2 and MERGE3 arrived in 3.1.0, UNICAST2 is gone in 4.0"),
+        "unicast3-udp": Span("3.3.0", NEWEST3, why="UNICAST3 arrived in 3.3.0; 4.x and later: the 5.x member"),
+    }
+)
 
 
 def stack_span(stack: str) -> Span:

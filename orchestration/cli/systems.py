@@ -74,7 +74,7 @@ def _releases_here() -> None:
         console.print(f"JGroups member program {program}: releases {releases}; runs on {java}", markup=False)
     here = on_this_machine()
     console.print(
-        "JGroups 5 releases on this machine (Maven's local repository): "
+        "JGroups 3.x and 5.x releases on this machine (Maven's local repository): "
         + (", ".join(here) if here else "none")
         + "; another is fetched from Maven Central on first use (cluster.version); the releases Maven Central "
         "serves: python -m foreign.jgroups.registry",

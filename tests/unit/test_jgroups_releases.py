@@ -71,8 +71,16 @@ def test_a_release_and_what_it_needs() -> None:
     assert Release.parse("5.5.0.CR1").version == "5.5.0.CR1"
     with pytest.raises(ReleaseError, match=re.escape("is not a JGroups release")):
         Release.parse("five")
-    with pytest.raises(ReleaseError, match=re.escape("member programs for 5.x")):
-        _ = Release.parse("3.6.20").generation
+    with pytest.raises(ReleaseError, match=re.escape("member programs for 5.x, 3.1-3.6")):
+        _ = Release.parse("4.2.0").generation
+    with pytest.raises(ReleaseError, match=re.escape("not 3.0.16")):
+        _ = Release.parse("3.0.16").generation  # no NAKACK2, no MERGE3
+    assert (Release.parse("3.6.20").generation, Release.parse("3.1.0").generation, Release.parse("3.2.7").java) == (
+        "3", "3", 11)  # fmt: skip
+    check_stack(Release.parse("3.2.7"), "unicast2-udp-fast")
+    check_stack(Release.parse("3.3.0"), "unicast3-udp")
+    with pytest.raises(ReleaseError, match=re.escape("needs a release in 3.3.0-3.6.20")):
+        check_stack(Release.parse("3.2.7"), "unicast3-udp-fast")
     check_stack(Release.parse("5.4.0"), "nakack4-fast")
     with pytest.raises(ReleaseError, match=re.escape("needs a release in 5.4.0")):
         check_stack(Release.parse("5.3.0"), "nakack4")
@@ -98,6 +106,18 @@ def test_cluster_version_and_stack_pick_the_jar_and_the_transport() -> None:
     )
     assert refused(system="jgroups-2.12", version="2.12.3").startswith(
         "cluster.version: refused for system 'jgroups-2.12': it runs 2.12.2"
+    )
+    old = parse({"cluster": {"members": 2, "system": "jgroups-3-unicast3", "version": "3.5.0"}})
+    assert old.system.release == "3.5.0" and "chaosbed.jgroups3.Member" in old.system.command
+    assert "jgroups-3.5.0.Final.jar" in ":".join(old.system.command)
+    assert refused(system="jgroups-3-unicast3", version="5.4.3").startswith(
+        "cluster.version: system 'jgroups-3-unicast3' runs JGroups 3.x releases, not 5.4.3"
+    )
+    assert refused(system="jgroups-3-unicast3", version="3.2.7").startswith(
+        "cluster.version: JGroups 3.2.7 cannot run stack 'unicast3-udp-fast': it needs a release in 3.3.0-3.6.20"
+    )
+    assert refused(system="jgroups-5-udp", version="3.6.0").startswith(
+        "cluster.version: system 'jgroups-5-udp' runs JGroups 5.x releases, not 3.6.0"
     )
     with pytest.raises(ScenarioError, match=re.escape("cluster.stack: no stack file 'nope.xml'")):
         parse({"cluster": {"members": 2, "system": "jgroups-5", "stack": "nope.xml"}})
@@ -150,7 +170,11 @@ def test_systems_lists_releases_stacks_and_leave() -> None:
     out = CliRunner().invoke(main, ["systems"]).output
     for name in ("jgroups-5-udp", "jgroups-5-tcp", "jgroups-5-nakack4", "jgroups-5-tcp-noxmit", "jgroups-5"):
         assert name in out and SYSTEMS[name].leave == "control"  # whole names, however narrow the terminal
-    assert "JGroups 5 releases on this machine" in out
+    assert "JGroups 3.x and 5.x releases on this machine" in out
+    for name in ("jgroups-3-unicast2", "jgroups-3-unicast3", "jgroups-3"):
+        assert name in out and SYSTEMS[name].leave == "control" and SYSTEMS[name].wire == "none"
+    assert "chaosbed.jgroups3" in out
+    assert _release(SYSTEMS["jgroups-3-unicast2"]) == "3.2.7 (cluster.version: 3.1.0-3.6.20)"
     assert _release(SYSTEMS["jgroups-5-tcp-noxmit"]) == "5.4.3 (cluster.version: 5.2.13-5.4.3)"
     assert _release(SYSTEMS["jgroups-2.12"]) == "2.12.2 (Debian's libjgroups-java)"
     assert _stacks(SYSTEMS["jgroups-5"]).endswith("tcp-noxmit, or your *.xml")
@@ -164,3 +188,7 @@ def test_the_makefile_and_the_python_side_agree_on_the_build_release() -> None:
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     found = re.search(r"^JGROUPS5_BUILD_RELEASE := (\S+)$", makefile, re.M)
     assert found and found.group(1) == jgroups5.BUILD_RELEASE and jgroups5.BUILD_RELEASE in PROJECT_RELEASES
+    from foreign.jgroups import jgroups3
+
+    found = re.search(r"^JGROUPS3_BUILD_RELEASE := (\S+)$", makefile, re.M)
+    assert found and found.group(1) == jgroups3.BUILD_RELEASE and jgroups3.BUILD_RELEASE in PROJECT_RELEASES
