@@ -18,7 +18,8 @@ from click.core import ParameterSource
 from orchestration.cli.options import BACKEND, console, duration_arg, spark_option
 
 if TYPE_CHECKING:
-    from orchestration.explore.session import Explored
+    from orchestration.explore.progress import Reporter
+    from orchestration.explore.session import Explored, ExploreSpec
     from orchestration.scenario import Scenario
 
 DEFAULT_BUDGET_S = 600.0
@@ -124,37 +125,14 @@ def explore(
     from orchestration.explore.real_shrink import REAL_MAX_RUNS
     from orchestration.explore.search import SearchSpec
     from orchestration.explore.session import ExploreSpec
-    from orchestration.explore.session import explore as run_explore
     from orchestration.explore.shrink import MAX_RUNS
     from orchestration.runner import first_interrupt_only
     from orchestration.scenario import ScenarioError, load
 
     if soak:
-        if backend == "sim":
-            raise click.BadParameter(
-                "a soak runs on real members: --backend netns, docker or process", param_hint="--soak"
-            )
-        _refuse_for_soak(backend)
-        from orchestration.cli.soak import soak as run_soak
-
-        budget_s = DEFAULT_BUDGET_S if budget is None else budget
-        run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
+        _soak(scenario_file, backend, budget, kinds, interval, sets, seed, out, spark)
         return
-    if interval is not None:
-        raise click.BadParameter("a nemesis round's interval is for a soak (--soak)", param_hint="--interval")
-    real = backend != "sim"
-    if backend == "process":
-        raise click.BadParameter(
-            "the process backend's members share the host's loopback (no network faults): search with --backend "
-            "netns (as root), docker or sim, or soak with --soak",
-            param_hint="--backend",
-        )
-    if real and confirm is not None:
-        raise click.BadParameter(
-            f"a search on {backend} confirms each failure on fresh {backend} clusters; --confirm is for the "
-            "simulator's search",
-            param_hint="--confirm",
-        )
+    real = _search_backend(backend, interval, confirm)
     try:
         sc = load(scenario_file, list(sets))
         if not real:
@@ -187,12 +165,7 @@ def explore(
         restore = first_interrupt_only()
         try:
             with Reporter(console) as reporter:
-                if real:
-                    from orchestration.explore.real_session import explore_real
-
-                    explored = explore_real(spec, reporter)
-                else:
-                    explored = run_explore(spec, reporter)
+                explored = _run(spec, reporter)
         finally:
             restore()
     except (ScenarioError, GeneratorError, PoolError) as e:
@@ -200,6 +173,58 @@ def explore(
         sys.exit(2)
     _summary(explored, out)
     sys.exit(1 if explored.failures else 0)
+
+
+def _run(spec: ExploreSpec, reporter: Reporter) -> Explored:
+    """The search: in the simulator (session.py) or on real members (real_session.py)."""
+    if spec.backend != "sim":
+        from orchestration.explore.real_session import explore_real
+
+        return explore_real(spec, reporter)
+    from orchestration.explore.session import explore as run_explore
+
+    return run_explore(spec, reporter)
+
+
+def _soak(
+    scenario_file: Path,
+    backend: str,
+    budget: float | None,
+    kinds: str | None,
+    interval: float | None,
+    sets: tuple[str, ...],
+    seed: int | None,
+    out: Path | None,
+    spark: str | None,
+) -> None:
+    """--soak: one long nemesis on real members (orchestration/cli/soak.py); it exits."""
+    if backend == "sim":
+        raise click.BadParameter("a soak runs on real members: --backend netns, docker or process", param_hint="--soak")
+    _refuse_for_soak(backend)
+    from orchestration.cli.soak import soak as run_soak
+
+    budget_s = DEFAULT_BUDGET_S if budget is None else budget
+    run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
+
+
+def _search_backend(backend: str, interval: float | None, confirm: str | None) -> bool:
+    """Whether the search runs on real members; BadParameter for what a search on this backend does not take."""
+    if interval is not None:
+        raise click.BadParameter("a nemesis round's interval is for a soak (--soak)", param_hint="--interval")
+    if backend == "process":
+        raise click.BadParameter(
+            "the process backend's members share the host's loopback (no network faults): search with --backend "
+            "netns (as root), docker or sim, or soak with --soak",
+            param_hint="--backend",
+        )
+    real = backend != "sim"
+    if real and confirm is not None:
+        raise click.BadParameter(
+            f"a search on {backend} confirms each failure on fresh {backend} clusters; --confirm is for the "
+            "simulator's search",
+            param_hint="--confirm",
+        )
+    return real
 
 
 def _searchable(sc: Scenario) -> Scenario:
