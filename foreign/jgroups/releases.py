@@ -25,9 +25,9 @@ NEWEST3 = "3.6.20"
 CATALOGUE_RELEASES = ("5.2.12", "5.2.13", "5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
 # The oldest release of each stack's span (STACK_SPANS), which tests/foreign/test_jgroups5_stack_releases.py starts.
 STACK_TEST_RELEASES = ("5.2.7", "5.4.0")
-# The 3.x pairs: JGRP-1548 and JGRP-1563 (UNICAST2) on 3.2.7 against 3.3.0, JGRP-1873 and JGRP-1874 (UNICAST3) on
-# 3.5.0 against 3.6.0.
-CATALOGUE3_RELEASES = (OLDEST3, "3.3.0", "3.5.0", "3.6.0")
+# The 3.x releases of the catalogue: JGRP-1563 (UNICAST2) on 3.2.5 against 3.2.6 (the fix's backport; 3.3.0 has it
+# too), JGRP-1873 and JGRP-1874 (UNICAST3) on 3.5.0 against 3.6.0, and the build release (docs/bugs.md).
+CATALOGUE3_RELEASES = ("3.2.5", "3.2.6", OLDEST3, "3.3.0", "3.5.0", "3.6.0")
 PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *STACK_TEST_RELEASES, *CATALOGUE3_RELEASES)
 # The member programs, the releases each runs and what it runs on (`chaosbed systems`; docs/foreign/jgroups5.md).
 MEMBER_PROGRAMS = (

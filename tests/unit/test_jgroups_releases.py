@@ -192,3 +192,18 @@ def test_the_makefile_and_the_python_side_agree_on_the_build_release() -> None:
 
     found = re.search(r"^JGROUPS3_BUILD_RELEASE := (\S+)$", makefile, re.M)
     assert found and found.group(1) == jgroups3.BUILD_RELEASE and jgroups3.BUILD_RELEASE in PROJECT_RELEASES
+
+
+def test_make_setup_fetches_every_release_of_the_catalogue() -> None:
+    """Every [bug.real] release is in PROJECT_RELEASES (`make setup` fetches those), and its system's generation."""
+    from foreign.jgroups.releases import PROJECT_RELEASES
+    from orchestration.matrix.bugs import catalogue
+
+    project = {Release.parse(v) for v in PROJECT_RELEASES}
+    pairs = [e.bug.real for e in catalogue() if e.bug is not None and e.bug.real is not None]
+    assert any(p.system.startswith("jgroups-3") for p in pairs)
+    for p in pairs:
+        own = Release.parse(SYSTEMS[p.system].release).generation
+        for v in (p.flawed, p.fixed):
+            assert Release.parse(v) in project, f"{p.system} {v} is not in PROJECT_RELEASES"
+            assert Release.parse(v).generation == own
