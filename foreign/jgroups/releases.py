@@ -21,19 +21,21 @@ NOXMIT = "5.4.3"  # the newest release whose NAKACK2 still runs without retransm
 OLDEST3 = "3.2.7"
 NEWEST3 = "3.6.20"
 # The catalogue's real-release pairs (scenarios/bugs/, [bug.real]) and the ranges the bisect tests search
-# (tests/netns/test_bisect.py): 5.4.9 is tagged but Maven Central does not serve it.
-CATALOGUE_RELEASES = ("5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
+# (tests/netns/test_bisect.py): 5.4.9 is tagged but Maven Central does not serve it; JGRP-2678's pair 5.2.12/5.2.13.
+CATALOGUE_RELEASES = ("5.2.12", "5.2.13", "5.4.4", "5.4.5", "5.4.6", "5.4.7", "5.4.8", "5.4.10", "5.4.11")
+# The oldest release of each stack's span (STACK_SPANS), which tests/foreign/test_jgroups5_stack_releases.py starts.
+STACK_TEST_RELEASES = ("5.2.7", "5.4.0")
 # The 3.x releases of the catalogue: JGRP-1563 (UNICAST2) on 3.2.5 against 3.2.6 (the fix's backport; 3.3.0 has it
 # too), JGRP-1874 (UNICAST3) on 3.5.0 against 3.6.0, the build release (docs/bugs.md), and the ranges the bisect tests
 # search (3.2.2..3.2.7, 3.5.0..3.6.2).
 CATALOGUE3_RELEASES: tuple[str, ...] = ("3.2.2", "3.2.3", "3.2.5", "3.2.6", OLDEST3, "3.3.0")
 CATALOGUE3_RELEASES += ("3.5.0", "3.5.1", "3.6.0", "3.6.1", "3.6.2")
-PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *CATALOGUE3_RELEASES)
+PROJECT_RELEASES = (NEWEST, NOXMIT, *CATALOGUE_RELEASES, *STACK_TEST_RELEASES, *CATALOGUE3_RELEASES)
 # The member programs, the releases each runs and what it runs on (`chaosbed systems`; docs/foreign/jgroups5.md).
 MEMBER_PROGRAMS = (
     (
         "chaosbed.jgroups5",
-        "5.2.0+ (its stacks' protocols; one build, against 5.4.3's API)",
+        "5.2.7+ (its stacks' spans; one build, against 5.4.3's API)",
         "Java 11+ for 5.2-5.4, Java 17+ for 5.5 (the jar's own need)",
     ),
     (
@@ -132,10 +134,12 @@ class Span:
         return f"{self.first}+" if self.last is None else f"{self.first}-{self.last}"
 
 
-# The 5.x member's stacks (foreign/jgroups/stacks5/) by the releases whose protocols they use.
+# The 5.x member's stacks (foreign/jgroups/stacks5/) by the releases that start them: every attribute of each stack
+# checked against the sources at every tag of its span, and each started on the span's oldest and newest release
+# (tests/foreign/test_jgroups5_stack_releases.py; docs/foreign/jgroups5.md, "Releases").
 STACK_SPANS = {
-    "udp": Span("5.2.0", why="its protocols (FD_SOCK2, VERIFY_SUSPECT2, FD_ALL3) are in every release from 5.2.0"),
-    "tcp": Span("5.2.0", why="its protocols (FD_SOCK2, VERIFY_SUSPECT2, FD_ALL3) are in every release from 5.2.0"),
+    "udp": Span("5.2.7", why='its bundler, PerDestinationBundler (bundler_type="pd"), arrived in 5.2.7 (JGRP-2639)'),
+    "tcp": Span("5.2.7", why='its bundler, PerDestinationBundler (bundler_type="pd"), arrived in 5.2.7 (JGRP-2639)'),
     "nakack4": Span("5.4.0", why="NAKACK4 and UNICAST4 arrived in 5.4.0"),
     "tcp-noxmit": Span("5.2.13", NOXMIT, why="NAKACK2 runs with xmit_interval=0 in 5.2.13-5.4.3 (JGRP-2675, 2866)"),
 }

@@ -13,7 +13,8 @@ of JGRP-2853/2875), which can release held messages; with it off (the bug) only 
 purges, so once the members that stopped acking are removed, the remaining ones (which acked everything sent) send no
 further ACK and the sender stays blocked on its full window. When the window's low end does not move across two
 retransmit runs, the highest sent message is resent (unicast) to every member that has not acked it, so a lost tail
-message shows up as a gap and a lost last ACK is repeated (receivers re-ACK duplicates).
+message shows up as a gap and a lost last ACK is repeated (receivers re-ACK duplicates; `ack_duplicates` off is
+JGRP-2874's flaw: they do not, and a sender blocked by lost ACKs stays blocked).
 
 Receiver: a message outside `(highest delivered, low + capacity]` is dropped; in-window ones are delivered in order
 and freed at once. An ACK of the highest delivered seqno goes to the sender after `ack_threshold` deliveries, else
@@ -57,6 +58,12 @@ class McastProps(Properties):
         1.0, "retransmit task: pending ACKs, XMIT_REQs, resend of the highest unacked message", SECONDS
     )
     max_xmit_req_size: int = prop(1024, "max seqnos asked for in one XMIT_REQ; 0 = as many as fit a datagram")
+    ack_duplicates: bool = prop(
+        True,
+        "a receiver re-acks a duplicate of what it delivered (the sender's resend of its highest unacked message asks "
+        "for it); False never answers it, as JGroups' NAKACK4 did not answer HIGHEST_SEQNO up to 5.4.5 (JGRP-2874): "
+        "lost last ACKs leave a sender blocked on its full window (the bug)",
+    )
     purge_on_view_change: bool = prop(
         True,
         "a view change purges the send window to the minimum ack of the remaining members (JGRP-2853/2875); False "
@@ -226,7 +233,8 @@ class Mcast(MulticastLayer[McastProps]):
                 w.highest_seen = seqno
             if seqno <= table.hd:
                 c["duplicates_received"] += 1
-                w.ack_pending = True  # the sender may have lost our last ACK: repeat it on the next run
+                if self.props.ack_duplicates:
+                    w.ack_pending = True  # the sender may have lost our last ACK: repeat it on the next run
             elif seqno in table:
                 c["duplicates_received"] += 1
             elif seqno > top:

@@ -1,7 +1,8 @@
-"""`chaosbed explore FILE`: search random fault schedules over FILE's cluster and workload in the simulator, shrink
-what fails to minimal scenarios, confirm them on real members (docs/scenario-format.md, "Explore";
-orchestration/explore/); with --backend netns|docker|process, a soak (orchestration/cli/soak.py). Exit 0: no failure
-found; 1: failures found (each shrunk); 2: could not run."""
+"""`chaosbed explore FILE`: search random fault schedules over FILE's cluster and workload, in the simulator (the
+default) or on real members (--backend netns|docker, any system), shrink what fails to minimal scenarios, confirm
+them on real members (docs/scenario-format.md, "Explore"; orchestration/explore/); with --soak, one long nemesis on
+real members (orchestration/cli/soak.py). Exit 0: no failure found; 1: failures found (each shrunk); 2: could not
+run."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from click.core import ParameterSource
 from orchestration.cli.options import BACKEND, console, duration_arg, spark_option
 
 if TYPE_CHECKING:
-    from orchestration.explore.session import Explored
+    from orchestration.explore.progress import Reporter
+    from orchestration.explore.session import Explored, ExploreSpec
     from orchestration.scenario import Scenario
 
 DEFAULT_BUDGET_S = 600.0
+REAL_JOBS = 2  # clusters side by side on real members (docs/explore.md: what pays on 2 cores)
+REAL_CONFIRM_RUNS = 10
 
 
 def _kinds(value: str | None) -> list[str] | None:
@@ -61,7 +65,10 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
     type=BACKEND,
     default="sim",
     show_default=True,
-    help="sim: search schedules in the simulator; netns, docker, process: soak (one long nemesis on real members)",
+    help="sim: search in the simulator; netns, docker: search on real members (any system); with --soak: the soak's",
+)
+@click.option(
+    "--soak", is_flag=True, help="one long random nemesis on real members, checked (--backend netns|docker|process)"
 )
 @click.option(
     "--nemesis",
@@ -81,8 +88,12 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--confirm", type=click.Choice(["netns", "docker"]), default=None, help="replay each minimal on real members"
 )
-@click.option("--confirm-runs", type=click.IntRange(min=1), default=5, show_default=True, help="replays per failure")
-@click.option("--shrink-runs", type=click.IntRange(min=0), default=None, help="runs a shrink may take (default 300)")
+@click.option(
+    "--confirm-runs", type=click.IntRange(min=1), default=None, help="replays per failure (5; on real members 10)"
+)
+@click.option(
+    "--shrink-runs", type=click.IntRange(min=0), default=None, help="runs a shrink may take (300; on real members 60)"
+)
 @click.option("--no-check", is_flag=True, help="leave each failure's run unchecked (chaosbed check DIR does it)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/explore-*")
 @spark_option
@@ -92,6 +103,7 @@ def explore(
     schedules: int | None,
     jobs: int | None,
     backend: str,
+    soak: bool,
     kinds: str | None,
     interval: float | None,
     sets: tuple[str, ...],
@@ -100,7 +112,7 @@ def explore(
     keep_faults: bool,
     want: str | None,
     confirm: str | None,
-    confirm_runs: int,
+    confirm_runs: int | None,
     shrink_runs: int | None,
     no_check: bool,
     out: Path | None,
@@ -110,24 +122,21 @@ def explore(
     from orchestration.explore.generator import GeneratorError
     from orchestration.explore.pool import PoolError
     from orchestration.explore.progress import Reporter
+    from orchestration.explore.real_shrink import REAL_MAX_RUNS
     from orchestration.explore.search import SearchSpec
     from orchestration.explore.session import ExploreSpec
-    from orchestration.explore.session import explore as run_explore
     from orchestration.explore.shrink import MAX_RUNS
     from orchestration.runner import first_interrupt_only
     from orchestration.scenario import ScenarioError, load
 
-    if backend != "sim":
-        _refuse_for_soak(backend)
-        from orchestration.cli.soak import soak
-
-        budget_s = DEFAULT_BUDGET_S if budget is None else budget
-        soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
+    if soak:
+        _soak(scenario_file, backend, budget, kinds, interval, sets, seed, out, spark)
         return
-    if interval is not None:
-        raise click.BadParameter("a nemesis round's interval is for a soak (--backend netns|docker|process)")
+    real = _search_backend(backend, interval, confirm)
     try:
-        sc = _searchable(load(scenario_file, list(sets)))
+        sc = load(scenario_file, list(sets))
+        if not real:
+            _searchable(sc)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = out or Path("runs") / f"explore-{sc.name}-{stamp}"
         if out.exists() and any(out.iterdir()):
@@ -144,18 +153,19 @@ def explore(
             ),
             sets=sets,
             keep_faults=keep_faults,
-            jobs=jobs or os.cpu_count() or 1,
+            jobs=jobs or (REAL_JOBS if real else os.cpu_count() or 1),
             kinds=_kinds(kinds),
             confirm=confirm,
-            confirm_runs=confirm_runs,
+            confirm_runs=confirm_runs or (REAL_CONFIRM_RUNS if real else 5),
             check=not no_check,
             spark=spark,
-            shrink_runs=MAX_RUNS if shrink_runs is None else shrink_runs,
+            shrink_runs=(REAL_MAX_RUNS if real else MAX_RUNS) if shrink_runs is None else shrink_runs,
+            backend=backend,
         )
         restore = first_interrupt_only()
         try:
             with Reporter(console) as reporter:
-                explored = run_explore(spec, reporter)
+                explored = _run(spec, reporter)
         finally:
             restore()
     except (ScenarioError, GeneratorError, PoolError) as e:
@@ -163,6 +173,58 @@ def explore(
         sys.exit(2)
     _summary(explored, out)
     sys.exit(1 if explored.failures else 0)
+
+
+def _run(spec: ExploreSpec, reporter: Reporter) -> Explored:
+    """The search: in the simulator (session.py) or on real members (real_session.py)."""
+    if spec.backend != "sim":
+        from orchestration.explore.real_session import explore_real
+
+        return explore_real(spec, reporter)
+    from orchestration.explore.session import explore as run_explore
+
+    return run_explore(spec, reporter)
+
+
+def _soak(
+    scenario_file: Path,
+    backend: str,
+    budget: float | None,
+    kinds: str | None,
+    interval: float | None,
+    sets: tuple[str, ...],
+    seed: int | None,
+    out: Path | None,
+    spark: str | None,
+) -> None:
+    """--soak: one long nemesis on real members (orchestration/cli/soak.py); it exits."""
+    if backend == "sim":
+        raise click.BadParameter("a soak runs on real members: --backend netns, docker or process", param_hint="--soak")
+    _refuse_for_soak(backend)
+    from orchestration.cli.soak import soak as run_soak
+
+    budget_s = DEFAULT_BUDGET_S if budget is None else budget
+    run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
+
+
+def _search_backend(backend: str, interval: float | None, confirm: str | None) -> bool:
+    """Whether the search runs on real members; BadParameter for what a search on this backend does not take."""
+    if interval is not None:
+        raise click.BadParameter("a nemesis round's interval is for a soak (--soak)", param_hint="--interval")
+    if backend == "process":
+        raise click.BadParameter(
+            "the process backend's members share the host's loopback (no network faults): search with --backend "
+            "netns (as root), docker or sim, or soak with --soak",
+            param_hint="--backend",
+        )
+    real = backend != "sim"
+    if real and confirm is not None:
+        raise click.BadParameter(
+            f"a search on {backend} confirms each failure on fresh {backend} clusters; --confirm is for the "
+            "simulator's search",
+            param_hint="--confirm",
+        )
+    return real
 
 
 def _searchable(sc: Scenario) -> Scenario:
@@ -188,8 +250,7 @@ def _refuse_for_soak(backend: str) -> None:
         if param.name in _SEARCH_ONLY and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
             option = max(param.opts, key=len)
             raise click.BadParameter(
-                f"{option} is for the simulator's search; --backend {backend} runs a soak (one long nemesis on real "
-                "members, checked)",
+                f"{option} is for a search; --soak runs one long nemesis on real members ({backend}), checked",
                 param_hint=option,
             )
 
@@ -208,7 +269,7 @@ def _summary(explored: Explored, out: Path) -> None:
         )
         if f.confirm:
             console.print(f"  {confirm_line(f.confirm)}", markup=False, soft_wrap=True)
-        console.print(f"  replay: chaosbed run {f.minimal} --backend sim", markup=False, soft_wrap=True)
+        console.print(f"  replay: chaosbed run {f.minimal} --backend {f.backend}", markup=False, soft_wrap=True)
     r = explored.result
     state = " (interrupted)" if explored.interrupted else ""
     verdict = f"{len(explored.failures)} failure(s)" if explored.failures else "no failure found"

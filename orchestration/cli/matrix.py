@@ -132,8 +132,8 @@ def cells_table(result: MatrixResult) -> Table:
 
 
 def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
-    """One row per bug and pair (the model's flawed/fixed, and the real releases': `real X -> Y` under the bug, with
-    the id and the backend): what its flawed variant must violate, what each variant did, and whether both went as the
+    """One row per bug and pair (the model's flawed/fixed, and the real releases': `real X -> Y` under the bug's id
+    and backend): what its flawed variant must violate, what each variant did, and whether both went as the
     catalogue says. Narrow enough for a 100-column terminal; the settings are in the replay lines."""
     backends = sorted({r.cell.backend for r in result.results})
     table = Table(title=f"known bugs ({len(ids)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -152,8 +152,8 @@ def bugs_table(result: MatrixResult, ids: dict[Path, str]) -> Table:
         must = ", ".join(flawed.cell.expect.violates or ["any check"]) if flawed else "-"
         ok = all(v.ok for v in variants.values())
         below = ids.get(path, "") + (f", {backend}" if len(backends) > 1 else "")
-        if pair == "real":
-            below += f", {_releases(flawed, fixed)}"
+        if pair == "real":  # a line of its own: two-digit releases (5.2.12 -> 5.2.13) would widen the column
+            below += f"\n{_releases(flawed, fixed)}"
         row = [f"{path.stem}\n[dim]{escape(below)}[/]", must, _outcome(flawed) if flawed else "-"]
         row.append(_outcome(fixed) if fixed else "no fix" if flawed else "-")
         table.add_row(*row, "[green]yes[/]" if ok else "[bold red]NO[/]")

@@ -1,5 +1,5 @@
-"""`chaosbed explore FILE --backend netns|docker|process`: a soak (orchestration/explore/soak.py) — one long random
-nemesis against FILE's workload on real members, checked like `chaosbed run`, with what the cluster held up to.
+"""`chaosbed explore FILE --soak --backend netns|docker|process`: a soak (orchestration/explore/soak.py) — one long
+random nemesis against FILE's workload on real members, checked like `chaosbed run`, with what the cluster held up to.
 Exit codes as `chaosbed run`: 0 clean, 1 violations, 2 could not run."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def soak(
     write_summary(out, summary)
     for line in summary.lines():
         console.print(line, markup=False, soft_wrap=True)
-    args = [str(scenario_file), "--backend", backend, "--budget", f"{budget:g}s", "--seed", str(plan.seed)]
+    args = [str(scenario_file), "--soak", "--backend", backend, "--budget", f"{budget:g}s", "--seed", str(plan.seed)]
     args += ["--nemesis", plan.nemesis, "--interval", f"{plan.interval:g}s"]
     args += [a for s in sets for a in ("--set", s)]
     console.print(f"replay: chaosbed explore {shlex.join(args)}; {out / 'soak.json'}", markup=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from typing import NotRequired, TypedDict
 from orchestration.scenario import ScenarioError, load
 
 CONFIRM_BACKENDS = ("netns", "docker")
+CONFIRMED = 0.75  # the least rate over fresh clusters at which a failure is called confirmed
 
 
 class ConfirmDoc(TypedDict):
@@ -26,6 +27,9 @@ class ConfirmDoc(TypedDict):
     violated: list[list[str] | None]  # per run: its violated checks, or None if it could not run
     parity: bool  # no run reproduced it and every run ran: the simulator alone shows it
     errors: NotRequired[list[str]]  # the first errors of runs that could not run
+    rate: NotRequired[float]  # reproduced / runs
+    confirmed: NotRequired[bool]  # rate >= CONFIRMED (else: flaky, at its rate)
+    parity_gap: NotRequired[bool]  # found on real members, and the simulator (chaosbed's own member) passes it
 
 
 def check_backend(backend: str) -> None:
@@ -79,12 +83,24 @@ def confirm(
         if on_run is not None:
             on_run(k, got)
     reproduced = sum(1 for v in per_run if v is not None and tuple(v) == violated)
+    return confirm_doc(backend, per_run, violated, errors, parity=reproduced == 0 and not errors)
+
+
+def confirm_doc(
+    backend: str, per_run: list[list[str] | None], violated: tuple[str, ...], errors: list[str], *, parity: bool
+) -> ConfirmDoc:
+    """explore.json's `confirm` entry from each run's violated checks (None: it could not run)."""
+    runs = len(per_run)
+    reproduced = sum(1 for v in per_run if v is not None and tuple(v) == violated)
+    rate = reproduced / runs if runs else 0.0
     doc: ConfirmDoc = {
         "backend": backend,
         "runs": runs,
         "reproduced": reproduced,
         "violated": per_run,
-        "parity": reproduced == 0 and not errors,
+        "parity": parity,
+        "rate": round(rate, 4),
+        "confirmed": rate >= CONFIRMED,
     }
     if errors:
         doc["errors"] = errors[:3]
@@ -93,6 +109,10 @@ def confirm(
 
 def confirm_line(doc: ConfirmDoc) -> str:
     line = f"reproduced {doc['reproduced']}/{doc['runs']} on {doc['backend']}"
+    if "confirmed" in doc:
+        line += ": confirmed" if doc["confirmed"] else f": flaky ({doc.get('rate', 0.0):.0%})"
+    if doc.get("parity_gap"):
+        line += " (real members only, the simulator passes it: a parity gap to look at)"
     if doc.get("parity"):
         line += " (simulator only: a possible parity bug between the simulator and real members)"
     return line

@@ -40,10 +40,18 @@ class Context:
     views_bound: float | None = None  # views_converge (s); None: off, or no membership
     detect: float = 0.0  # how long failure detection takes to exclude a crashed member (fd timeout + check)
     sends_until: float = 0.0  # when the last message is expected to be sent (`end` without the MIN_SPAN padding)
+    wire: str = "chaosbed"  # the wire profile discards are drawn from ("none": no discards)
+    native: bool = True  # chaosbed's own member (close-connection and companion discards need it)
+    real: bool = False  # schedules run on real members (over tcp, the kernel's TCP repairs what faults drop)
 
     @property
     def membership(self) -> bool:
         return "GMS" in self.protocols
+
+    @property
+    def discards(self) -> bool:
+        """Whether discard rules can be drawn: datagrams (udp) and a wire profile that decodes them."""
+        return self.udp and self.wire != "none"
 
     @property
     def udp(self) -> bool:
@@ -87,8 +95,9 @@ def seqno_hints(sc: Scenario) -> tuple[int, ...]:
     return tuple(sorted(hints))
 
 
-def context_of(sc: Scenario) -> Context:
-    """The context of a parsed scenario (its own faults play no part)."""
+def context_of(sc: Scenario, *, real: bool = False) -> Context:
+    """The context of a parsed scenario of chaosbed's own member (its own faults play no part); `real`: its schedules
+    run on real members. A foreign system's context is foreign_context.py's (`context_for` picks)."""
     start, end = workload_span(sc)
     views: float | None = None
     if has_membership(sc.stack):
@@ -122,7 +131,13 @@ def context_of(sc: Scenario) -> Context:
         views_bound=views,
         detect=fd.timeout + fd.timeout_check_interval if has_membership(sc.stack) else 0.0,
         sends_until=last_send(sc),
+        real=real,
     )
+
+
+def bound(value: object) -> float | None:
+    """A [checks] bound in seconds, None when it is off."""
+    return _bound(value)
 
 
 def _bound(value: object) -> float | None:

@@ -19,7 +19,18 @@ LONG_DELAY = 3.0  # the longest a delayed packet is held when no delivery bound 
 
 
 def headers(ctx: Context) -> dict[str, list[tuple[str, list[tuple[str, str]]]]]:
-    """Protocol -> its headers (name, fields) from the wire table, for the protocols of the context's stack."""
+    """Protocol -> its headers (name, fields with their kinds) for the protocols of the context's stack: from
+    node/wire.py's table for chaosbed's wire, from the wire profile's rule names for a foreign one (its `seqno`
+    counted as a fixed-size field, `first` as a bool: the profile checks the expression)."""
+    if ctx.wire != "chaosbed":
+        from orchestration.explore.foreign_context import wire_headers
+
+        kinds = {"seqno": "u64", "first": "bool"}
+        return {
+            proto: [(name, [(f, kinds.get(f, "?")) for f in fields]) for name, fields in hs]
+            for proto, hs in wire_headers(ctx.wire).items()
+            if proto in ctx.protocols
+        }
     out: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
     for proto, name, _, fields in wire.HEADER_TABLE:
         if proto in ctx.protocols:
@@ -42,9 +53,11 @@ def match_of(rng: random.Random, ctx: Context) -> str:
 
 
 def discard(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
-    if not ctx.udp:
+    if not ctx.discards:
         return []
     match = match_of(rng, ctx)
+    if ctx.wire != "chaosbed":
+        match = _readable(match, ctx.wire)
     pair = links(rng, ctx)
     if not valid_links(pair):
         return []
@@ -59,3 +72,15 @@ def discard(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -
     elif action < 0.2:
         keys["action"] = "duplicate"
     return [table("discard", at, d, **keys)]
+
+
+def _readable(match: str, wire_name: str) -> str:
+    """The match, or the match without its arguments where the foreign profile cannot test them."""
+    from chaos.profiles import parse_match
+    from chaos.rules import RuleError
+
+    try:
+        parse_match(match, wire_name)
+    except RuleError:
+        return match.split("(", 1)[0] + "()"
+    return match

@@ -32,6 +32,7 @@ class Failure:
     same_checks: list[int] = field(default_factory=list)  # seeds of later failures with the same checks
     confirm: ConfirmDoc | None = None
     details: tuple[str, ...] = ()  # the minimal run's first violations (the reference checker)
+    backend: str = "sim"  # where it was found and its run folder ran
 
     @property
     def minimal(self) -> Path:

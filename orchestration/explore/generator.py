@@ -127,8 +127,10 @@ def applicable(ctx: Context, kind: str) -> bool:
     """Whether the cluster allows the kind: enough members, a membership stack for leaves, datagrams for faults that
     drop packets, crashes that converge within the views' bound for kills."""
     n = len(ctx.members)
-    if not ctx.udp and kind not in TCP_KINDS:
-        return False
+    if not ctx.udp and kind not in TCP_KINDS and not (ctx.real and kind != "discard"):
+        return False  # on real members over tcp the kernel repairs what a fault drops: only discards are left out
+    if kind == "close-connection" and not ctx.native:
+        return False  # it asks chaosbed's own unicast protocol to close a connection
     if kind in nemesis.MIN_MEMBERS:
         need = nemesis.MIN_MEMBERS[kind]
         if kind in ("kill-restart", "pause-resume"):
@@ -143,7 +145,7 @@ def applicable(ctx: Context, kind: str) -> bool:
     if kind == "leave":
         return ctx.membership
     if kind == "discard":
-        return ctx.udp
+        return ctx.discards
     return True
 
 
@@ -198,13 +200,18 @@ class Generator:
                 if faults:
                     break
             out += faults
-            if faults and "discard" in self.weights and rng.random() < COMPANION:
+            if faults and "discard" in self.weights and ctx_companions(self.ctx) and rng.random() < COMPANION:
                 out += companion(rng, self.ctx, faults, d)
             if layout == "rounds":
                 t = t + d + rng.choice(shape.gaps)
         for i in reversed(unfair_leaves(out, self.ctx)):  # a leave that a partition drawn later makes unfair
             del out[i]
         return sorted(out, key=lambda f: parse_duration(f["at"]))
+
+
+def ctx_companions(ctx: Context) -> bool:
+    """Companion discards name chaosbed's own headers (MERGE.INFO, GMS.VIEW, UNICAST*.DATA): its wire only."""
+    return ctx.wire == "chaosbed"
 
 
 def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:

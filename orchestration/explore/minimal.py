@@ -27,7 +27,9 @@ class Provenance:
     faults: tuple[TomlTable, ...]
 
 
-def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable]) -> list[str]:
+def header(
+    prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable], backend: str = "sim"
+) -> list[str]:
     """The comment lines at the top of minimal.toml (without their `# `)."""
     return [
         f"minimal scenario found by chaosbed explore: violates {', '.join(prov.violated)}",
@@ -43,7 +45,7 @@ def header(prov: Provenance, trail: list[str], runs: int, complete: bool, faults
         "after shrinking:",
         *(f"  {describe(f)}" for f in faults_after),
         "",
-        "replay: chaosbed run minimal.toml --backend sim",
+        f"replay: chaosbed run minimal.toml --backend {backend}",
     ]
 
 
@@ -51,11 +53,13 @@ def minimal_name(base_name: str, seed: int) -> str:
     return f"{base_name}-minimal-{seed}"
 
 
-def write_minimal(path: Path, raw: TomlTable, prov: Provenance, trail: list[str], runs: int, complete: bool) -> str:
+def write_minimal(
+    path: Path, raw: TomlTable, prov: Provenance, trail: list[str], runs: int, complete: bool, backend: str = "sim"
+) -> str:
     """Writes minimal.toml (the scenario `raw`, renamed, with its header); returns the text."""
     doc = copy.deepcopy(raw)
     doc["name"] = minimal_name(str(raw.get("name", "scenario")), prov.seed)
     sc = dataclasses.replace(parse(copy.deepcopy(doc)), raw=doc)  # validated; written as given (parse edits checks)
-    text = scenario_toml(sc, header(prov, trail, runs, complete, faults_of(doc)))
+    text = scenario_toml(sc, header(prov, trail, runs, complete, faults_of(doc), backend))
     path.write_text(text)
     return text

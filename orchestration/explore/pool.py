@@ -20,12 +20,14 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import IO
 
-from orchestration.explore.case import CaseResult, run_case
+from orchestration.explore.case import CaseResult
+from orchestration.explore.real_case import REMOVE, Keep
 from orchestration.explore.tables import TomlTable, as_table, table
-from orchestration.explore.worker import scratch_root
+from orchestration.explore.worker import run_job, scratch_root
 
 PREFETCH = 2  # jobs a worker holds at once: the next one is there when it finishes one
 STOP_WAIT_S = 5.0
+REAL_STOP_WAIT_S = 60.0  # a worker on real members takes its cluster down (namespaces, rules) before it ends
 
 
 class PoolError(RuntimeError):
@@ -37,22 +39,24 @@ class InlinePool:
 
     capacity = 1
 
-    def __init__(self) -> None:
-        self.queue: deque[tuple[Hashable, TomlTable]] = deque()
+    def __init__(self, backend: str = "sim") -> None:
+        self.backend = backend
+        self.queue: deque[tuple[Hashable, TomlTable, Keep]] = deque()
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
 
-    def submit(self, key: Hashable, raw: TomlTable) -> None:
-        self.queue.append((key, raw))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE) -> None:
+        self.queue.append((key, raw, keep))
 
     def pending(self) -> int:
         return len(self.queue)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
-        key, raw = self.queue.popleft()
-        return key, run_case(raw, self.scratch / "run")
+        key, raw, keep = self.queue.popleft()
+        return key, run_job(raw, self.scratch, self.backend, keep)
 
-    def map(self, raws: list[TomlTable]) -> list[CaseResult]:
-        return [run_case(raw, self.scratch / "run") for raw in raws]
+    def map(self, raws: list[TomlTable], keeps: list[Keep] | None = None) -> list[CaseResult]:
+        keeps = keeps or [REMOVE] * len(raws)
+        return [run_job(raw, self.scratch, self.backend, k) for raw, k in zip(raws, keeps, strict=True)]
 
     def close(self, *, now: bool = False) -> None:
         self.queue.clear()
@@ -60,11 +64,12 @@ class InlinePool:
 
 
 class _Worker:
-    def __init__(self, index: int, log_dir: Path, scratch: Path) -> None:
+    def __init__(self, index: int, log_dir: Path, scratch: Path, backend: str) -> None:
         self.log = log_dir / f"worker{index}.log"
         self.log_file = self.log.open("w")
+        self.real = backend != "sim"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestration.explore.worker", str(scratch / f"w{index}")],
+            [sys.executable, "-m", "orchestration.explore.worker", str(scratch / f"w{index}"), backend],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,
@@ -80,9 +85,10 @@ class _Worker:
         assert self.proc.stdout is not None
         return self.proc.stdout
 
-    def send(self, key: Hashable, raw: TomlTable, wire_id: int) -> None:
+    def send(self, key: Hashable, raw: TomlTable, wire_id: int, keep: Keep) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"id": wire_id, "raw": raw}) + "\n").encode())
+        job = {"id": wire_id, "raw": raw, "keep": keep.path, "keep_always": keep.always}
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.inflight.append(key)
 
     def read_lines(self) -> list[bytes]:
@@ -98,14 +104,18 @@ class _Worker:
         return PoolError(f"an explore worker (pid {self.proc.pid}) died:\n" + "\n".join(tail))
 
     def stop(self, *, now: bool = False) -> None:
-        """Closes its input (it ends after its current jobs); `now` or after STOP_WAIT_S: kills it by its pid."""
+        """Closes its input (it ends after its current jobs); `now` or after STOP_WAIT_S: kills it by its pid. A
+        worker on real members gets SIGTERM instead (it takes its cluster down, then ends), SIGKILL only after
+        REAL_STOP_WAIT_S."""
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=0 if now else STOP_WAIT_S)
+            if self.real and now:
+                self.proc.terminate()  # our own child: the worker turns it into an interrupt and cleans up
+            self.proc.wait(timeout=REAL_STOP_WAIT_S if self.real else 0 if now else STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()  # our own child
             self.proc.wait()
@@ -116,20 +126,23 @@ class _Worker:
 class ProcessPool:
     """N worker processes; results come back in the order they finish."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, backend: str = "sim") -> None:
+        self.backend = backend
         self.logs = Path(tempfile.mkdtemp(prefix="chaosbed-explore-logs-"))
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
-        self.workers = [_Worker(i, self.logs, self.scratch) for i in range(jobs)]
-        self.capacity = jobs * PREFETCH
-        self.queue: deque[tuple[Hashable, TomlTable]] = deque()
+        self.workers = [_Worker(i, self.logs, self.scratch, backend) for i in range(jobs)]
+        # a real worker holds one job: a second one waiting would run seconds later on a cluster drawn earlier
+        self.prefetch = PREFETCH if backend == "sim" else 1
+        self.capacity = jobs * self.prefetch
+        self.queue: deque[tuple[Hashable, TomlTable, Keep]] = deque()
         self.selector = selectors.DefaultSelector()
         for w in self.workers:
             self.selector.register(w.stdout, selectors.EVENT_READ, w)
         self._next_id = 0
         self.ready: deque[tuple[Hashable, CaseResult]] = deque()
 
-    def submit(self, key: Hashable, raw: TomlTable) -> None:
-        self.queue.append((key, raw))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE) -> None:
+        self.queue.append((key, raw, keep))
         self._dispatch()
 
     def pending(self) -> int:
@@ -138,11 +151,11 @@ class ProcessPool:
     def _dispatch(self) -> None:
         while self.queue:
             w = min(self.workers, key=lambda w: len(w.inflight))
-            if len(w.inflight) >= PREFETCH:
+            if len(w.inflight) >= self.prefetch:
                 return
-            key, raw = self.queue.popleft()
+            key, raw, keep = self.queue.popleft()
             self._next_id += 1
-            w.send(key, raw, self._next_id)
+            w.send(key, raw, self._next_id, keep)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
         if not self.pending():
@@ -156,10 +169,11 @@ class ProcessPool:
             self._dispatch()
         return self.ready.popleft()
 
-    def map(self, raws: list[TomlTable]) -> list[CaseResult]:
+    def map(self, raws: list[TomlTable], keeps: list[Keep] | None = None) -> list[CaseResult]:
         """Runs the cases in parallel and returns their results in order."""
-        for i, raw in enumerate(raws):
-            self.submit(("map", i), raw)
+        keeps = keeps or [REMOVE] * len(raws)
+        for i, (raw, keep) in enumerate(zip(raws, keeps, strict=True)):
+            self.submit(("map", i), raw, keep)
         out: dict[int, CaseResult] = {}
         while len(out) < len(raws):
             key, res = self.next_result()
@@ -177,6 +191,7 @@ class ProcessPool:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def make_pool(jobs: int) -> InlinePool | ProcessPool:
-    """-j 1: in this process; more: that many worker processes."""
-    return InlinePool() if jobs <= 1 else ProcessPool(jobs)
+def make_pool(jobs: int, backend: str = "sim") -> InlinePool | ProcessPool:
+    """-j 1: in this process; more: that many worker processes (each running one cluster at a time on a real
+    backend)."""
+    return InlinePool(backend) if jobs <= 1 else ProcessPool(jobs, backend)

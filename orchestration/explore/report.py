@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,9 @@ def _failure(root: Path, k: int, f: FailureDoc) -> str:
     confirm = f.get("confirm")
     confirm_text = (
         f"reproduced {confirm['reproduced']}/{confirm['runs']} on {_e(confirm['backend'])}"
+        + _rate_text(confirm)
         + (" — simulator only: a possible parity bug" if confirm.get("parity") else "")
+        + (" — real members only, the simulator passes it: a parity gap" if confirm.get("parity_gap") else "")
         if confirm
         else "not asked (--confirm netns|docker)"
     )
@@ -118,3 +121,11 @@ def write_index(root: Path, doc: ExploreDoc) -> Path:
     path = root / "index.html"
     write_atomic(path, render_index(root, doc))
     return path
+
+
+def _rate_text(confirm: Mapping[str, object]) -> str:
+    """`: confirmed (90%)` or `: flaky (40%)` where the confirmation has a rate (real members)."""
+    rate = confirm.get("rate")
+    if not isinstance(rate, int | float):
+        return ""
+    return f": {'confirmed' if confirm.get('confirmed') else 'flaky'} ({rate:.0%})"

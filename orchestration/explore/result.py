@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from node.atomic import write_atomic
 from orchestration.explore.confirm import ConfirmDoc
@@ -22,6 +22,7 @@ class ShrinkDoc(TypedDict):
     runs: int
     steps: list[str]
     complete: bool
+    rates: NotRequired[list[list[int]]]  # real members: each step's (failing runs, runs)
 
 
 class FailureDoc(TypedDict):
@@ -43,6 +44,7 @@ class FailureDoc(TypedDict):
     replay: str
     same_checks: list[int]
     details: list[str]
+    found_run: NotRequired[str]  # real members: the failing schedule's run folder
 
 
 class ExploreDoc(TypedDict):
@@ -58,6 +60,8 @@ class ExploreDoc(TypedDict):
     error_samples: list[str]
     other_failures: int
     interrupted: bool
+    backend: NotRequired[str]  # where the schedules ran (absent: the simulator)
+    jobs: NotRequired[int]
 
 
 def failure_doc(f: Failure, root: Path) -> FailureDoc:
@@ -75,7 +79,7 @@ def failure_doc(f: Failure, root: Path) -> FailureDoc:
         "run": f.run.relative_to(root).as_posix(),
         "checked": list(f.checked) if f.checked is not None else None,
         "check_error": f.check_error,
-        "replay": f"chaosbed run {f.minimal.relative_to(root).as_posix()} --backend sim",
+        "replay": f"chaosbed run {f.minimal.relative_to(root).as_posix()} --backend {f.backend}",
         "same_checks": f.same_checks,
         "details": list(f.details),  # the minimal run's first violations
     }

@@ -19,10 +19,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from orchestration.explore.case import CaseResult, with_faults
 from orchestration.explore.generator import Generator
 from orchestration.explore.pool import InlinePool, ProcessPool
+from orchestration.explore.real_case import Keep
 from orchestration.explore.tables import TomlTable
 
 
@@ -30,6 +32,11 @@ def schedule_seed(seed: int, index: int) -> int:
     """The seed of the index-th schedule (from 0) of a search with seed `seed`."""
     digest = hashlib.sha256(f"chaosbed-explore/{seed}/{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
+
+
+def schedule_folder(index: int, seed: int) -> str:
+    """The folder a failing schedule's real run is kept in (under the explore folder's `schedules/`)."""
+    return f"schedule-{index + 1}-seed{seed}"
 
 
 def schedule_rng(schedule: int) -> random.Random:
@@ -96,6 +103,7 @@ class _State:
     next_index: int = 0
     stopped: bool = False
     out: dict[int, tuple[int, list[TomlTable], TomlTable]] = field(default_factory=dict)
+    keep_root: Path | None = None
 
     def may_hand_out(self) -> bool:
         s = self.spec
@@ -110,9 +118,12 @@ def search(
     spec: SearchSpec,
     pool: InlinePool | ProcessPool,
     on_progress: Callable[[Progress], None] | None = None,
+    keep_root: Path | None = None,
 ) -> SearchResult:
-    """Runs schedules until the budget ends (or the first failure); failures sorted by index."""
+    """Runs schedules until the budget ends (or the first failure); failures sorted by index. With `keep_root`
+    (real members), a failing schedule's run folder is kept there (`schedule_folder`)."""
     st = _State(spec, time.monotonic(), Progress(budget=spec.budget, schedules=spec.schedules), SearchResult(0))
+    st.keep_root = keep_root
     st.next_index = spec.first
     try:
         while True:
@@ -139,7 +150,10 @@ def _hand_out(st: _State, base: TomlTable, generator: Generator, pool: InlinePoo
     faults = generator.draw(schedule_rng(seed))
     raw = with_faults(base, faults, seed)
     st.out[i] = (seed, faults, raw)
-    pool.submit(i, raw)
+    if st.keep_root is None:
+        pool.submit(i, raw)
+    else:
+        pool.submit(i, raw, Keep(str(st.keep_root / schedule_folder(i, seed))))
 
 
 def _record(st: _State, index: int, res: CaseResult) -> None:

@@ -47,6 +47,8 @@ class ExploreSpec:
     spark: str | None = None
     shrink_runs: int = MAX_RUNS
     command: str = ""
+    backend: str = "sim"  # netns, docker: schedules run on real members (real_session.py)
+    shrink_k: int = 5  # real members: the most runs a shrink candidate gets (real_shrink.py)
 
 
 @dataclass
@@ -60,6 +62,8 @@ def command_line(spec: ExploreSpec) -> str:
     """The explore command that finds the same failures (without --out and -j, which change nothing found)."""
     s = spec.search
     parts = ["chaosbed", "explore", str(spec.file), "--seed", str(s.seed)]
+    if spec.backend != "sim":
+        parts += ["--backend", spec.backend]
     if s.schedules is not None:
         parts += ["--schedules", str(s.schedules)]
     if s.budget is not None:

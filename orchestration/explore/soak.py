@@ -1,13 +1,12 @@
-"""A soak: `chaosbed explore FILE --backend netns|docker|process --budget 10m` runs one long random nemesis against
-FILE's workload on real members, checks the run and says what the cluster held up to.
+"""A soak: `chaosbed explore FILE --soak --backend netns|docker|process --budget 10m` runs one long random nemesis
+against FILE's workload on real members, checks the run and says what the cluster held up to.
 
 Where the simulator's search runs many short schedules, a soak runs one: FILE's cluster, its paced workloads
 stretched to send for the whole budget, and a [[nemesis]] (combined by default) whose rounds fill it; killed members
 are restarted by the nemesis and resume their share of the workload (orchestration/workloads.py), so the load holds
 as the run goes on. The run folder is an ordinary one (`chaosbed check DIR`, report.html with a lane per member);
-soak.json and the summary add what a soak is for: messages sent and delivered, faults applied, retransmissions,
-the send rate over the run (first and last tenth: did the load hold?) and the members' peak RSS.
-"""
+soak.json and the summary add what a soak is for: messages sent and delivered, faults applied, retransmissions, the
+send rate over the run (first and last tenth: did the load hold?) and the members' peak RSS."""
 
 from __future__ import annotations
 

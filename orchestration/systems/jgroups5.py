@@ -5,11 +5,11 @@ to its member program's API generation: a 3.x system takes 3.x releases only).
 
 | system | stacks (`cluster.stack`) | default release | releases |
 |---|---|---|---|
-| `jgroups-5-udp` | udp-fast (default), udp: UNICAST3 + NAKACK2 over UDP | 5.5.6 | 5.2.0+ |
-| `jgroups-5-tcp` | tcp-fast, tcp: the same over TCP, TCPPING from the peers | 5.5.6 | 5.2.0+ |
+| `jgroups-5-udp` | udp-fast (default), udp: UNICAST3 + NAKACK2 over UDP | 5.5.6 | 5.2.7+ |
+| `jgroups-5-tcp` | tcp-fast, tcp: the same over TCP, TCPPING from the peers | 5.5.6 | 5.2.7+ |
 | `jgroups-5-nakack4` | nakack4-fast, nakack4: NAKACK4 + UNICAST4 (udp-new.xml, the MCAST design) | 5.5.6 | 5.4.0+ |
 | `jgroups-5-tcp-noxmit` | tcp-noxmit-fast, tcp-noxmit: NAKACK2 without retransmission over TCP | 5.4.3 | 5.2.13-5.4.3 |
-| `jgroups-5` | any of the above, or the path of a JGroups XML file of the user's own | 5.5.6 | 5.2.0+ |
+| `jgroups-5` | any of the above, or the path of a JGroups XML file of the user's own | 5.5.6 | 5.2.7+ |
 | `jgroups-3-unicast2` | unicast2-udp-fast, unicast2-udp: UNICAST2 + NAKACK2 over UDP | 3.2.7 | 3.1.0-3.6.20 |
 | `jgroups-3-unicast3` | unicast3-udp-fast, unicast3-udp: UNICAST3 + NAKACK2 over UDP | 3.6.0 | 3.3.0-3.6.20 |
 | `jgroups-3` | any of the 3.x stacks, or a JGroups 3 XML file of the user's own | 3.6.0 | 3.1.0-3.6.20 |

@@ -28,7 +28,7 @@ class System:
     machine must have, by name (`unavailable`); `one_by_one`: members start one at a time, each ready before the
     next, so the first is the group's coordinator (as a JGroups cluster is started; the bug files' fault sequences
     count on it); `release`: the release of a real system it runs, where a scenario's `cluster.version` can
-    choose another (orchestration/systems/jgroups5.py), `releases` the ones it can run (text: "5.2.0+"); `leave`:
+    choose another (orchestration/systems/jgroups5.py), `releases` the ones it can run (text: "5.2.7+"); `leave`:
     how the `leave` fault ends a member: "control" (the control contract's optional `leave` command, a graceful
     leave of the group, with SIGTERM as the fallback) or "sigterm"; `transport`: the transport the system always
     uses ("": the scenario's); `stack_files`: `cluster.stack` may also be the path of a stack file of the user's

@@ -247,7 +247,7 @@ def test_unicast3_xmit_req_is_dropped_and_the_receiver_asks_again(lab: Lab) -> N
     assert delivered(c, "B") == ids
 
 
-CLOSING = """<UNICAST3 xmit_interval="0.5s" conn_expiry_timeout="1000" conn_close_timeout="1000"/>"""
+CLOSING = """<UNICAST3 xmit_interval="500" conn_expiry_timeout="1000" conn_close_timeout="1000"/>"""
 
 
 def test_unicast3_close_is_dropped_and_the_next_connection_still_opens(lab: Lab, tmp_path: Path) -> None:
@@ -257,7 +257,8 @@ def test_unicast3_close_is_dropped_and_the_next_connection_still_opens(lab: Lab,
 
     stack = tmp_path / "closing.xml"
     text = (HERE / "stacks5" / "udp-fast.xml").read_text()
-    stack.write_text(text.replace('<UNICAST3 xmit_interval="0.5s"/>', CLOSING))
+    assert text.count('<UNICAST3 xmit_interval="500"/>') == 1, "udp-fast.xml's UNICAST3 is not as this test expects"
+    stack.write_text(text.replace('<UNICAST3 xmit_interval="500"/>', CLOSING))
     c = lab.cluster(system="jgroups-5", stack=str(stack))
     w = lab.watch(c, "B")
     s1 = w.quiet()

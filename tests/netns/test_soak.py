@@ -1,6 +1,7 @@
-"""A soak on real members (`chaosbed explore FILE --backend netns`): one nemesis of kills and restarts against a paced
-workload; the run checks clean, soak.json counts the faults applied and the messages, the restarted members resume
-their shares so the send rate at the end is the rate at the start, and no cluster of ours is left behind."""
+"""A soak on real members (`chaosbed explore FILE --soak --backend netns`): one nemesis of kills and restarts
+against a paced workload; the run checks clean, soak.json counts the faults applied and the messages, the restarted
+members resume their shares so the send rate at the end is the rate at the start, and no cluster of ours is left
+behind."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ rate = 20
 def test_a_soak_of_kills_and_restarts_holds_its_load(tmp_path: Path) -> None:
     scenario, out = tmp_path / "soak.toml", tmp_path / "out"
     scenario.write_text(SCENARIO)
-    args = ["explore", str(scenario), "--backend", "netns", "--budget", "32s", "--nemesis", "kill-restart"]
+    args = ["explore", str(scenario), "--soak", "--backend", "netns", "--budget", "32s", "--nemesis", "kill-restart"]
     result = CliRunner().invoke(main, [*args, "--interval", "5s", "--out", str(out)], terminal_width=200)
     assert result.exit_code == 0, result.output
     soak = json.loads((out / "soak.json").read_text())

@@ -144,7 +144,7 @@ def test_a_scenario_file_that_cannot_be_read(tmp_path: Path, shell: Shell, kind:
         (("up", "--scenario", str(path), "--backend", "process"), (2,)),
         (("matrix", str(matrix), "--backend", "sim"), (2,)),
         (("explore", str(path), "--schedules", "2"), (2,)),
-        (("explore", str(path), "--backend", "process", "--budget", "30s"), (2,)),
+        (("explore", str(path), "--soak", "--backend", "process", "--budget", "30s"), (2,)),
         (("matrix", str(path)), (2,)),  # the same bytes as a matrix file
     ]
     problems = _answers(shell, commands)

@@ -71,13 +71,20 @@ def test_a_bad_real_pair_is_refused_naming_the_key(tmp_path: Path, real: str, me
 
 def test_the_catalogue_runs_its_real_pairs_beside_the_models() -> None:
     real = [e for e in catalogue() if e.bug.real is not None]
-    assert {e.path.stem for e in real} >= {"mcast-window-full-two-stop-acking", "nakack4-spurious-ack-left-member"}
+    assert {e.path.stem for e in real} >= {
+        "mcast-window-full-two-stop-acking", "nakack4-spurious-ack-left-member", "nakack4-highest-seqno-no-ack",
+        "nakack2-stable-over-retransmits",
+    }  # fmt: skip
     cells = bug_matrix(real, ["netns"]).cells
     by_label = {(c.scenario.stem, c.label): c for c in cells}
     c = by_label[("mcast-window-full-two-stop-acking", "real-flawed")]
     assert c.settings == {"cluster.system": "jgroups-5", "cluster.version": "5.4.6"}
     assert c.expect.violates == ["views_converge", "timeout"] and "nakack4-window-100.xml" in c.system
     assert ("nakack4-spurious-ack-left-member", "flawed") not in by_label  # not modelled: the real pair only
+    c = by_label[("nakack2-stable-over-retransmits", "real-flawed")]
+    assert c.settings == {"cluster.system": "jgroups-5", "cluster.version": "5.2.12"}
+    assert c.expect.violates == ["control_per_heal"] and "udp-fast-stable-500ms.xml" in c.system
+    assert by_label[("nakack4-highest-seqno-no-ack", "real-fixed")].settings["cluster.version"] == "5.4.6"
 
 
 METADATA = """<metadata><groupId>org.jgroups</groupId><artifactId>jgroups</artifactId><versioning><versions>

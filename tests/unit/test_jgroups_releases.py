@@ -86,6 +86,9 @@ def test_a_release_and_what_it_needs() -> None:
         check_stack(Release.parse("5.3.0"), "nakack4")
     with pytest.raises(ReleaseError, match=re.escape("5.2.13-5.4.3")):
         check_stack(Release.parse("5.4.4"), "tcp-noxmit")
+    check_stack(Release.parse("5.2.7"), "udp-fast")
+    with pytest.raises(ReleaseError, match=re.escape("needs a release in 5.2.7+ (its bundler, PerDestinationBundler")):
+        check_stack(Release.parse("5.2.6"), "tcp")
 
 
 def test_cluster_version_and_stack_pick_the_jar_and_the_transport() -> None:

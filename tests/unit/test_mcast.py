@@ -509,6 +509,7 @@ def test_properties() -> None:
         "ack_threshold": 0,
         "xmit_interval": 1.0,
         "max_xmit_req_size": 1024,
+        "ack_duplicates": True,
         "purge_on_view_change": True,
     }
     out = Effects()

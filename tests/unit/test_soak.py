@@ -76,7 +76,7 @@ def test_send_rate_in_tenths_of_the_run(tmp_path: Path) -> None:
 def test_search_options_are_refused_for_a_soak(tmp_path: Path) -> None:
     scenario = tmp_path / "s.toml"
     scenario.write_text('[cluster]\nmembers = 3\n[[workload]]\nkind = "unicast"\nfrom = "A"\nto = "B"\nrate = 5\n')
-    result = CliRunner().invoke(main, ["explore", str(scenario), "--backend", "netns", "--schedules", "5"])
-    assert result.exit_code == 2 and "--schedules is for the simulator's search" in result.output
+    result = CliRunner().invoke(main, ["explore", str(scenario), "--soak", "--backend", "netns", "--schedules", "5"])
+    assert result.exit_code == 2 and "--schedules is for a search" in result.output
     result = CliRunner().invoke(main, ["explore", str(scenario), "--interval", "5s", "--schedules", "1"])
     assert result.exit_code == 2 and "interval is for a soak" in result.output
