@@ -51,8 +51,10 @@ def fresh_per_hour(file: Path, sets: list[str], backend: str, runs: int) -> floa
     t0 = time.monotonic()
     try:
         for k in range(runs):
-            subprocess.run([*cmd, "--seed", str(k + 1), "--out", str(out / f"r{k}")], capture_output=True, check=False,
-                           timeout=600)  # fmt: skip
+            done = subprocess.run([*cmd, "--seed", str(k + 1), "--out", str(out / f"r{k}")], capture_output=True,
+                                  text=True, check=False, timeout=600)  # fmt: skip
+            if done.returncode not in (0, 1):  # 2: it could not run, and a figure of it would be no figure
+                raise SystemExit(f"chaosbed run exited {done.returncode}: {done.stderr.strip()[-300:]}")
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return 3600 * runs / (time.monotonic() - t0)
