@@ -72,7 +72,22 @@ def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_
     raw = with_named_system(apply_overrides(read_raw(path), list(sets)), Path(path).parent)
     scenario_of(raw)  # the file as given must be valid, faults included
     drop = ("bug",) if keep_faults else SEARCH_KEYS
-    return {k: v for k, v in raw.items() if k not in drop}
+    base = {k: v for k, v in raw.items() if k not in drop}
+    if not keep_faults and isinstance(per := base.get("per_system"), dict):
+        base["per_system"] = _without_fault_settings(per)
+    return base
+
+
+def _without_fault_settings(per_system: dict[str, object]) -> TomlTable:
+    """`[per_system]` without its settings of the file's own faults (`"faults.0.match" = ...`): with the faults
+    left out they would make a `faults` table of their own."""
+    out: TomlTable = {}
+    for name, settings in per_system.items():
+        if isinstance(settings, dict):
+            out[name] = {k: v for k, v in settings.items() if k.split(".")[0] not in SEARCH_KEYS}
+        else:
+            out[name] = settings
+    return out
 
 
 def with_faults(base: TomlTable, faults: list[TomlTable], seed: int) -> TomlTable:

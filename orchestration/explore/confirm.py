@@ -109,8 +109,10 @@ def confirm_doc(
 
 def confirm_line(doc: ConfirmDoc) -> str:
     line = f"reproduced {doc['reproduced']}/{doc['runs']} on {doc['backend']}"
-    if "confirmed" in doc:
+    if "confirmed" in doc and doc["reproduced"]:
         line += ": confirmed" if doc["confirmed"] else f": flaky ({doc.get('rate', 0.0):.0%})"
+    elif "confirmed" in doc:
+        line += ": not reproduced"
     if doc.get("parity_gap"):
         line += " (real members only, the simulator passes it: a parity gap to look at)"
     if doc.get("parity"):

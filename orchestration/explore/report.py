@@ -128,4 +128,6 @@ def _rate_text(confirm: Mapping[str, object]) -> str:
     rate = confirm.get("rate")
     if not isinstance(rate, int | float):
         return ""
+    if not rate:
+        return ": not reproduced"
     return f": {'confirmed' if confirm.get('confirmed') else 'flaky'} ({rate:.0%})"

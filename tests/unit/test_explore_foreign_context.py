@@ -61,3 +61,11 @@ def test_chaosbed_own_member_keeps_its_context(real: bool) -> None:
     sc = scenario_of(load_base(OWN))
     ctx = context_for(sc, real=real)
     assert ctx.native and ctx.wire == "chaosbed" and ctx.protocols == ("UNICAST2",) and ctx.real == real
+
+
+def test_per_system_settings_of_the_files_own_faults_are_left_out_with_them() -> None:
+    base = load_base(JG212, ["cluster.system=jgroups-2.12-unicast"])
+    assert "faults" not in base and base["per_system"]["jgroups-2.12-unicast"] == {}
+    sc = scenario_of(base)  # before: "faults.0.match" made a `faults` table of its own (exit 2)
+    assert sc.system.name == "jgroups-2.12-unicast" and sc.faults == []
+    assert "faults" in load_base(JG212, ["cluster.system=jgroups-2.12-unicast"], keep_faults=True)
