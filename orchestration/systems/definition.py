@@ -210,8 +210,9 @@ def foreign_release(system: System, cluster: Mapping[str, object]) -> System:
         if not system.release:
             why = f"it runs {system.releases} only" if system.releases else "it has no releases to choose from"
             raise SystemProblem("cluster.version", f"refused for system {system.name!r}: {why}")
+        named = str(cluster["stack"]) if system.stacks and "stack" in cluster else None
         try:
-            system = jgroups5.with_release(system, cluster["version"])
+            system = jgroups5.with_release(system, cluster["version"], named)
         except jgroups5.ReleaseProblem as e:
             raise SystemProblem("cluster.version", str(e)) from None
     if system.stacks and "stack" in cluster:

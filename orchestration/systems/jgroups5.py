@@ -108,9 +108,10 @@ JGROUPS5_SYSTEMS = {
 }  # fmt: skip
 
 
-def with_release(system: System, version: object) -> System:
+def with_release(system: System, version: object, stack: str | None = None) -> System:
     """The system on another release: the command and mounts of its jar (ReleaseProblem for a release it cannot
-    run: not of its member program's generation, or without what its stack needs)."""
+    run: not of its member program's generation, or without what its stack needs: `stack`, the one the scenario
+    names and with_stack sets next, else the system's own)."""
     own = Release.parse(system.release)
     if not isinstance(version, str):
         raise ReleaseProblem(f'a release as a string, e.g. "{own}", not {version!r}')
@@ -118,7 +119,7 @@ def with_release(system: System, version: object) -> System:
         r = Release.parse(version)
         if r.generation != own.generation:
             raise ReleaseError(f"system {system.name!r} runs JGroups {own.generation}.x releases, not {r}")
-        check_stack(r, system.stack)
+        check_stack(r, stack or system.stack)
     except ReleaseError as e:
         raise ReleaseProblem(str(e)) from None
     return replace(system, release=r.version, command=program(r).system_command(r), mounts=_mounts(system, r))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from foreign.jgroups import jgroups5
-from foreign.jgroups.releases import NEWEST, STACK_SPANS, Span
+from foreign.jgroups.releases import NEWEST, STACK_SPANS, Release, Span
 from orchestration.systems import SYSTEMS
 from orchestration.systems.jgroups5 import with_release, with_stack
 from tests.foreign.jgroups_clusters import (
@@ -55,7 +55,9 @@ def jclusters(tmp_path: Path) -> Iterator[JGroupsClusters]:
 
 
 def test_every_stack_has_a_span_and_both_ends_are_tested() -> None:
-    assert {s.removesuffix("-fast") for s in jgroups5.STACKS} == set(STACK_SPANS)
+    """Every stack of the 5.x member has a span of 5.x releases (the 3.x member's stacks have spans of their own)."""
+    spans5 = {stack for stack, span in STACK_SPANS.items() if Release.parse(span.first).major == 5}
+    assert {s.removesuffix("-fast") for s in jgroups5.STACKS} == spans5
     assert len(CASES) == 2 * len(jgroups5.STACKS)
 
 

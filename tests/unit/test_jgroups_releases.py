@@ -116,6 +116,14 @@ def test_cluster_version_and_stack_pick_the_jar_and_the_transport() -> None:
     assert refused(system="jgroups-3-unicast3", version="3.2.7").startswith(
         "cluster.version: JGroups 3.2.7 cannot run stack 'unicast3-udp-fast': it needs a release in 3.3.0-3.6.20"
     )
+    # the release is held to the stack the scenario names, not to the system's default one
+    u2 = parse({"cluster": {"members": 2, "system": "jgroups-3", "version": "3.2.5", "stack": "unicast2-udp-fast"}})
+    assert (u2.system.release, u2.system.stack) == ("3.2.5", "unicast2-udp-fast")
+    assert refused(system="jgroups-3", version="3.2.5", stack="unicast3-udp").startswith(
+        "cluster.version: JGroups 3.2.5 cannot run stack 'unicast3-udp'"
+    )
+    noxmit = parse({"cluster": {"members": 2, "system": "jgroups-5", "version": "5.2.13", "stack": "tcp-noxmit"}})
+    assert (noxmit.system.release, noxmit.system.stack) == ("5.2.13", "tcp-noxmit")
     assert refused(system="jgroups-5-udp", version="3.6.0").startswith(
         "cluster.version: system 'jgroups-5-udp' runs JGroups 5.x releases, not 3.6.0"
     )
