@@ -11,16 +11,14 @@ One member:
 
 from __future__ import annotations
 
-import fcntl
 import os
-import subprocess
 from pathlib import Path
 
-from foreign.jgroups import JVM_OPTIONS, REPO, java_binary
-from foreign.jgroups.jgroups5 import BuildError
+from foreign.jgroups import REPO
+from foreign.jgroups.jgroups5 import build_member, member_command, member_mounts
 from foreign.jgroups.jgroups5 import missing as missing5
-from foreign.jgroups.maven import JarError, fetch, jar_path
-from foreign.jgroups.releases import OLDEST3, Release, ReleaseError
+from foreign.jgroups.maven import jar_path
+from foreign.jgroups.releases import OLDEST3, Release
 
 CLASSES = REPO / "build" / "jgroups3" / "classes"
 STAMP = CLASSES / ".stamp"  # written by `make jgroups3` after a complete build
@@ -37,21 +35,7 @@ def missing(release: Release) -> str | None:
 def build() -> Path:
     """Builds the member if its sources or stacks changed (`make jgroups3`, quick when up to date; it needs the jar of
     BUILD_RELEASE, fetched here on first use); returns the classes folder."""
-    try:
-        fetch(Release.parse(BUILD_RELEASE))
-    except (JarError, ReleaseError) as e:
-        raise BuildError(f"the JGroups 3 member is compiled against JGroups {BUILD_RELEASE}: {e}") from None
-    CLASSES.parent.mkdir(parents=True, exist_ok=True)
-    with open(CLASSES.parent / ".lock", "a") as lock:  # one build at a time (pytest-xdist workers)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run(
-            ["make", "--no-print-directory", "-C", str(REPO), "jgroups3",
-             f"JGROUPS3_BUILD_JAR={jar_path(Release.parse(BUILD_RELEASE))}"],
-            capture_output=True, text=True,
-        )  # fmt: skip
-    if proc.returncode != 0 or not STAMP.exists():
-        raise BuildError(f"make jgroups3 failed:\n{proc.stdout}{proc.stderr}")
-    return CLASSES
+    return build_member("jgroups3", BUILD_RELEASE, CLASSES, STAMP)
 
 
 def classpath(release: Release) -> str:
@@ -60,11 +44,9 @@ def classpath(release: Release) -> str:
 
 def system_command(release: Release) -> tuple[str, ...]:
     """The member's argv as a system's command template, for this release's jar (`{config}` holds the stack)."""
-    return (java_binary(), *JVM_OPTIONS, "-cp", classpath(release), MAIN, "{config}")
+    return member_command(release, CLASSES, MAIN)
 
 
 def docker_mounts(release: Release) -> tuple[str, ...]:
     """Host folders a container needs to run the member: the JDK, the jar's folder, the classes."""
-    from foreign.jgroups import jdk_mounts
-
-    return tuple(dict.fromkeys([*jdk_mounts(), str(jar_path(release).parent), str(CLASSES)]))
+    return member_mounts(release, CLASSES)

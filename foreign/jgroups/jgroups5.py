@@ -64,21 +64,28 @@ def missing(release: Release) -> str | None:
 def build() -> Path:
     """Builds the member if its sources or stacks changed (`make jgroups5`, quick when up to date; it needs the jar of
     BUILD_RELEASE, fetched here on first use); returns the classes folder."""
+    return build_member("jgroups5", BUILD_RELEASE, CLASSES, STAMP)
+
+
+def build_member(target: str, build_release: str, classes: Path, stamp: Path) -> Path:
+    """`make TARGET` (a JGroups member program: jgroups5, jgroups3) against the jar of build_release, fetched on first
+    use, one build at a time; returns the classes folder."""
+    generation = target.removeprefix("jgroups")
     try:
-        fetch(Release.parse(BUILD_RELEASE))
+        fetch(Release.parse(build_release))
     except (JarError, ReleaseError) as e:
-        raise BuildError(f"the JGroups 5 member is compiled against JGroups {BUILD_RELEASE}: {e}") from None
-    CLASSES.parent.mkdir(parents=True, exist_ok=True)
-    with open(CLASSES.parent / ".lock", "a") as lock:  # one build at a time (pytest-xdist workers)
+        raise BuildError(f"the JGroups {generation} member is compiled against JGroups {build_release}: {e}") from None
+    classes.parent.mkdir(parents=True, exist_ok=True)
+    with open(classes.parent / ".lock", "a") as lock:  # one build at a time (pytest-xdist workers)
         fcntl.flock(lock, fcntl.LOCK_EX)
         proc = subprocess.run(
-            ["make", "--no-print-directory", "-C", str(REPO), "jgroups5",
-             f"JGROUPS5_BUILD_JAR={jar_path(Release.parse(BUILD_RELEASE))}"],
+            ["make", "--no-print-directory", "-C", str(REPO), target,
+             f"JGROUPS{generation}_BUILD_JAR={jar_path(Release.parse(build_release))}"],
             capture_output=True, text=True,
         )  # fmt: skip
-    if proc.returncode != 0 or not STAMP.exists():
-        raise BuildError(f"make jgroups5 failed:\n{proc.stdout}{proc.stderr}")
-    return CLASSES
+    if proc.returncode != 0 or not stamp.exists():
+        raise BuildError(f"make {target} failed:\n{proc.stdout}{proc.stderr}")
+    return classes
 
 
 def classpath(release: Release) -> str:
@@ -87,11 +94,21 @@ def classpath(release: Release) -> str:
 
 def system_command(release: Release) -> tuple[str, ...]:
     """The member's argv as a system's command template, for this release's jar (`{config}` holds the stack)."""
-    return (java_binary(), *JVM_OPTIONS, "-cp", classpath(release), MAIN, "{config}")
+    return member_command(release, CLASSES, MAIN)
+
+
+def member_command(release: Release, classes: Path, main: str) -> tuple[str, ...]:
+    """A JGroups member program's argv: the release's jar and the program's classes on the classpath."""
+    return (java_binary(), *JVM_OPTIONS, "-cp", f"{jar_path(release)}{os.pathsep}{classes}", main, "{config}")
 
 
 def docker_mounts(release: Release) -> tuple[str, ...]:
     """Host folders a container needs to run the member: the JDK (as for 2.12), the jar's folder, the classes."""
+    return member_mounts(release, CLASSES)
+
+
+def member_mounts(release: Release, classes: Path) -> tuple[str, ...]:
+    """Host folders a container needs to run a JGroups member program: the JDK, the jar's folder, its classes."""
     from foreign.jgroups import jdk_mounts
 
-    return tuple(dict.fromkeys([*jdk_mounts(), str(jar_path(release).parent), str(CLASSES)]))
+    return tuple(dict.fromkeys([*jdk_mounts(), str(jar_path(release).parent), str(classes)]))
