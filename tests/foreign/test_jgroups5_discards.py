@@ -516,7 +516,7 @@ def test_a_datagram_of_a_shape_the_profile_does_not_know_passes_untouched_and_fa
     from tests.foreign.jgroups5_golden import data_of, golden
 
     c = lab.cluster()
-    record = discard(c, "UNICAST3.ACK()", "A", "B", count=1)
+    record = discard(c, "UNICAST3.ACK(seqno=999999)", "A", "B", count=1)  # no real ACK of A to B matches it
     data = bytearray(data_of(next(d for d in golden() if d["kind"] == "SINGLE [UNICAST3.DATA TP]")))
     tp = wire.decode(bytes(data)).messages[0].headers[-1]
     data[tp.start + 2 : tp.start + 4] = (999).to_bytes(2, "big")
