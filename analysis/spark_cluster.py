@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from analysis.spark_config import _log4j_file
+from analysis.spark_config import jvm_options
 from analysis.spark_service import (
     SparkServiceError,
     _free_port,
@@ -103,7 +103,7 @@ def _env(home: Path, folder: Path) -> dict[str, str]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-        "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
+        "SPARK_DAEMON_JAVA_OPTS": jvm_options(),
         "SPARK_WORKER_DIR": str(folder / "work"),
         "SPARK_NO_DAEMONIZE": "1",
         "PYTHONPATH": _pythonpath(),
@@ -118,7 +118,7 @@ def _properties(folder: Path) -> Path:
         "spark.master.rest.enabled": "false",
         "spark.worker.cleanup.enabled": "false",
         "spark.ui.killEnabled": "false",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
+        "spark.executor.extraJavaOptions": jvm_options(),
     }
     path = folder / "spark.conf"
     path.write_text("".join(f"{k} {v}\n" for k, v in conf.items()))

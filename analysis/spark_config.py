@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import TypeGuard
 
+from analysis.spark_cds import archive_options, extra_options
+
 LOCAL = "local[*]"
 TARGET_ENV = "CHAOSBED_SPARK"
 AUTO = "auto"
@@ -40,6 +42,12 @@ def _log4j_file() -> Path:
         "appender.console.target = SYSTEM_ERR\n"
     )
     return fallback
+
+
+def jvm_options() -> str:
+    """The options of every Spark JVM chaosbed starts: the quiet log4j2 file, the class-data archive where `make setup`
+    made one (analysis/spark_cds.py), then $CHAOSBED_SPARK_JVM_OPTIONS."""
+    return " ".join([f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}", *archive_options(), *extra_options()])
 
 
 def requested(target: str | None) -> str | None:
@@ -95,8 +103,8 @@ def session_config(master: str | None = None) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}",
+        "spark.driver.extraJavaOptions": jvm_options(),
+        "spark.executor.extraJavaOptions": jvm_options(),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.pythonUDF.arrow.enabled": "true",
