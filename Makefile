@@ -53,12 +53,13 @@ spark-cds: venv
 demo: setup
 	$(BIN)/chaosbed demo
 
-# One pytest-xdist worker per core (TEST_WORKERS=N overrides it). Measured on this 2-core kind (2026-12-02, clean
-# clones): 4 workers took as long as 2 (1,268 s against CI's 1,246 s) with more timing failures: the suite is CPU-bound
-# in its JVM, Spark and swarm parts. worksteal rebalances the long netns tests. Clusters never clash between workers
-# (orchestration/host/claims.py), and the Spark checks of every worker share one warm Spark Connect service, which the
-# chaosbed pytest plugin starts on first use and stops when the session ends.
-TEST_WORKERS ?= auto
+# Two pytest-xdist workers per core (TEST_WORKERS=N overrides it). The suite waits more than it computes: its netns,
+# swarm and bisect tests sit out scenario timers and view changes. Measured on this 2-core kind (2026-12-02, clean
+# clones, `bash .ci/run`): 2 workers 1,483 s with the machine 61% busy, 3 workers 973 s (56% busy, after the Spark JVMs
+# started from a class-data archive, analysis/spark_cds.py). worksteal rebalances the long netns tests. Clusters never
+# clash between workers (orchestration/host/claims.py), and the Spark checks of every worker share one warm Spark
+# Connect service, which the chaosbed pytest plugin starts on first use and stops when the session ends.
+TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 test: setup lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 

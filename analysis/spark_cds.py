@@ -82,7 +82,7 @@ def make_archive(timeout: float = DUMP_TIMEOUT) -> Path:
     dump = f"{os.environ.get(OPTIONS_ENV, '')} -XX:ArchiveClassesAtExit={partial}".strip()
     env = dict(os.environ, **{ARCHIVE_ENV: "off", OPTIONS_ENV: dump})
     done = subprocess.run(
-        [sys.executable, "-m", "analysis.spark_cds", "dump"], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "analysis.spark_cds_dump"], env=env, capture_output=True, text=True, timeout=timeout
     )
     if done.returncode != 0:
         raise RuntimeError(f"the dumping session failed: {(done.stderr or done.stdout).strip()[-800:]}")
@@ -97,29 +97,19 @@ def make_archive(timeout: float = DUMP_TIMEOUT) -> Path:
         partial.unlink(missing_ok=True)
         raise RuntimeError(f"the driver (pid {pid}) wrote no archive within {timeout:.0f} s")
     os.replace(partial, path)
+    jars = _spark_jars()
+    if jars is not None and os.environ.get(ARCHIVE_ENV) is None:
+        path.with_suffix(".source").write_text(f"{jars.resolve()}\n")
+        _prune(path.parent)
     return path
 
 
-def dump() -> int:
-    """The dumping session (the child of make_archive): checks a small synthetic run locally, prints its driver's pid
-    and stops; the driver writes the archive when it exits after this process."""
-    import tempfile
-
-    from analysis.pipeline import run_pipeline
-    from analysis.spark import get_spark
-    from analysis.spark_config import LOCAL
-    from analysis.synth import write_run
-
-    with tempfile.TemporaryDirectory(prefix="chaosbed-cds-") as tmp:
-        write_run(Path(tmp) / "run", members=3, rounds=10, inject=("gap",), seed=0)
-        run_pipeline(Path(tmp) / "run", LOCAL)
-        spark = get_spark(LOCAL)
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None  # a local session has its gateway
-        pid = jvm.java.lang.ProcessHandle.current().pid()
-        spark.stop()
-    print(f"driver pid {pid}")
-    return 0
+def _prune(folder: Path) -> None:
+    """Removes the archives of Spark installs that are gone (a deleted checkout's venv): 150 MiB each."""
+    for source in folder.glob("*.source"):
+        if not Path(source.read_text().strip()).is_dir():
+            source.with_suffix(".jsa").unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -132,5 +122,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m analysis.spark_cds: make the archive (make setup); `dump`: its session
-    sys.exit(dump() if sys.argv[1:] == ["dump"] else main())
+if __name__ == "__main__":  # python -m analysis.spark_cds: make the archive (make setup)
+    sys.exit(main())

@@ -70,3 +70,12 @@ def test_a_local_sessions_driver_loads_spark_classes_from_the_archive(tmp_path: 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
+
+
+def test_the_archives_of_spark_installs_that_are_gone_are_pruned(tmp_path: Path) -> None:
+    for name, source in (("gone", tmp_path / "deleted-venv" / "jars"), ("kept", tmp_path)):
+        (tmp_path / f"{name}.jsa").write_bytes(b"x")
+        (tmp_path / f"{name}.source").write_text(f"{source}\n")
+    (tmp_path / "unknown.jsa").write_bytes(b"x")  # no source: not this module's to judge
+    spark_cds._prune(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.jsa", "kept.source", "unknown.jsa"]
