@@ -17,12 +17,14 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from foreign.jgroups.releases import ARTIFACT, GROUP, PROJECT_RELEASES, Release, ReleaseError
 
 M2_ENV = "CHAOSBED_M2_REPO"
 FETCH_TIMEOUT = 300.0  # seconds for one `mvn dependency:get` (its first run also fetches the plugin itself)
+FETCH_JOBS = 4  # Maven runs at once after the first (each mostly waits on the registry)
 
 
 class JarError(RuntimeError):
@@ -76,26 +78,45 @@ def how_to_fetch(release: Release) -> str:
 
 def fetch(release: Release) -> Path:
     """The jar of the release, fetched with Maven if it is not here yet; JarError saying why it cannot be had."""
-    if verified(release):
-        return jar_path(release)
+    return fetch_many([release])[release]
+
+
+def fetch_many(releases: list[Release], jobs: int = FETCH_JOBS) -> dict[Release, Path]:
+    """The jars of the releases, those not here yet fetched with Maven: the first alone (its first run also fetches
+    Maven's dependency plugin), the rest `jobs` at a time, each into its own folder of the local repository (Maven
+    3.8 does not lock it), all under one lock against other processes' fetches. JarError for the first that failed."""
+    wanted = list(dict.fromkeys(releases))
+    if all(verified(r) for r in wanted):
+        return {r: jar_path(r) for r in wanted}
     if shutil.which("mvn") is None:
+        r = next(r for r in wanted if not verified(r))
         raise JarError(
-            f"JGroups {release} is not on this machine ({jar_path(release)}) and there is no `mvn` to fetch it: "
-            "apt-get install maven (make setup does as root), then " + how_to_fetch(release)
+            f"JGroups {r} is not on this machine ({jar_path(r)}) and there is no `mvn` to fetch it: "
+            "apt-get install maven (make setup does as root), then " + how_to_fetch(r)
         )
     lock_dir = local_repository()
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / ".chaosbed-fetch.lock", "a") as lock:  # one fetch at a time (pytest-xdist workers)
+    with open(lock_dir / ".chaosbed-fetch.lock", "a") as lock:  # one batch at a time (pytest-xdist workers)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if verified(release):
-            return jar_path(release)
-        try:
-            proc = subprocess.run(fetch_command(release), capture_output=True, text=True, timeout=FETCH_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise JarError(f"fetching JGroups {release} from Maven Central took over {FETCH_TIMEOUT:g}s") from None
+        missing = [r for r in wanted if not verified(r)]
+        errors = [e for e in [_fetch_one(missing[0])] if e] if missing else []
+        if len(missing) > 1 and not errors:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                errors += [e for e in pool.map(_fetch_one, missing[1:]) if e]
+    if errors:
+        raise JarError(errors[0])
+    return {r: jar_path(r) for r in wanted}
+
+
+def _fetch_one(release: Release) -> str | None:
+    """Runs Maven for one release: None when its verified jar is here afterwards, else why not."""
+    try:
+        proc = subprocess.run(fetch_command(release), capture_output=True, text=True, timeout=FETCH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"fetching JGroups {release} from Maven Central took over {FETCH_TIMEOUT:g}s"
     if proc.returncode == 0 and verified(release):
-        return jar_path(release)
-    raise JarError(_failure(release, proc.stdout + proc.stderr))
+        return None
+    return _failure(release, proc.stdout + proc.stderr)
 
 
 def _failure(release: Release, output: str) -> str:
@@ -141,11 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             print(jar_path(r))
             return 0
         versions = list(args.versions) + (list(PROJECT_RELEASES) if args.project or not args.versions else [])
-        for v in dict.fromkeys(versions):
-            r = Release.parse(v)
-            had = verified(r)
-            path = fetch(r)
-            print(f"JGroups {r}: {path}" + (" (cached)" if had else " (fetched, checksum verified)"))
+        releases = [Release.parse(v) for v in dict.fromkeys(versions)]
+        had = {r for r in releases if verified(r)}
+        for r, path in fetch_many(releases).items():
+            print(f"JGroups {r}: {path}" + (" (cached)" if r in had else " (fetched, checksum verified)"))
         return 0
     except (JarError, ReleaseError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -172,6 +172,29 @@ def test_a_jar_is_fetched_on_first_use_and_verified(tmp_path: Path, monkeypatch:
     assert path.read_bytes() == b"PK\x03\x04 a jar"
 
 
+def test_the_first_jar_is_fetched_alone_then_the_rest_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first Maven run also fetches Maven's dependency plugin, so it runs alone; the later ones overlap (each
+    waits, at most 5 s, until three have started) and every jar is verified."""
+    repo = fake_mvn(tmp_path, monkeypatch, None, jar=b"PK\x03\x04 a jar")
+    script = tmp_path / "bin" / "mvn"
+    log = tmp_path / "mvn.log"
+    body = script.read_text().removeprefix("#!/bin/sh\n")
+    script.write_text(
+        "#!/bin/sh\n"
+        f'v=$(printf "%s\\n" "$@" | sed -n "s/^-Dartifact=org.jgroups:jgroups://p"); echo "start $v" >> {log}\n'
+        f'i=0; while [ "$v" != 5.4.5.Final ] && [ "$(grep -c start {log})" -lt 4 ] && [ $i -lt 50 ]; do '
+        "sleep 0.1; i=$((i+1)); done\n" + body + f'echo "end $v" >> {log}\n'
+    )
+    releases = [Release.parse(v) for v in ("5.4.5", "5.4.6", "5.4.7", "5.4.8")]
+    got = maven.fetch_many(releases, jobs=3)
+    assert list(got) == releases and all(maven.verified(r) for r in releases)
+    assert got[releases[0]] == repo / "org/jgroups/jgroups/5.4.5.Final/jgroups-5.4.5.Final.jar"
+    lines = log.read_text().split("\n")[:-1]
+    assert lines[:2] == ["start 5.4.5.Final", "end 5.4.5.Final"], lines
+    assert [ln.split()[0] for ln in lines[2:5]] == ["start"] * 3, lines  # three at once
+    assert maven.fetch_many(releases) == got and len(log.read_text().split("\n")) == len(lines) + 1  # all cached
+
+
 def test_systems_lists_releases_stacks_and_leave() -> None:
     from orchestration.cli.systems import _LEAVES, _release, _stacks
 
