@@ -7,9 +7,10 @@ A Spark JVM spends most of its start loading and verifying some ten thousand cla
 it. The JVM checks the archive itself (its JDK build, the classpath's jars): one that does not fit is ignored without a
 word (`-Xlog:cds=off`) and the JVM starts as it would without it, so a stale archive costs nothing but the saving.
 
-Measured on the 2-core machine (2026-12-02, a local session's start and a small query): the driver JVM used 18.9 CPU-s
-without the archive, 10.8 with it, and 6.6 with it and `-XX:TieredStopAtLevel=1` (which the test suite adds through
-$CHAOSBED_SPARK_JVM_OPTIONS; chaosbed itself keeps the JIT's defaults, which pay on large histories).
+Measured on the 2-core machine (2026-12-02, the warm-up check of a small synthetic run on a local session, twice
+each): the driver JVM used 12.5 CPU-s and 9.0 s of wall without the archive, 7.1 CPU-s and 5.4 s with it, and
+3.6 CPU-s with it and `-XX:TieredStopAtLevel=1` (which the test suite adds through $CHAOSBED_SPARK_JVM_OPTIONS;
+chaosbed itself keeps the JIT's defaults, whose C2 pays on large histories).
 """
 
 from __future__ import annotations
