@@ -40,14 +40,17 @@ Link = tuple[str, str]  # (source, receiver)
 @dataclass(frozen=True)
 class Onset:
     """A fault's observed onset on one of its links: `observed` is the send time of the first probe it dropped, and
-    `last_through` the send time of the last probe that got through before that one (None: none in the window
-    judged), so the fault took effect in (last_through, observed], give or take a probe's transit time."""
+        `last_through` the send time of the last probe that got through before that one (None: none in the window
+        judged), so the fault took effect in (last_through, observed], give or take a probe's transit time. A probe is
+    stamped just before its `sendto`, and a sender the scheduler stalls there sends it later: `observed_sent_by` is when
+    the first dropped probe's `sendto` returned, so the fault surely acted on a probe sent no earlier than that."""
 
     fault_id: str
     link: Link
     planned: int
     observed: int
     last_through: int | None
+    observed_sent_by: int
 
 
 def drops_probes(record: FaultRecord) -> bool:
@@ -73,6 +76,7 @@ class LinkProbes:
             self.socks[name] = s
         names = list(cluster.members)
         self.sent: dict[Link, list[int]] = {(a, b): [] for a in names for b in names if a != b}  # seq -> send ns
+        self.returned: dict[Link, list[int]] = {link: [] for link in self.sent}  # seq -> ns its sendto returned
         self.got: dict[Link, dict[int, int]] = {link: {} for link in self.sent}  # seq -> receive ns
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._send), threading.Thread(target=self._receive)]
@@ -98,8 +102,9 @@ class LinkProbes:
 
     def onsets(self, faults: Sequence[FaultRecord], now_ns: int) -> dict[str, Onset]:
         """The onsets the probes so far show (see `observed_onsets`)."""
-        sent = {link: list(times) for link, times in self.sent.items()}
-        return observed_onsets(sent, self.got, faults, now_ns)
+        returned = {link: list(times) for link, times in self.returned.items()}  # first: sent is appended first
+        sent = {link: list(times[: len(returned[link])]) for link, times in self.sent.items()}
+        return observed_onsets(sent, self.got, faults, now_ns, returned)
 
     def _send(self) -> None:
         nxt = time.monotonic()
@@ -109,6 +114,7 @@ class LinkProbes:
                 msg = UNICAST3_DATA(len(times), 1, False, _STAMP.pack(now))
                 self.socks[a].sendto(wire.encode_datagram("probe", a, b, [msg]), self.addr[b])
                 times.append(now)
+                self.returned[(a, b)].append(time.monotonic_ns())
             nxt += PROBE_EVERY_S
             time.sleep(max(0.0, nxt - time.monotonic()))
 
@@ -135,20 +141,29 @@ class LinkProbes:
 
 
 def observed_onsets(
-    sent: Mapping[Link, Sequence[int]], got: Mapping[Link, Container[int]], faults: Sequence[FaultRecord], now_ns: int
+    sent: Mapping[Link, Sequence[int]],
+    got: Mapping[Link, Container[int]],
+    faults: Sequence[FaultRecord],
+    now_ns: int,
+    returned: Mapping[Link, Sequence[int]] | None = None,
 ) -> dict[str, Onset]:
     """The observed onset of each planned fault (with a window) that dropped a probe, by fault id: the earliest over
-    its links. `sent[link][seq]` is probe seq's send time, `got[link]` the probes that arrived. On each link only the
-    probes this fault alone can have dropped are judged (`_judged_span`), and none sent within SETTLE_NS of now_ns."""
+    its links. `sent[link][seq]` is probe seq's send time (its stamp), `returned[link][seq]` when its sendto returned
+    (default: the stamp), `got[link]` the probes that arrived. On each link only the probes this fault alone can have
+    dropped are judged (`_judged_span`), and none sent within SETTLE_NS of now_ns."""
     out: dict[str, Onset] = {}
     for record in faults:
         if record.window is None or not drops_probes(record):
             continue
         for link in record.links():
             span = _judged_span(link, record, faults, now_ns)
-            onset = None if span is None else _first_dropped(sent[link], got[link], *span)
-            if onset is not None and (record.id not in out or onset[0] < out[record.id].observed):
-                out[record.id] = Onset(record.id, link, record.window.start, *onset)
+            found = None if span is None else _first_dropped(sent[link], got[link], *span)
+            if found is None:
+                continue
+            seq, last_through = found
+            observed, sent_by = sent[link][seq], (returned or sent)[link][seq]
+            if record.id not in out or observed < out[record.id].observed:
+                out[record.id] = Onset(record.id, link, record.window.start, observed, last_through, sent_by)
     return out
 
 
@@ -175,7 +190,7 @@ def _judged_span(link: Link, record: FaultRecord, faults: Sequence[FaultRecord],
 
 
 def _first_dropped(sent: Sequence[int], got: Container[int], lo: int, hi: int) -> tuple[int, int | None] | None:
-    """(send time of the first probe sent in [lo, hi) that never arrived, of the last one before it that did), or
+    """(seq of the first probe sent in [lo, hi) that never arrived, send time of the last one before it that did), or
     None if every one arrived."""
     last_through = None
     for seq, t in enumerate(sent):
@@ -184,6 +199,6 @@ def _first_dropped(sent: Sequence[int], got: Container[int], lo: int, hi: int) -
         if t >= hi:
             return None
         if seq not in got:
-            return t, last_through
+            return seq, last_through
         last_through = t
     return None

@@ -61,3 +61,16 @@ def test_only_faults_that_drop_probes_and_only_settled_probes_are_judged() -> No
     f = record("f3", "loss", P, None, **{"from": "A", "to": "B", "probability": 1.0})
     assert observed_onsets(SENT, everything_lost, [f], P + SETTLE_NS) == {}  # its probes may still be in flight
     assert observed_onsets(SENT, everything_lost, [f], P + SETTLE_NS + MS)["f3"].observed == P
+
+
+def test_a_probe_stamped_early_but_sent_late_counts_from_when_its_sendto_returned() -> None:
+    """The sender stalled 50 ms between stamping probe P - 47 ms and sending it: the fault dropped it on time."""
+    f = record("f1", "discard", P, None, match="UNICAST3.DATA()", count=1, **{"from": "C", "to": "A"})
+    sent = {link: list(times) for link, times in SENT.items()}
+    returned = {link: list(times) for link, times in SENT.items()}
+    stalled = sent[("C", "A")].index(P - 47 * MS)
+    returned[("C", "A")][stalled] = P + 3 * MS
+    got = arrived({("C", "A"): range(P - 47 * MS, P - 46 * MS)})
+    onset = observed_onsets(sent, got, [f], NOW, returned)["f1"]
+    assert (onset.observed, onset.observed_sent_by) == (P - 47 * MS, P + 3 * MS)
+    assert observed_onsets(sent, got, [f], NOW)["f1"].observed_sent_by == P - 47 * MS  # without: the stamp
