@@ -71,18 +71,10 @@ def main(argv: list[str]) -> int:
 
 def _exit_with(pid: int, stop: Callable[[int, object], None]) -> None:
     """Stops the agent when process `pid` ends (checked by its start time too, so a reused pid does not count)."""
-    import psutil
+    from orchestration.host.leases import process_started, same_process
 
-    try:
-        started = psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        started = None
-    while started is not None:
-        try:
-            if psutil.Process(pid).create_time() != started:
-                break
-        except psutil.NoSuchProcess:
-            break
+    started = process_started(pid)
+    while same_process(pid, started):
         time.sleep(EXIT_WITH_CHECK_S)  # polling a process we cannot wait for (not our child), for the agent's life
     print(json.dumps({"exit_with": pid, "ended": True, "t": time.time()}), flush=True)
     stop(signal.SIGTERM, None)

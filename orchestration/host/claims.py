@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestration.host.filelock import locked
-from orchestration.host.leases import process_started
+from orchestration.host.leases import process_started, same_process
 
 CLAIMS_DIR = Path("/run/chaosbed/.claims" if os.geteuid() == 0 else f"{tempfile.gettempdir()}/chaosbed/.claims")
 
@@ -44,7 +44,7 @@ class Claim:
     state_dir: str
 
     def owner_alive(self) -> bool:
-        return process_started(self.pid) == self.pid_started
+        return same_process(self.pid, self.pid_started)
 
     def live(self, namespace_labels: set[str]) -> bool:
         return self.owner_alive() or Path(self.state_dir).exists() or self.label in namespace_labels

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ import psutil
 
 from node.atomic import write_atomic
 from orchestration.cluster import ClusterError
-from orchestration.host import docker_listing, leases
+from orchestration.host import docker_listing, engine_processes, leases
 from orchestration.host.claims import CLAIMS_DIR
 from orchestration.host.filelock import locked
 
@@ -180,7 +179,7 @@ def _dockerd(state: EngineState) -> psutil.Process | None:
     """Our dockerd, identified by pid AND start time (pids are reused within minutes here)."""
     try:
         proc = psutil.Process(int(state["pid"]))
-        if leases.process_started(proc.pid) != state["started"] or "dockerd" not in proc.name():
+        if not leases.same_process(proc.pid, state["started"]) or "dockerd" not in proc.name():
             return None
         return proc
     except (psutil.NoSuchProcess, KeyError, ValueError):
@@ -278,14 +277,7 @@ def _stop() -> None:
     if proc is not None and "images" in state:
         _remove_new_objects(state)
     if proc is not None:
-        family = [proc, *proc.children(recursive=True)]  # containerd and its shims
-        proc.send_signal(signal.SIGTERM)
-        psutil.wait_procs([proc], timeout=STOP_TIMEOUT)
-        for p in family:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if p.is_running():
-                    p.kill()
-        psutil.wait_procs(family, timeout=10)
+        engine_processes.stop(proc, STOP_TIMEOUT)  # containerd, its shims and their containers too
     _restore_host(state)
     _state_path().unlink(missing_ok=True)
     before, after = state.get("before"), host_snapshot()

@@ -14,13 +14,35 @@ import psutil
 _serial = itertools.count()
 
 
+WALL_CLOCK_TOLERANCE_S = 2.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 def process_started(pid: int) -> float | None:
-    """The process's start time (stable for its life; with the pid, it names one process even when pids are
-    reused), or None if there is no such process."""
+    """The process's start time in seconds since boot (with the pid, it names one process even when pids are reused),
+    or None if there is no such process. Not the wall-clock start time psutil gives by default: that is computed
+    from the boot time the kernel derives from the wall clock, which moves when the clock is set or slewed (and
+    /proc/stat rounds it to a second), so two reads of one process's start could differ, and a live holder looked
+    dead (measured: the tests' Docker engine lost its state and leaked, on a fresh machine)."""
     try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
         return None
+    fields = stat[stat.rindex(b")") + 2 :].split()  # after "pid (comm) ": field 3 (state) on; comm may hold spaces
+    return int(fields[19]) / CLOCK_TICKS  # field 22, starttime: clock ticks after boot (psutil has no public API)
+
+
+def same_process(pid: int, started: float | None) -> bool:
+    """Whether `pid` still names the process that `process_started` gave `started` for. A start time above 1e9 was
+    written by a chaosbed before this one (wall clock, epoch seconds): it is compared within a tolerance."""
+    if started is None:
+        return False
+    if started > 1e9:
+        try:
+            return abs(psutil.Process(pid).create_time() - started) < WALL_CLOCK_TOLERANCE_S
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+    return process_started(pid) == started
 
 
 def take(folder: Path) -> Path:
@@ -41,7 +63,7 @@ def live(folder: Path) -> int:
     count = 0
     for lease in folder.glob("*-*-*-*") if folder.is_dir() else ():
         pid, started, _ = lease.name.split("-", 2)
-        if pid.isdigit() and process_started(int(pid)) == _number(started):
+        if pid.isdigit() and same_process(int(pid), _number(started)):
             count += 1
         else:
             lease.unlink(missing_ok=True)

@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -40,7 +39,8 @@ import psutil
 
 from orchestration.backends.netns import _bridge_without_netfilter, _ip, list_namespaces
 from orchestration.cluster import ClusterError
-from orchestration.host.leases import process_started
+from orchestration.host import engine_processes
+from orchestration.host.leases import process_started, same_process
 
 DATA_ROOT = Path("/var/lib/chaosbed-swarm")
 RUN_DOCKER = Path("/run/docker")
@@ -97,7 +97,7 @@ class Engine:
             return None
         try:
             proc = psutil.Process(self.pid)
-            if process_started(self.pid) != self.started or str(self.data_root) not in " ".join(proc.cmdline()):
+            if not same_process(self.pid, self.started) or str(self.data_root) not in " ".join(proc.cmdline()):
                 return None
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return None
@@ -156,15 +156,7 @@ class Engine:
         if proc is not None:
             with contextlib.suppress(Exception):  # leaving the swarm first: dockerd then stops in a second, not 20
                 self.client(timeout=10).swarm.leave(force=True)
-            with contextlib.suppress(psutil.NoSuchProcess):
-                family = [proc, *proc.children(recursive=True)]  # containerd, its shims, the containers
-                proc.send_signal(signal.SIGTERM)
-                psutil.wait_procs([proc], timeout=STOP_TIMEOUT)
-                for p in family:
-                    with contextlib.suppress(psutil.NoSuchProcess):
-                        if p.is_running():
-                            p.kill()
-                psutil.wait_procs(family, timeout=10)
+            engine_processes.stop(proc, STOP_TIMEOUT)  # containerd, its shims and their containers too
         left = remove_cgroups(self.cgroup)
         shutil.rmtree(self.data_root, ignore_errors=True)
         shutil.rmtree(self.folder, ignore_errors=True)
