@@ -46,6 +46,7 @@ from typing import Any
 SOCKET = "/var/run/docker.sock"
 CAPS = ["SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE"]
 STOP_TIMEOUT = 20  # s: the agent heals and detaches every cluster when it stops
+OWN_CONTAINER_TIMEOUT = 30.0  # s: the engine marks our container running soon after it started it
 AGENT_OF = "chaosbed.agent-of"  # the label of an agent container: its service
 # the agent's namespace names (`ip netns attach`) in a /run/netns of its own: the host's `ip netns` (and `chaosbed
 # down --all` there) never sees them half-alive, and none is left on the host when the agent dies
@@ -120,12 +121,22 @@ def _filters(**kw: str) -> str:
     return urllib.parse.quote(json.dumps({k: [v] for k, v in kw.items()}))
 
 
-def own_container(engine: Engine, task: str) -> dict[str, Any]:
-    """This task's container (by the swarm's task label), inspected."""
-    found = engine.ok("GET", f"/containers/json?filters={_filters(label=f'com.docker.swarm.task.id={task}')}")
-    if not found:
-        raise RuntimeError(f"no container of task {task} on this engine")
-    return engine.ok("GET", f"/containers/{found[0]['Id']}/json")  # type: ignore[no-any-return]
+def own_container(engine: Engine, task: str, timeout: float = OWN_CONTAINER_TIMEOUT) -> dict[str, Any]:
+    """This task's container (by the swarm's task label), inspected once the engine has it running with its pid.
+    The launcher can run before that: the engine records the container as running after its process started (seen
+    under load: a listing of running containers without it), so it is looked up among all and waited for."""
+    deadline = time.monotonic() + timeout
+    query = f"/containers/json?all=1&filters={_filters(label=f'com.docker.swarm.task.id={task}')}"
+    while True:
+        found = engine.ok("GET", query)
+        if found:
+            me: dict[str, Any] = engine.ok("GET", f"/containers/{found[0]['Id']}/json")
+            if me["State"].get("Running") and me["State"].get("Pid"):
+                return me
+        if time.monotonic() > deadline:
+            state = me["State"] if found else "not listed"
+            raise RuntimeError(f"no running container of task {task} on this engine within {timeout:g} s ({state})")
+        time.sleep(0.1)  # polling the engine for our own container's state, with a deadline
 
 
 def remove_leftovers(engine: Engine, service: str) -> None:
