@@ -399,7 +399,7 @@ class SwarmCluster(Cluster):
     def chaos(self) -> SwarmFaultTable:
         endpoints = lambda: {n: m.ip for n, m in self.members.items() if m.ip}  # noqa: E731
         return SwarmFaultTable(self.state_dir, self.label, list(self.members), self.spec.transport, self.agents,
-                               self.clocks, endpoints)  # fmt: skip
+                               self.clocks, endpoints, self.lost)  # fmt: skip
 
     # --- state ----------------------------------------------------------------------------------------------------
 

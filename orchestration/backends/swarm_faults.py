@@ -38,9 +38,11 @@ class SwarmFaultTable:
         agents: Mapping[str, AgentClient],
         clocks: Mapping[str, HostClock],
         endpoints: Callable[[], dict[str, str]],
+        lost: Mapping[str, str] | None = None,
     ) -> None:
         self.state_dir, self.label, self.members, self.transport = Path(state_dir), label, members, transport
         self.agents, self.clocks, self.endpoints = agents, clocks, endpoints
+        self.lost = lost if lost is not None else {}  # host -> why: the orchestrator's lease renewal gave it up
 
     # --- the fault table ------------------------------------------------------------------------------------------
 
@@ -117,7 +119,9 @@ class SwarmFaultTable:
     # --- the swarm's own ----------------------------------------------------------------------------------------------
 
     def push(self, records: Sequence[FaultRecord]) -> None:
-        """The whole table to every host's agent, concurrently; ChaosError naming the hosts that failed."""
+        """The whole table to every host's agent, concurrently; ChaosError naming the hosts that failed. A host the
+        lease renewal already lost fails at once (its agent heals it when the lease runs out): a stopped agent would
+        hold the push for its whole timeout, and the undo's push again."""
         endpoints = self.endpoints()
         docs = [r.to_json() for r in records]
         generation = time.monotonic_ns()  # an agent ignores a push that arrives after a later one
@@ -131,8 +135,12 @@ class SwarmFaultTable:
                 return str(e)
             return None
 
+        lost = {
+            h: why if why.startswith(f"host {h} is lost") else f"host {h} is lost: {why}"
+            for h, why in self.lost.items()
+        }
         with ThreadPoolExecutor(max(1, len(self.agents))) as pool:
-            failed = [e for e in pool.map(one, list(self.agents)) if e]
+            failed = [*lost.values(), *(e for e in pool.map(one, [h for h in self.agents if h not in lost]) if e)]
         if failed:
             raise ChaosError("; ".join(failed))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.fault_table import QueueBypass
-from chaos.faults import FaultRecord
+from chaos.faults import ChaosError, FaultRecord
 from chaos.normalize import normalize
 from orchestration.agent.client import HostClock
 from orchestration.agent.replies import StatsReply, bypass_reply
@@ -94,3 +94,29 @@ def test_a_swarm_clusters_state_gives_back_its_hosts() -> None:
         cluster._restore_network({"placement": {"A": 1}})
     with pytest.raises(TypeError, match="not a host clock"):
         HostClock.from_json({"offset_ns": 1})
+
+
+def test_a_push_fails_at_once_on_a_host_the_lease_renewal_lost_and_still_reaches_the_others(tmp_path: Path) -> None:
+    """A stopped agent would hold a push for its whole timeout (twice: the add, then its undo): a host already lost
+    is not asked, the push names it, and the hosts that answer get the table (and its undo)."""
+    pushed: dict[str, list[int]] = {"h1": [], "h2": []}
+
+    class _Agent:
+        def __init__(self, host: str) -> None:
+            self.host = host
+
+        def request(self, cmd: str, **args: object) -> dict[str, object]:
+            assert self.host != "h2", "a lost host was asked"
+            pushed[self.host].append(len(args["records"]))  # type: ignore[arg-type]
+            return {"ok": True}
+
+    lost = {"h2": "host h2 is lost: its agent at 10.0.0.2:7790 did not answer 'lease' (timed out)"}
+    table = SwarmFaultTable(tmp_path, "cb1", NAMES, "udp", {h: _Agent(h) for h in pushed}, {}, dict, lost)
+    with pytest.raises(ChaosError, match=r"^host h2 is lost: its agent at 10.0.0.2:7790"):
+        table.add("loss", {"from": "C", "to": "B", "probability": 0.5})
+    assert pushed == {"h1": [1, 0], "h2": []}
+    with table._locked() as state:
+        assert state.faults == []
+    lost["h2"] = "host h2: the lease ran out and its agent healed the cluster's faults there"
+    with pytest.raises(ChaosError, match=r"^host h2 is lost: host h2: the lease ran out"):
+        table.add("loss", {"from": "C", "to": "B", "probability": 0.5})
