@@ -22,8 +22,9 @@ def process_started(pid: int) -> float | None:
     """The process's start time in seconds since boot (with the pid, it names one process even when pids are reused),
     or None if there is no such process. Not the wall-clock start time psutil gives by default: that is computed
     from the boot time the kernel derives from the wall clock, which moves when the clock is set or slewed (and
-    /proc/stat rounds it to a second), so two reads of one process's start could differ, and a live holder looked
-    dead (measured: the tests' Docker engine lost its state and leaked, on a fresh machine)."""
+    /proc/stat rounds it to a second), so two reads of one process's start can differ and a live holder look dead.
+    (A leak seen once fits that: the tests' Docker engine left running with no state file and no lease; the clock's
+    move itself was not caught.)"""
     try:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
