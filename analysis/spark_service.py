@@ -451,9 +451,14 @@ def _warm_up_in_child(url: str) -> None:
 # --- the supervisor -----------------------------------------------------------------------------------------------
 
 
-def server_command(home: Path, port: int) -> list[str]:
-    """spark-submit of the Connect server with chaosbed's session settings, bound to 127.0.0.1:port."""
-    conf = session_config(LOCAL) | {
+def server_command(home: Path, port: int, scratch: Path) -> list[str]:
+    """spark-submit of the Connect server with chaosbed's session settings, bound to 127.0.0.1:port, its temporary
+    files (Spark's block manager and artifact dirs, native libraries it unpacks) in `scratch`: the JVM leaves them in
+    /tmp when it is stopped, so the supervisor removes `scratch` instead."""
+    conf = session_config(LOCAL)
+    conf = conf | {
+        "spark.driver.extraJavaOptions": f"{conf.get('spark.driver.extraJavaOptions', '')} -Djava.io.tmpdir={scratch}",
+        "spark.local.dir": str(scratch),
         "spark.app.name": "chaosbed-spark-service",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
@@ -478,9 +483,20 @@ def serve(folder: Path, port: int, idle_timeout: float) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopping.set())
+    scratch = folder / f"scratch-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
-    jvm = subprocess.Popen(server_command(Path(env["SPARK_HOME"]), port), stdin=subprocess.DEVNULL, env=env)
+               SPARK_LOCAL_IP="127.0.0.1", TMPDIR=str(scratch))  # fmt: skip
+    try:
+        jvm = subprocess.Popen(
+            server_command(Path(env["SPARK_HOME"]), port, scratch), stdin=subprocess.DEVNULL, env=env
+        )
+        return _supervise(jvm, folder, port, idle_timeout, stopping)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _supervise(jvm: subprocess.Popen, folder: Path, port: int, idle_timeout: float, stopping: threading.Event) -> int:
     code = code_fingerprint()
     deadline = time.monotonic() + START_TIMEOUT
     while not _accepting(port):

@@ -57,6 +57,7 @@ def assert_gone(pids: list[int], folder: Path) -> None:
     ]
     assert not (folder / "state.json").exists()
     assert spark_service.status() is None
+    assert not list(folder.glob("scratch-*")), "the JVM's temporary files were left"
 
 
 def test_concurrent_starts_share_one_server_and_down_all_stops_it(state: Path) -> None:
@@ -97,6 +98,8 @@ def test_concurrent_starts_share_one_server_and_down_all_stops_it(state: Path) -
 def test_idle_timeout_waits_for_leases_then_stops(state: Path) -> None:
     info = spark_service.start(idle_timeout=3)
     pids = processes(info)
+    scratch = state / f"scratch-{info.pid}"  # Spark's temporary files: here, not in /tmp, and removed at the stop
+    assert scratch.is_dir() and f"-Djava.io.tmpdir={scratch}" in psutil.Process(info.jvm_pid).cmdline()
     with spark_service.lease() as held:  # a check in flight keeps it up past the idle timeout
         assert held == info
         time.sleep(5)  # longer than the idle timeout: what is tested is that nothing happens meanwhile
