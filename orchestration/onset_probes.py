@@ -40,10 +40,10 @@ Link = tuple[str, str]  # (source, receiver)
 @dataclass(frozen=True)
 class Onset:
     """A fault's observed onset on one of its links: `observed` is the send time of the first probe it dropped, and
-        `last_through` the send time of the last probe that got through before that one (None: none in the window
-        judged), so the fault took effect in (last_through, observed], give or take a probe's transit time. A probe is
-    stamped just before its `sendto`, and a sender the scheduler stalls there sends it later: `observed_sent_by` is when
-    the first dropped probe's `sendto` returned, so the fault surely acted on a probe sent no earlier than that."""
+    `last_through` the send time of the last probe that got through before that one (None: none in the window
+    judged), so the fault took effect in (last_through, observed], give or take a probe's transit time. A probe is
+    stamped just before its `sendto`, and a sender the scheduler stalls there sends it later: `observed_sent_by` is
+    when the first dropped probe's `sendto` returned, so the fault surely acted on a probe sent no earlier than that."""
 
     fault_id: str
     link: Link
