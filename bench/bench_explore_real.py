@@ -3,7 +3,7 @@ side) against fresh `chaosbed run`s of the same scenario one after another (the 
 runs them), printed side by side. As root (netns) or with a Docker engine (docker).
 
     python -m bench.bench_explore_real [FILE] [--set K=V ...] [--backend netns|docker] [--schedules N] [-j J ...]
-                                       [--fresh N]
+                                       [--fresh N] [--tap]
 
 Default: scenarios/bugs/unicast2-last-message.toml with its fix set (nearly every schedule passes, so the figure is
 the search's, not the shrink's), 8 schedules at -j 1, 2 and 3, 3 fresh runs. docs/explore.md has the figures.
@@ -31,13 +31,16 @@ DEFAULT_FILE = REPO / "scenarios" / "bugs" / "unicast2-last-message.toml"
 DEFAULT_SETS = ["cluster.properties.unicast2.resend_last_seqno=true"]
 
 
-def searched_per_hour(file: Path, sets: list[str], backend: str, schedules: int, jobs: int) -> tuple[float, int]:
-    """The search's schedules per hour (and its failures) over `schedules` schedules on `jobs` clusters."""
+def searched_per_hour(
+    file: Path, sets: list[str], backend: str, schedules: int, jobs: int, tap: bool = False
+) -> tuple[float, int]:
+    """The search's schedules per hour (and its failures) over `schedules` schedules on `jobs` clusters (`tap`: each
+    run with its wire tap, as the wire-guided search runs them)."""
     base = load_base(file, sets)
     generator = Generator(context_for(scenario_of(base), real=True))
     pool = make_pool(jobs, backend)
     try:
-        result = search(base, generator, SearchSpec(seed=1, schedules=schedules), pool)
+        result = search(base, generator, SearchSpec(seed=1, schedules=schedules), pool, tap=tap)
     finally:
         pool.close()
     return 3600 * result.tried / result.seconds, len(result.failures)
@@ -68,14 +71,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--schedules", type=int, default=8)
     p.add_argument("-j", dest="jobs", type=int, action="append", default=None)
     p.add_argument("--fresh", type=int, default=3)
+    p.add_argument("--tap", action="store_true", help="also each -j with the wire tap on (the guided search's runs)")
     args = p.parse_args(argv)
     sets = args.sets if args.sets is not None else (DEFAULT_SETS if args.file == DEFAULT_FILE else [])
     fresh = fresh_per_hour(args.file, sets, args.backend, args.fresh) if args.fresh else 0.0
     report(f"fresh chaosbed run ({args.backend}, {args.fresh} runs)", fresh, "runs/hour")
     for jobs in args.jobs or [1, 2, 3]:
-        rate, failures = searched_per_hour(args.file, sets, args.backend, args.schedules, jobs)
-        note = f"{rate / fresh:.1f}x fresh; {failures} failure(s)" if fresh else f"{failures} failure(s)"
-        report(f"explore search ({args.backend}, -j {jobs}, {args.schedules} schedules)", rate, "schedules/hour", note)
+        for tap in (False, True) if args.tap else (False,):
+            rate, failures = searched_per_hour(args.file, sets, args.backend, args.schedules, jobs, tap)
+            note = f"{rate / fresh:.1f}x fresh; {failures} failure(s)" if fresh else f"{failures} failure(s)"
+            what = f"explore search ({args.backend}, -j {jobs}, {args.schedules} schedules{', tapped' if tap else ''})"
+            report(what, rate, "schedules/hour", note)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
     from chaos.fault_table import QueueBypass
+    from orchestration.backends.netns_tap import WireTap
     from orchestration.cluster import Cluster
 
 SHIELDED = (signal.SIGINT, signal.SIGTERM)
@@ -111,9 +112,17 @@ def backend_problem(sc: Scenario, backend: str) -> str | None:
     return None
 
 
-def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject], None] | None = None) -> RunOutcome:
+def run(
+    sc: Scenario,
+    backend: str,
+    out: Path,
+    *,
+    on_event: Callable[[JsonObject], None] | None = None,
+    tap: bool = False,
+) -> RunOutcome:
     """Runs the scenario on any backend: start the cluster, wait for the group (membership stacks), run the
-    schedule (orchestration/schedule.py), stop the members gracefully, take the cluster down."""
+    schedule (orchestration/schedule.py), stop the members gracefully, take the cluster down. `tap`: a netns
+    cluster's datagrams are counted by message type while the schedule runs (`wire.jsonl`, chaos/wiretap.py)."""
     from chaos.faults import ChaosError
     from orchestration.cluster import ClusterError
     from orchestration.systems.clusters import forms_group, new_cluster, spec_of
@@ -125,11 +134,16 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
     spec = spec_of(sc.system, sc.members, backend, stack=sc.stack, transport=sc.transport, properties=sc.properties,
                    seed=sc.seed)  # fmt: skip
     cluster = new_cluster(spec, workdir=out)
+    wire_tap: WireTap | None = None
     try:
         cluster.start()
+        if tap:
+            wire_tap = start_wire_tap(cluster, sc, out)
         if forms_group(cluster):  # the schedule starts once the group has formed
             cluster.wait_for_view(timeout=min(30.0, sc.timeout))
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
+        if wire_tap is not None:
+            wire_tap.stop()
         handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
         bypass = cluster.chaos.queue_bypass() if result.planned else {}
         warnings = result.warnings + bypass_warnings(bypass)
@@ -150,7 +164,21 @@ def run(sc: Scenario, backend: str, out: Path, *, on_event: Callable[[JsonObject
         raise ScenarioError(str(e) if str(e).startswith("faults:") else f"{backend}: {found or e}") from None
     finally:
         with deferred_interrupts():
+            if wire_tap is not None:
+                wire_tap.stop()
             cluster.down()
+
+
+def start_wire_tap(cluster: Cluster, sc: Scenario, out: Path) -> WireTap | None:
+    """The run's wire tap, where one can watch this cluster (a netns cluster of a system with a wire profile)."""
+    from orchestration.backends.netns_tap import WIRE_FILE, TapError, start_tap, tap_possible
+
+    if not tap_possible(cluster, sc.system.wire):
+        return None
+    try:
+        return start_tap(cluster, sc.system.wire, out / WIRE_FILE, max_seconds=sc.timeout + 120)  # type: ignore[arg-type]
+    except TapError as e:
+        raise ScenarioError(f"netns: {e}") from None
 
 
 def member_usage(cluster: Cluster) -> dict[str, MemberUsage]:

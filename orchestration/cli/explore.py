@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from orchestration.scenario import Scenario
 
 DEFAULT_BUDGET_S = 600.0
+GUIDES = ("wire", "random")
+DEFAULT_GUIDE = "wire"  # real members: docs/explore.md has guided against random on the same budgets
 REAL_JOBS = 2  # clusters side by side on real members (docs/explore.md: what pays on 2 cores)
 REAL_CONFIRM_RUNS = 10
 
@@ -94,6 +96,13 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--shrink-runs", type=click.IntRange(min=0), default=None, help="runs a shrink may take (300; on real members 60)"
 )
+@click.option(
+    "--guide",
+    type=click.Choice(GUIDES),
+    default=None,
+    help=f"real members: draw schedules at random, or also mutate those that reached something new on the wire "
+    f"({DEFAULT_GUIDE})",
+)
 @click.option("--no-check", is_flag=True, help="leave each failure's run unchecked (chaosbed check DIR does it)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/explore-*")
 @spark_option
@@ -114,6 +123,7 @@ def explore(
     confirm: str | None,
     confirm_runs: int | None,
     shrink_runs: int | None,
+    guide: str | None,
     no_check: bool,
     out: Path | None,
     spark: str | None,
@@ -132,7 +142,7 @@ def explore(
     if soak:
         _soak(scenario_file, backend, budget, kinds, interval, sets, seed, out, spark)
         return
-    real = _search_backend(backend, interval, confirm)
+    real = _search_backend(backend, interval, confirm, guide)
     try:
         sc = load(scenario_file, list(sets))
         if not real:
@@ -161,6 +171,7 @@ def explore(
             spark=spark,
             shrink_runs=(REAL_MAX_RUNS if real else MAX_RUNS) if shrink_runs is None else shrink_runs,
             backend=backend,
+            guide=guide or DEFAULT_GUIDE,
         )
         restore = first_interrupt_only()
         try:
@@ -207,7 +218,7 @@ def _soak(
     run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
 
 
-def _search_backend(backend: str, interval: float | None, confirm: str | None) -> bool:
+def _search_backend(backend: str, interval: float | None, confirm: str | None, guide: str | None = None) -> bool:
     """Whether the search runs on real members; BadParameter for what a search on this backend does not take."""
     if interval is not None:
         raise click.BadParameter("a nemesis round's interval is for a soak (--soak)", param_hint="--interval")
@@ -218,6 +229,9 @@ def _search_backend(backend: str, interval: float | None, confirm: str | None) -
             param_hint="--backend",
         )
     real = backend != "sim"
+    if guide is not None and not real:
+        raise click.BadParameter("the simulator's search draws at random; --guide is for real members (--backend "
+                                 "netns)", param_hint="--guide")  # fmt: skip
     if real and confirm is not None:
         raise click.BadParameter(
             f"a search on {backend} confirms each failure on fresh {backend} clusters; --confirm is for the "
@@ -240,7 +254,7 @@ def _searchable(sc: Scenario) -> Scenario:
 
 
 _SEARCH_ONLY = ("schedules", "jobs", "stop_at_first", "keep_faults", "want", "confirm", "confirm_runs", "shrink_runs",
-                "no_check")  # fmt: skip
+                "no_check", "guide")  # fmt: skip
 
 
 def _refuse_for_soak(backend: str) -> None:

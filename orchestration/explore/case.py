@@ -32,6 +32,10 @@ class CaseResult:
     events: int = 0
     seconds: float = 0.0
     details: tuple[str, ...] = field(default=(), compare=False)
+    # on real members with a wire tap: what the schedule reached (coverage.py's features) and the unicast
+    # (sender, receiver, message type) the wire showed
+    coverage: tuple[str, ...] = field(default=(), compare=False)
+    targets: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     @property
     def failed(self) -> bool:
@@ -44,6 +48,8 @@ class CaseResult:
             "events": self.events,
             "seconds": round(self.seconds, 4),
             "details": list(self.details),
+            "coverage": list(self.coverage),
+            "targets": [list(t) for t in self.targets],
         }
 
     @classmethod
@@ -58,7 +64,16 @@ class CaseResult:
             as_int(doc["events"], "events"),
             as_number(doc["seconds"], "seconds"),
             tuple(as_strs(doc["details"], "details")),
+            tuple(as_strs(doc.get("coverage", []), "coverage")),
+            tuple(_target(t) for t in doc.get("targets", []) or []),  # type: ignore[attr-defined]
         )
+
+
+def _target(value: object) -> tuple[str, str, str]:
+    parts = as_strs(value, "targets")
+    if len(parts) != 3:
+        raise TypeError(f"targets: [sender, receiver, key] expected, not {value!r}")
+    return parts[0], parts[1], parts[2]
 
 
 def scenario_of(raw: TomlTable) -> Scenario:

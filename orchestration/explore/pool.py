@@ -41,18 +41,18 @@ class InlinePool:
 
     def __init__(self, backend: str = "sim") -> None:
         self.backend = backend
-        self.queue: deque[tuple[Hashable, TomlTable, Keep]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool]] = deque()
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
 
-    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE) -> None:
-        self.queue.append((key, raw, keep))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False) -> None:
+        self.queue.append((key, raw, keep, tap))
 
     def pending(self) -> int:
         return len(self.queue)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
-        key, raw, keep = self.queue.popleft()
-        return key, run_job(raw, self.scratch, self.backend, keep)
+        key, raw, keep, tap = self.queue.popleft()
+        return key, run_job(raw, self.scratch, self.backend, keep, tap)
 
     def map(self, raws: list[TomlTable], keeps: list[Keep] | None = None) -> list[CaseResult]:
         keeps = keeps or [REMOVE] * len(raws)
@@ -85,9 +85,9 @@ class _Worker:
         assert self.proc.stdout is not None
         return self.proc.stdout
 
-    def send(self, key: Hashable, raw: TomlTable, wire_id: int, keep: Keep) -> None:
+    def send(self, key: Hashable, raw: TomlTable, wire_id: int, keep: Keep, tap: bool = False) -> None:
         assert self.proc.stdin is not None
-        job = {"id": wire_id, "raw": raw, "keep": keep.path, "keep_always": keep.always}
+        job = {"id": wire_id, "raw": raw, "keep": keep.path, "keep_always": keep.always, "tap": tap}
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.inflight.append(key)
 
@@ -134,15 +134,16 @@ class ProcessPool:
         # a real worker holds one job: a second one waiting would run seconds later on a cluster drawn earlier
         self.prefetch = PREFETCH if backend == "sim" else 1
         self.capacity = jobs * self.prefetch
-        self.queue: deque[tuple[Hashable, TomlTable, Keep]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool]] = deque()
         self.selector = selectors.DefaultSelector()
         for w in self.workers:
             self.selector.register(w.stdout, selectors.EVENT_READ, w)
         self._next_id = 0
         self.ready: deque[tuple[Hashable, CaseResult]] = deque()
 
-    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE) -> None:
-        self.queue.append((key, raw, keep))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False) -> None:
+        """Queues a case; `tap`: on real members, with the wire tap (its result says what it reached)."""
+        self.queue.append((key, raw, keep, tap))
         self._dispatch()
 
     def pending(self) -> int:
@@ -153,9 +154,9 @@ class ProcessPool:
             w = min(self.workers, key=lambda w: len(w.inflight))
             if len(w.inflight) >= self.prefetch:
                 return
-            key, raw, keep = self.queue.popleft()
+            key, raw, keep, tap = self.queue.popleft()
             self._next_id += 1
-            w.send(key, raw, self._next_id, keep)
+            w.send(key, raw, self._next_id, keep, tap)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
         if not self.pending():

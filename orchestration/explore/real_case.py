@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestration.explore.case import CaseResult, scenario_of, sentences
+from orchestration.explore.coverage import coverage_of
 from orchestration.explore.tables import TomlTable
 from orchestration.scenario import ScenarioError
 
@@ -32,8 +33,9 @@ class Keep:
 REMOVE = Keep()  # the run folder is removed
 
 
-def run_real_case(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMOVE) -> CaseResult:
-    """Runs a scenario on a real backend and checks it; a scenario that cannot run (or be checked) is an `error`."""
+def run_real_case(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMOVE, *, tap: bool = False) -> CaseResult:
+    """Runs a scenario on a real backend and checks it; a scenario that cannot run (or be checked) is an `error`.
+    `tap`: the run's wire tap is on (netns) and the result carries what the schedule reached (coverage.py)."""
     from analysis.config import InputError
     from analysis.reference import check_run
     from analysis.schema import RunFolder
@@ -44,10 +46,14 @@ def run_real_case(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMO
     result: CaseResult
     try:
         sc = scenario_of(raw)
-        run(sc, backend, out)
+        run(sc, backend, out, tap=tap)
         res = check_run(RunFolder(out.name, out))
         violated = tuple(sorted({v.check for v in res.violations}))
-        result = CaseResult(violated, None, res.events, time.perf_counter() - t0, sentences(res.violations))
+        cov = coverage_of(out) if tap else None
+        result = CaseResult(
+            violated, None, res.events, time.perf_counter() - t0, sentences(res.violations),
+            tuple(sorted(cov.features)) if cov else (), cov.targets if cov else (),
+        )  # fmt: skip
     except (ScenarioError, InputError) as e:
         result = CaseResult(error=str(e), seconds=time.perf_counter() - t0)
     if not keep.always:

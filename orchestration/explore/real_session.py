@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaos.wire_keys import reader_for
 from orchestration.explore.case import load_base, run_case, scenario_of
 from orchestration.explore.confirm import ConfirmDoc, check_backend, confirm_doc, confirm_line
 from orchestration.explore.finish import MINIMAL, Failure, folder_name, normal_check
 from orchestration.explore.foreign_context import context_for
 from orchestration.explore.generator import Generator
+from orchestration.explore.guide import Guide
 from orchestration.explore.minimal import Provenance, write_minimal
 from orchestration.explore.pool import InlinePool, ProcessPool, make_pool
 from orchestration.explore.progress import Reporter
@@ -48,8 +50,10 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     command = spec.command or command_line(spec)
     pool = make_pool(spec.jobs, spec.backend)
     explored = Explored(SearchResult(0))
+    guide = _guide(spec, base, generator, reporter)
     try:
-        explored.result = search(base, generator, spec.search, pool, reporter.search, keep_root=spec.out / SCHEDULES)
+        explored.result = search(base, generator, spec.search, pool, reporter.search, keep_root=spec.out / SCHEDULES,
+                                 guide=guide)  # fmt: skip
         explored.interrupted = explored.result.interrupted
         r = explored.result
         reporter.say(
@@ -57,6 +61,10 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
             f"({3600 * r.tried / r.seconds if r.seconds else 0:.0f}/hour): {len(r.failures)} failure(s)"
             + (f", {r.errors} could not run (first: {r.error_samples[0]})" if r.errors else "")
         )
+        if r.guided is not None:
+            g = r.guided
+            reporter.say(f"guided by the wire: {g['features']:,} features reached, {g['corpus']} schedules in the "
+                         f"corpus; drawn {', '.join(f'{k} {v}' for k, v in g['drawn'].items())}")  # fmt: skip
         for number, (found, same) in enumerate(to_shrink(r, spec.search.stop_at_first), 1):
             shrunk = _shrink(found, pool, spec, reporter, number, explored)
             failure = _finish(spec, number, found, shrunk, command, pool, reporter, explored)
@@ -69,15 +77,34 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     )
     doc["interrupted"] = explored.interrupted
     doc["backend"], doc["jobs"] = spec.backend, spec.jobs
+    doc["guide"] = "wire" if guide is not None else "random"
+    if explored.result.guided is not None:
+        doc["guided"] = explored.result.guided
     for entry, f in zip(doc["failures"], explored.failures, strict=True):
         if isinstance(f.shrunk, RateShrunk):
             entry["shrink"]["rates"] = [list(x) for x in f.shrunk.rates]
         found_run = spec.out / SCHEDULES / schedule_folder(f.found.index, f.found.seed)
         if found_run.is_dir():
             entry["found_run"] = found_run.relative_to(spec.out).as_posix()
+        if guide is not None:
+            entry["origin"] = f.found.origin
     write_explore_json(spec.out, doc)
     write_index(spec.out, doc)
     return explored
+
+
+def _guide(spec: ExploreSpec, base: TomlTable, generator: Generator, reporter: Reporter) -> Guide | None:
+    """The wire guide, where the search asks for it and a tap can watch the cluster (netns, a system whose wire
+    chaosbed reads); otherwise None, said once."""
+    if spec.guide != "wire":
+        return None
+    sc = scenario_of(base)
+    if spec.backend != "netns" or reader_for(sc.system.wire) is None:
+        why = f"the {spec.backend} backend has no wire tap" if spec.backend != "netns" else (
+            f"system {sc.system.name!r} has no wire profile chaosbed reads")  # fmt: skip
+        reporter.say(f"guide: random ({why}; the wire tap watches netns clusters)")
+        return None
+    return Guide(generator)
 
 
 def _shrink(

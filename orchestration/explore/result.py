@@ -12,7 +12,7 @@ from typing import NotRequired, TypedDict
 from node.atomic import write_atomic
 from orchestration.explore.confirm import ConfirmDoc
 from orchestration.explore.finish import Failure
-from orchestration.explore.search import SearchResult
+from orchestration.explore.search import GuidedDoc, SearchResult
 from orchestration.explore.tables import faults_of
 
 EXPLORE_JSON = "explore.json"
@@ -45,6 +45,7 @@ class FailureDoc(TypedDict):
     same_checks: list[int]
     details: list[str]
     found_run: NotRequired[str]  # real members: the failing schedule's run folder
+    origin: NotRequired[str]  # a guided search: "random", or the mutation the schedule came from
 
 
 class ExploreDoc(TypedDict):
@@ -62,6 +63,8 @@ class ExploreDoc(TypedDict):
     interrupted: bool
     backend: NotRequired[str]  # where the schedules ran (absent: the simulator)
     jobs: NotRequired[int]
+    guide: NotRequired[str]  # real members: "wire" or "random"
+    guided: NotRequired[GuidedDoc]  # a guided search's corpus
 
 
 def failure_doc(f: Failure, root: Path) -> FailureDoc:

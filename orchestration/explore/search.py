@@ -20,9 +20,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from orchestration.explore.case import CaseResult, with_faults
+from orchestration.explore.coverage import Coverage
 from orchestration.explore.generator import Generator
+from orchestration.explore.guide import Guide
 from orchestration.explore.pool import InlinePool, ProcessPool
 from orchestration.explore.real_case import Keep
 from orchestration.explore.tables import TomlTable
@@ -69,6 +72,7 @@ class Found:
     result: CaseResult
     elapsed: float  # seconds since the search started
     tried: int  # schedules finished by then, this one included
+    origin: str = "random"  # a guided search: "random", or the mutation it came from ("shift of #3")
 
 
 @dataclass
@@ -92,6 +96,7 @@ class SearchResult:
     interrupted: bool = False
     seconds: float = 0.0
     error_samples: list[str] = field(default_factory=list)
+    guided: GuidedDoc | None = None  # a guided search's corpus, in numbers
 
 
 @dataclass
@@ -102,8 +107,10 @@ class _State:
     result: SearchResult
     next_index: int = 0
     stopped: bool = False
-    out: dict[int, tuple[int, list[TomlTable], TomlTable]] = field(default_factory=dict)
+    out: dict[int, tuple[int, list[TomlTable], TomlTable, str]] = field(default_factory=dict)
     keep_root: Path | None = None
+    guide: Guide | None = None
+    tap: bool = False
 
     def may_hand_out(self) -> bool:
         s = self.spec
@@ -119,11 +126,15 @@ def search(
     pool: InlinePool | ProcessPool,
     on_progress: Callable[[Progress], None] | None = None,
     keep_root: Path | None = None,
+    guide: Guide | None = None,
+    tap: bool = False,
 ) -> SearchResult:
     """Runs schedules until the budget ends (or the first failure); failures sorted by index. With `keep_root`
-    (real members), a failing schedule's run folder is kept there (`schedule_folder`)."""
+    (real members), a failing schedule's run folder is kept there (`schedule_folder`). `tap`: real runs with the
+    wire tap; `guide`: schedules drawn from its corpus as well (guide.py), fed with what each one reached."""
     st = _State(spec, time.monotonic(), Progress(budget=spec.budget, schedules=spec.schedules), SearchResult(0))
     st.keep_root = keep_root
+    st.guide, st.tap = guide, tap or guide is not None
     st.next_index = spec.first
     try:
         while True:
@@ -140,26 +151,50 @@ def search(
         st.result.interrupted = True
     st.result.failures.sort(key=lambda f: f.index)
     st.result.seconds = time.monotonic() - st.t0
+    if guide is not None:
+        st.result.guided = guided_doc(guide)
     return st.result
+
+
+class GuidedDoc(TypedDict):
+    """explore.json's `guided`: the corpus (schedules kept for reaching something new, by where they came from),
+    the features reached, and the schedules drawn at random and by mutation."""
+
+    corpus: int
+    kept_from: dict[str, int]
+    features: int
+    drawn: dict[str, int]
+
+
+def guided_doc(guide: Guide) -> GuidedDoc:
+    return {
+        "corpus": len(guide.corpus),
+        "kept_from": dict(sorted(guide.origins.items())),
+        "features": len(guide.seen),
+        "drawn": dict(sorted(guide.drawn.items())),
+    }
 
 
 def _hand_out(st: _State, base: TomlTable, generator: Generator, pool: InlinePool | ProcessPool) -> None:
     i = st.next_index
     st.next_index += 1
     seed = schedule_seed(st.spec.seed, i)
-    faults = generator.draw(schedule_rng(seed))
+    rng = schedule_rng(seed)
+    faults, origin = st.guide.next_faults(rng) if st.guide is not None else (generator.draw(rng), "random")
     raw = with_faults(base, faults, seed)
-    st.out[i] = (seed, faults, raw)
+    st.out[i] = (seed, faults, raw, origin)
     if st.keep_root is None:
-        pool.submit(i, raw)
+        pool.submit(i, raw, tap=st.tap)
     else:
-        pool.submit(i, raw, Keep(str(st.keep_root / schedule_folder(i, seed))))
+        pool.submit(i, raw, Keep(str(st.keep_root / schedule_folder(i, seed))), tap=st.tap)
 
 
 def _record(st: _State, index: int, res: CaseResult) -> None:
-    seed, faults, raw = st.out.pop(index)
+    seed, faults, raw, origin = st.out.pop(index)
     r, p = st.result, st.progress
     r.tried += 1
+    if st.guide is not None and res.error is None:
+        st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets), origin)
     p.tried, p.elapsed = r.tried, time.monotonic() - st.t0
     if res.error is not None:
         r.errors += 1
@@ -167,7 +202,7 @@ def _record(st: _State, index: int, res: CaseResult) -> None:
         if len(r.error_samples) < 5:
             r.error_samples.append(f"schedule seed {seed}: {res.error}")
     elif res.failed and (st.spec.want is None or res.violated == st.spec.want):
-        r.failures.append(Found(index, seed, faults, raw, res, p.elapsed, r.tried))
+        r.failures.append(Found(index, seed, faults, raw, res, p.elapsed, r.tried, origin))
         p.failures = len(r.failures)
         if st.spec.stop_at_first:
             st.stopped = True

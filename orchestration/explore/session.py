@@ -49,6 +49,7 @@ class ExploreSpec:
     command: str = ""
     backend: str = "sim"  # netns, docker: schedules run on real members (real_session.py)
     shrink_k: int = 5  # real members: the most runs a shrink candidate gets (real_shrink.py)
+    guide: str = "random"  # real members: "wire" also mutates the schedules that reached something new (guide.py)
 
 
 @dataclass
@@ -76,6 +77,8 @@ def command_line(spec: ExploreSpec) -> str:
         parts += ["--nemesis", ",".join(spec.kinds)]
     if s.want:
         parts += ["--violates", ",".join(s.want)]
+    if spec.backend != "sim":
+        parts += ["--guide", spec.guide]
     for item in spec.sets:
         parts += ["--set", item]
     return shlex.join(parts)

@@ -1,6 +1,7 @@
 """A worker process of explore's pool: `python -m orchestration.explore.worker SCRATCH [BACKEND]`.
 
-Reads one job per line on stdin (`{"id": ..., "raw": {scenario}, "keep": path or null, "keep_always": bool}`), runs
+Reads one job per line on stdin (`{"id": ..., "raw": {scenario}, "keep": path or null, "keep_always": bool,
+"tap": bool}`), runs
 it in the simulator (case.run_case) or on real members of BACKEND (real_case.run_real_case: SIGTERM becomes an
 interrupt, so the cluster under way is taken down), checks it, in the scratch folder given as its argument (the
 pool's, in /dev/shm where there is one: histories never touch the disk; the pool removes it, also when it has to
@@ -33,11 +34,12 @@ def scratch_root() -> Path:
     return SHM if SHM.is_dir() and os.access(SHM, os.W_OK) else Path(tempfile.gettempdir())
 
 
-def run_job(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMOVE) -> CaseResult:
-    """One case: in the simulator (`keep` plays no part), or on real members of `backend`."""
+def run_job(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMOVE, tap: bool = False) -> CaseResult:
+    """One case: in the simulator (`keep` and `tap` play no part), or on real members of `backend` (`tap`: with
+    the wire tap, its result carrying what the schedule reached)."""
     if backend == "sim":
         return run_case(raw, scratch / "run")
-    return run_real_case(raw, scratch / "run", backend, keep)
+    return run_real_case(raw, scratch / "run", backend, keep, tap=tap)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -57,7 +59,7 @@ def main(argv: list[str]) -> None:
         path, always = job.get("keep"), job.get("keep_always") is True
         keep = Keep(path if isinstance(path, str) else None, always)
         try:
-            result = run_job(table(job, "raw"), scratch, backend, keep)
+            result = run_job(table(job, "raw"), scratch, backend, keep, job.get("tap") is True)
         except KeyboardInterrupt:
             return
         sys.stdout.write(json.dumps({"id": job["id"], "result": result.as_json()}) + "\n")

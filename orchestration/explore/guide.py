@@ -1,0 +1,184 @@
+"""The wire-guided search's corpus and mutations: schedules that reached something new (coverage.py's features,
+from the wire and the histories) are kept, and later schedules are drawn from them by a small change, next to plain
+random drawing.
+
+`Guide.next_faults(rng)` gives a schedule's faults and where they came from ("random", or "shift of #3", ...); the
+search hands the case's coverage back with `Guide.record`. Once the corpus holds something, MUTATE of the schedules
+are mutations of a corpus entry, the rest random draws (so the search never narrows to what the corpus knows). An
+entry is picked by its share of features nobody else reached (rarer is likelier), and by few earlier picks.
+
+The mutations keep a schedule valid by touching only network faults (tables with `for`: partitions, splits, loss,
+delay, duplication, reordering, discards); member actions stay where the generator put them (their plan of who is
+down when holds):
+
+- shift: a network fault earlier or later (within the generator's window);
+- stretch: a network fault shorter or longer;
+- drop: a network fault removed (when more than one fault is left);
+- add: one more network move, drawn by the generator;
+- swap: a network fault replaced by a newly drawn one;
+- retarget: a discard aimed at a message type the wire showed on some link, or one such discard added (where the
+  system has a wire profile chaosbed reads).
+
+A guided search is not replayed from its seed alone (which schedule is mutated depends on the order results came
+back in); every schedule's faults are in explore.json and a failure's minimal.toml, which replay as always.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from node.units import parse_duration
+from orchestration.explore.coverage import Coverage
+from orchestration.explore.fairness import unfair_leaves
+from orchestration.explore.generator import Generator, Shape
+from orchestration.explore.plan import secs
+from orchestration.explore.tables import TomlTable
+
+MUTATE = 0.6  # the share of schedules mutated from the corpus once it holds something
+NETWORK = frozenset({"partition", "split", "loss", "delay", "duplicate", "reorder", "discard"})
+OPERATORS = ("shift", "stretch", "drop", "add", "swap", "retarget")
+NOT_TARGETS = frozenset({"tcp", "DATA"})  # keys a discard cannot name
+TRIES = 8
+
+
+@dataclass
+class Entry:
+    faults: list[TomlTable]
+    features: frozenset[str]
+    targets: tuple[tuple[str, str, str], ...]
+    picks: int = 0
+
+
+@dataclass
+class Guide:
+    generator: Generator
+    mutate: float = MUTATE
+    seen: Counter[str] = field(default_factory=Counter)  # feature -> schedules that reached it
+    corpus: list[Entry] = field(default_factory=list)
+    origins: Counter[str] = field(default_factory=Counter)  # what the kept entries came from
+    drawn: Counter[str] = field(default_factory=Counter)  # schedules handed out: random, or by operator
+
+    def next_faults(self, rng: random.Random) -> tuple[list[TomlTable], str]:
+        """The faults of the next schedule and their origin."""
+        if self.corpus and rng.random() < self.mutate:
+            i = self._pick(rng)
+            entry = self.corpus[i]
+            entry.picks += 1
+            for _ in range(TRIES):
+                op = rng.choice(OPERATORS)
+                faults = mutate(self.generator, rng, entry, op)
+                if faults is not None and faults != entry.faults:
+                    self.drawn[op] += 1
+                    return faults, f"{op} of #{i + 1}"
+        self.drawn["random"] += 1
+        return self.generator.draw(rng), "random"
+
+    def record(self, faults: list[TomlTable], coverage: Coverage, origin: str = "random") -> int:
+        """Counts a finished schedule's features; keeps it in the corpus if it reached a new one. Returns how many
+        features were new."""
+        new = [f for f in coverage.features if f not in self.seen]
+        self.seen.update(coverage.features)
+        if new:
+            self.corpus.append(Entry([dict(f) for f in faults], coverage.features, coverage.targets))
+            self.origins[origin.split(" ", 1)[0]] += 1
+        return len(new)
+
+    def _pick(self, rng: random.Random) -> int:
+        weights = [
+            (1.0 + sum(1.0 / self.seen[f] for f in e.features if self.seen[f])) / (1.0 + e.picks) for e in self.corpus
+        ]
+        return rng.choices(range(len(self.corpus)), weights)[0]
+
+
+def _at(f: TomlTable) -> float:
+    return parse_duration(str(f.get("at", "0s")))
+
+
+def _for(f: TomlTable) -> float:
+    return parse_duration(str(f["for"]))
+
+
+def _network(faults: list[TomlTable]) -> list[int]:
+    return [i for i, f in enumerate(faults) if f.get("kind") in NETWORK and "for" in f]
+
+
+def mutate(generator: Generator, rng: random.Random, entry: Entry, op: str) -> list[TomlTable] | None:
+    """The entry's faults changed by one operator (None: the operator does not apply to them)."""
+    faults = [dict(f) for f in entry.faults]
+    net = _network(faults)
+    w0, w1 = generator.window()
+    if op in ("shift", "stretch", "drop", "swap") and not net:
+        return None
+    if op == "shift":
+        f = faults[rng.choice(net)]
+        d = _for(f)
+        f["at"] = secs(min(max(w0, _at(f) + rng.uniform(-1.0, 1.0) * max(0.3, d)), max(w0, w1 - d)))
+    elif op == "stretch":
+        f = faults[rng.choice(net)]
+        f["for"] = secs(min(max(0.05, _for(f) * rng.uniform(0.4, 2.5)), max(0.05, w1 - _at(f))))
+    elif op == "drop":
+        if len(faults) < 2:
+            return None
+        del faults[rng.choice(net)]
+    elif op == "add":
+        faults += _network_move(generator, rng)
+    elif op == "swap":
+        del faults[rng.choice(net)]
+        faults += _network_move(generator, rng)
+    elif op == "retarget" and not _retarget(generator, rng, entry, faults):
+        return None
+    for i in reversed(unfair_leaves(faults, generator.ctx)):
+        del faults[i]
+    return sorted(faults, key=_at)
+
+
+def _network_move(generator: Generator, rng: random.Random) -> list[TomlTable]:
+    """One move of network faults only, drawn by the generator (a member action would need the plan of the rest)."""
+    kinds = {k: w for k, w in generator.weights.items() if k in NETWORK or k in _NETWORK_ROUNDS}
+    if not kinds:
+        return []
+    one = Generator(generator.ctx, kinds, Shape(moves=(1, 1), window=generator.window()))
+    for _ in range(TRIES):
+        faults = one.draw(rng)
+        if faults and all(f.get("kind") in NETWORK for f in faults):
+            return faults
+    return []
+
+
+_NETWORK_ROUNDS = frozenset({"isolate-one", "one-way-isolate", "random-halves", "majority-ring", "bridge", "flapping"})
+
+
+def _retarget(generator: Generator, rng: random.Random, entry: Entry, faults: list[TomlTable]) -> bool:
+    """Aims a discard (an existing one, or a new one) at a (sender, receiver, message type) the wire showed."""
+    ctx = generator.ctx
+    if not ctx.discards or "discard" not in generator.weights:
+        return False
+    targets = [t for t in entry.targets if t[2] not in NOT_TARGETS and _nameable(t[2], ctx.wire)]
+    if not targets:
+        return False
+    src, dst, key = rng.choice(targets)
+    discards = [i for i, f in enumerate(faults) if f.get("kind") == "discard"]
+    if discards and rng.random() < 0.7:
+        f = faults[rng.choice(discards)]
+    else:
+        w0, w1 = generator.window()
+        d = rng.uniform(0.2, min(3.0, max(0.2, w1 - w0)))
+        f = {"at": secs(rng.uniform(w0, max(w0, w1 - d))), "kind": "discard", "for": secs(d)}
+        if rng.random() < 0.5:
+            f["count"] = rng.randint(1, 3)
+        faults.append(f)
+    f["match"], f["from"], f["to"] = f"{key}()", [src], [dst]
+    return True
+
+
+def _nameable(key: str, wire_name: str) -> bool:
+    from chaos.profiles import parse_match
+    from chaos.rules import RuleError
+
+    try:
+        parse_match(f"{key}()", wire_name)
+    except (RuleError, ValueError, KeyError):
+        return False
+    return True

@@ -1,0 +1,93 @@
+"""The wire tap and the wire-guided search on netns, for chaosbed's own member and the real JGroups 5 jar:
+
+- a tapped run's wire.jsonl counts what the members sent, by message type, as their histories say they sent it
+  (A's UNICAST2.DATA to B: each message A sent, retransmissions and the one the discard rule dropped at B included);
+- on JGroups 5 it shows the protocol at work across a split and its heal (MERGE3, GMS merge messages), and the
+  coverage places them against the split;
+- `chaosbed explore --backend netns --guide wire` records a corpus and mutates it; no tap outlives its run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestration.explore.coverage import coverage_of
+from orchestration.runner import run
+from orchestration.scenario import load
+from tests.clusters import chaos_tests, clusters_under
+from tests.netns.test_explore_real import explore
+
+pytestmark = [*chaos_tests(nfqueue=True), pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BUG = REPO / "scenarios" / "bugs" / "unicast2-last-message.toml"
+SPLIT = REPO / "scenarios" / "jgroups5-split-heal.toml"
+
+
+def wire_counts(out: Path) -> dict[tuple[str, str, str], int]:
+    counts: dict[tuple[str, str, str], int] = {}
+    lines = [json.loads(x) for x in (out / "wire.jsonl").read_text().splitlines()]
+    assert lines[-1]["event"] == "end" and lines[-1]["kernel_drops"] == 0, lines[-1]
+    for d in lines[:-1]:
+        counts[(d["src"], d["dst"], d["key"])] = counts.get((d["src"], d["dst"], d["key"]), 0) + d["n"]
+    return counts
+
+
+def taps_running(folder: Path) -> list[int]:
+    """Pids of wire taps writing into `folder` (read from /proc; nothing is signalled)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"chaos.wiretap" in cmd and any(str(folder).encode() in c for c in cmd):
+            out.append(int(pid))
+    return out
+
+
+def test_a_tapped_run_counts_what_the_members_sent(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(load(BUG, ["cluster.properties.unicast2.resend_last_seqno=false"]), "netns", out, tap=True)
+    history = [json.loads(x) for x in (out / "history" / "A.jsonl").read_text().splitlines()]
+    sent = sum(1 for e in history if e["event"] == "send" and e.get("dest") == "B")
+    xmits = sum(1 for e in history if e["event"] == "xmit")
+    assert sent == 100
+    counts = wire_counts(out)
+    data = counts[("A", "B", "UNICAST2.DATA")]
+    assert sent <= data <= sent + xmits + 5, (data, sent, xmits)  # + a few resends of the highest seqno
+    assert counts.get(("B", "A", "UNICAST2.XMIT_REQ"), 0) >= 1, "B asked for #50 once #51 showed the gap"
+    assert not any(k[0] == "B" and k[2] == "UNICAST2.DATA" for k in counts), "B sent no data"
+    assert taps_running(tmp_path) == []
+
+
+def test_the_tap_shows_a_jgroups5_split_and_merge(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(load(SPLIT), "netns", out, tap=True)
+    counts = wire_counts(out)
+    keys = {k for _, _, k in counts}
+    assert {"MERGE3.INFO", "GMS.MERGE_REQ", "GMS.MERGE_RSP", "GMS.INSTALL_MERGE_VIEW", "NAKACK2.MSG"} <= keys, keys
+    cov = coverage_of(out)
+    assert "view shrink split-during" in cov.features and any(f.startswith("view merge split-") for f in cov.features)
+    assert any(f.startswith("wire split during cut ") for f in cov.features)
+    assert taps_running(tmp_path) == []
+
+
+def test_a_guided_search_keeps_a_corpus_and_mutates_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "x"
+    code, text = explore(tmp_path, monkeypatch, BUG, "--set", "cluster.properties.unicast2.resend_last_seqno=true",
+                         "--backend", "netns", "--guide", "wire", "--schedules", "6", "-j", "2", "--shrink-runs", "0",
+                         "--confirm-runs", "1", "--no-check", "--out", out)  # fmt: skip
+    assert code in (0, 1), text
+    doc = json.loads((out / "explore.json").read_text())
+    assert doc["guide"] == "wire" and "--guide wire" in doc["command"]
+    guided = doc["guided"]
+    assert guided["features"] > 0 and 1 <= guided["corpus"] <= 6
+    assert sum(guided["drawn"].values()) == 6 and guided["drawn"]["random"] >= 1
+    assert sum(guided["kept_from"].values()) == guided["corpus"]
+    assert "guided by the wire:" in text
+    assert all("origin" in f for f in doc["failures"])
+    assert clusters_under(tmp_path) == [] and taps_running(tmp_path) == []

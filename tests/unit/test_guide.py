@@ -1,0 +1,117 @@
+"""orchestration/explore/guide.py: the corpus keeps what reached a new feature; every mutation of a drawn schedule is
+a valid scenario (chaosbed's own member and JGroups 5), touches network faults only, and a retarget aims a discard
+at a (sender, receiver, message type) the wire showed."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from orchestration.explore.case import load_base, scenario_of, with_faults
+from orchestration.explore.coverage import Coverage
+from orchestration.explore.foreign_context import context_for
+from orchestration.explore.generator import Generator
+from orchestration.explore.guide import NETWORK, OPERATORS, Entry, Guide, mutate
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = [REPO / "scenarios" / "partition-heal.toml", REPO / "scenarios" / "jgroups5-split-heal.toml"]
+
+
+def generator_of(path: Path) -> tuple[dict[str, object], Generator]:
+    base = load_base(path)
+    return base, Generator(context_for(scenario_of(base), real=True))
+
+
+def test_the_corpus_keeps_a_schedule_only_when_it_reached_something_new() -> None:
+    _, gen = generator_of(FILES[0])
+    guide = Guide(gen)
+    faults = gen.draw(random.Random(1))
+    assert guide.record(faults, Coverage(frozenset({"a", "b"}))) == 2
+    assert guide.record(faults, Coverage(frozenset({"b"}))) == 0
+    assert guide.record(faults, Coverage(frozenset({"b", "c"})), "shift of #1") == 1
+    assert len(guide.corpus) == 2 and dict(guide.origins) == {"random": 1, "shift": 1}
+    assert guide.seen == {"a": 1, "b": 3, "c": 1}
+
+
+def test_without_a_corpus_every_schedule_is_drawn_at_random() -> None:
+    _, gen = generator_of(FILES[0])
+    guide = Guide(gen)
+    for seed in range(20):
+        faults, origin = guide.next_faults(random.Random(seed))
+        assert origin == "random" and faults == gen.draw(random.Random(seed))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_mutation_is_a_valid_scenario_that_moves_network_faults_only(path: Path) -> None:
+    base, gen = generator_of(path)
+    applied = dict.fromkeys(OPERATORS, 0)
+    for seed in range(60):
+        rng = random.Random(seed)
+        parent = gen.draw(rng)
+        entry = Entry(parent, frozenset(), (("A", "B", "UNICAST3.ACK"), ("B", "A", "tcp")))
+        for op in OPERATORS:
+            child = mutate(gen, rng, entry, op)
+            if child is None:
+                continue
+            applied[op] += 1
+            scenario_of(with_faults(base, child, seed))  # raises ScenarioError if invalid
+            others = [f for f in parent if f.get("kind") not in NETWORK]
+            assert [f for f in child if f.get("kind") not in NETWORK] == [f for f in others if f in child]
+    assert all(n > 0 for n in applied.values()), applied
+
+
+def test_a_retarget_aims_a_discard_at_a_message_the_wire_showed() -> None:
+    _, gen = generator_of(FILES[1])
+    entry = Entry([], frozenset(), (("A", "B", "tcp"), ("C", "A", "UNICAST3.ACK"), ("B", "C", "DATA")))
+    for seed in range(10):
+        child = mutate(gen, random.Random(seed), entry, "retarget")
+        assert child is not None
+        (discard,) = [f for f in child if f["kind"] == "discard"]
+        assert (discard["match"], discard["from"], discard["to"]) == ("UNICAST3.ACK()", ["C"], ["A"])
+
+
+def test_once_there_is_a_corpus_schedules_are_also_mutated() -> None:
+    _, gen = generator_of(FILES[0])
+    guide = Guide(gen)
+    guide.record(gen.draw(random.Random(3)), Coverage(frozenset({"x"})))
+    origins = [guide.next_faults(random.Random(seed))[1] for seed in range(50)]
+    mutated = [o for o in origins if o != "random"]
+    assert 15 <= len(mutated) <= 45 and all(o.endswith(" of #1") for o in mutated)
+    assert sum(guide.drawn.values()) == 50
+
+
+def test_the_cli_refuses_a_guide_for_the_simulator_and_a_soak(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from orchestration.cli.main import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[cluster]\nmembers = 3\n[[workload]]\nkind = "unicast"\nfrom = "A"\nto = "B"\nrate = 5\n')
+    result = CliRunner().invoke(main, ["explore", str(scenario), "--guide", "wire", "--schedules", "1"])
+    assert result.exit_code == 2 and "--guide is for real members" in result.output
+    result = CliRunner().invoke(main, ["explore", str(scenario), "--soak", "--backend", "netns", "--guide", "random"])
+    assert result.exit_code == 2 and "--guide is for a search" in result.output
+
+
+def test_where_no_tap_can_watch_the_search_draws_at_random_and_says_so(tmp_path: Path) -> None:
+    from orchestration.explore.real_session import _guide
+    from orchestration.explore.search import SearchSpec
+    from orchestration.explore.session import ExploreSpec
+
+    said: list[str] = []
+
+    class Say:
+        def say(self, text: str) -> None:
+            said.append(text)
+
+    def guide_for(path: Path, backend: str, guide: str = "wire") -> object:
+        base, gen = generator_of(path)
+        spec = ExploreSpec(path, tmp_path, SearchSpec(schedules=1), backend=backend, guide=guide)
+        return _guide(spec, base, gen, Say())  # type: ignore[arg-type]
+
+    assert isinstance(guide_for(FILES[0], "netns"), Guide) and isinstance(guide_for(FILES[1], "netns"), Guide)
+    assert guide_for(FILES[0], "netns", "random") is None and said == []
+    assert guide_for(FILES[0], "docker") is None
+    assert said == ["guide: random (the docker backend has no wire tap; the wire tap watches netns clusters)"]
