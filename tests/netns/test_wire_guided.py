@@ -71,7 +71,9 @@ def test_the_tap_shows_a_jgroups5_split_and_merge(tmp_path: Path) -> None:
     keys = {k for _, _, k in counts}
     assert {"MERGE3.INFO", "GMS.MERGE_REQ", "GMS.MERGE_RSP", "GMS.INSTALL_MERGE_VIEW", "NAKACK2.MSG"} <= keys, keys
     cov = coverage_of(out)
-    assert "view shrink split-during" in cov.features and any(f.startswith("view merge split-") for f in cov.features)
+    # failure detection takes seconds: the shrink comes during the 3 s split or just after it, the merge later
+    assert {f for f in cov.features if f.startswith("view shrink split-")}, cov.features
+    assert {f for f in cov.features if f.startswith("view merge split-")}, cov.features
     assert any(f.startswith("wire split during cut ") for f in cov.features)
     assert taps_running(tmp_path) == []
 
