@@ -5,7 +5,8 @@ Schedule i of a search with seed S has its own seed, `schedule_seed(S, i)`, whic
 that one number, and replays from it. Schedules are handed out in index order and a failure counts by its index,
 so the same seed finds the same first failure whatever the number of workers: with --stop-at-first, the search
 stops handing out schedules at the first failure and waits for those already out, and the failure with the lowest
-index is the first one.
+index is the first one. A guided search (`guide`, guide.py) draws from the same seeds but mutates what earlier results
+put in its corpus, so it is not replayed from its seed alone; its failures keep their faults (and minimal.toml).
 
 The budget is a number of schedules (`schedules`: indices below it), a time (`budget`, seconds) or both (whichever
 ends first); `first` starts at a later index (a search going on past a failure it has dealt with).
