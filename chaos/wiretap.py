@@ -41,6 +41,7 @@ RCVBUF = 8 << 20
 POLL_S = 0.25
 _STATS = struct.Struct("II")  # struct tpacket_stats: tp_packets, tp_drops
 TCP_KEY = "tcp"
+WIRE_FILE = "wire.jsonl"  # its file in a run folder (orchestration/backends/netns_tap.py, explore/coverage.py)
 
 
 class Tally:

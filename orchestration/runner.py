@@ -171,7 +171,8 @@ def run(
 
 def start_wire_tap(cluster: Cluster, sc: Scenario, out: Path) -> WireTap | None:
     """The run's wire tap, where one can watch this cluster (a netns cluster of a system with a wire profile)."""
-    from orchestration.backends.netns_tap import WIRE_FILE, TapError, start_tap, tap_possible
+    from chaos.wiretap import WIRE_FILE
+    from orchestration.backends.netns_tap import TapError, start_tap, tap_possible
 
     if not tap_possible(cluster, sc.system.wire):
         return None

@@ -113,7 +113,7 @@ class HandlerProcess(HandlerClient):
             if stderr is not None:
                 stderr.close()
         try:
-            info = _ready_line(proc, timeout)
+            info = ready_line(proc, timeout)
             if not info.get("ready"):
                 reason = info.get("error") or _log_tail(log) or f"no ready line within {timeout:g} s"
                 raise HandlerStartError(reason)
@@ -145,8 +145,9 @@ class HandlerProcess(HandlerClient):
         return self.proc.poll() is None
 
 
-def _ready_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
-    """The handler's first stdout line as JSON ({} if none came within timeout). Closes the pipe: the handler writes
+def ready_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+    """A helper process's first stdout line as JSON ({} if none came within timeout): the NFQUEUE handler's, the wire
+    tap's (orchestration/backends/netns_tap.py). Closes the pipe: the process writes
     nothing after it, and one that outlives us must not hold a pipe to a reader that is gone."""
     assert proc.stdout is not None
     line = b""

@@ -5,17 +5,16 @@ The tap is a child of this process and ends with it (it watches its parent), bef
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.nfqueue.client import ready_line
 from chaos.wire_keys import reader_for
 from orchestration.backends.netns import NetnsCluster
 
-WIRE_FILE = "wire.jsonl"
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 
@@ -56,28 +55,12 @@ def start_tap(cluster: NetnsCluster, wire: str, out: Path, max_seconds: float) -
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)  # its stderr is ours: a bug shows
     tap = WireTap(proc, out)
     try:
-        line = _ready_line(proc)
+        line = ready_line(proc, READY_TIMEOUT_S)
     except BaseException:
         tap.stop()
         raise
     if not line.get("ready"):
         tap.stop()
-        raise TapError(f"the wire tap did not start: {line.get('error') or 'no ready line'}")
+        why = line.get("error") or f"no ready line within {READY_TIMEOUT_S:g} s"
+        raise TapError(f"the wire tap did not start: {why}")
     return tap
-
-
-def _ready_line(proc: subprocess.Popen[bytes]) -> dict[str, object]:
-    import selectors
-
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(READY_TIMEOUT_S):
-            return {"error": f"no ready line within {READY_TIMEOUT_S:g} s"}
-    raw = proc.stdout.readline()
-    proc.stdout.close()
-    try:
-        doc = json.loads(raw) if raw else {}
-    except json.JSONDecodeError:
-        return {"error": f"not a ready line: {raw[:200]!r}"}
-    return doc if isinstance(doc, dict) else {}

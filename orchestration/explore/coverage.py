@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.wiretap import WIRE_FILE
+
 HEAL_S = 2.0
-WIRE_FILE = "wire.jsonl"
 NETWORK_ACTIONS = {"kill": "restart", "pause": "resume"}  # a member action's window ends at its counterpart
 POINT_ACTIONS = ("leave", "close-connection")  # no counterpart: the window is HEAL_S after the action
 
@@ -54,7 +55,6 @@ class Coverage:
     targets: tuple[tuple[str, str, str], ...] = ()
     datagrams: int = 0
     tapped: bool = False  # a wire tap's file was there
-    notes: list[str] = field(default_factory=list)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
