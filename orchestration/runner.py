@@ -24,7 +24,7 @@ from chaos.faults import FaultRecord, JsonObject
 from node.atomic import write_atomic
 from orchestration.host.os_errors import os_problem
 from orchestration.scenario import NETWORK_FAULTS, Scenario, ScenarioError
-from orchestration.schedule import run_schedule
+from orchestration.schedule import ScheduleResult, run_schedule
 from orchestration.toml_text import toml_document
 
 if TYPE_CHECKING:
@@ -144,19 +144,9 @@ def run(
         result = run_schedule(cluster, sc, out / "faults.jsonl", on_event=on_event)
         if wire_tap is not None:
             wire_tap.stop()
-        handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
-        bypass = cluster.chaos.queue_bypass() if result.planned else {}
-        warnings = result.warnings + bypass_warnings(bypass)
-        unknown = {m: b.unknown_shapes for m, b in bypass.items() if b.unknown_shapes}
         usage = member_usage(cluster) if backend != "sim" and sc.system.control else {}
+        outcome = schedule_outcome(cluster, sc, out, result, usage)
         cluster.stop_members()
-        # a member without control runs its own workload: the timeout is the end of its run, not a violation
-        ended = result.settled or not sc.system.control
-        extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
-        ran = {"name": sc.system.name, "stack": sc.stack}
-        if sc.system.release:
-            ran["release"] = sc.system.release
-        outcome = RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran, unknown)
         write_outcome(outcome)
         return outcome
     except (ChaosError, ClusterError, OSError) as e:  # OSError: a member's control endpoint went away, a full disk
@@ -167,6 +157,24 @@ def run(
             if wire_tap is not None:
                 wire_tap.stop()
             cluster.down()
+
+
+def schedule_outcome(
+    cluster: Cluster, sc: Scenario, out: Path, result: ScheduleResult, usage: dict[str, MemberUsage]
+) -> RunOutcome:
+    """What the runner observed of a schedule it ran on the cluster (outcome.json's content): its own `timeout`,
+    late member actions, warnings, what the discard rules acted on. Read before the members stop."""
+    handled = [f for f in cluster.chaos.faults() if f.handled] if result.planned else []
+    bypass = cluster.chaos.queue_bypass() if result.planned else {}
+    warnings = result.warnings + bypass_warnings(bypass)
+    unknown = {m: b.unknown_shapes for m, b in bypass.items() if b.unknown_shapes}
+    # a member without control runs its own workload: the timeout is the end of its run, not a violation
+    ended = result.settled or not sc.system.control
+    extra = [] if ended else [timeout_violation(_TIMEOUT_DETAIL.format(timeout=sc.timeout))]
+    ran = {"name": sc.system.name, "stack": sc.stack}
+    if sc.system.release:
+        ran["release"] = sc.system.release
+    return RunOutcome(out, not result.settled, extra, result.late, handled, warnings, usage, ran, unknown)
 
 
 def start_wire_tap(cluster: Cluster, sc: Scenario, out: Path) -> WireTap | None:

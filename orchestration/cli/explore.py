@@ -103,6 +103,13 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
     help=f"real members: draw schedules at random, or also mutate those that reached something new on the wire "
     f"({DEFAULT_GUIDE})",
 )
+@click.option(
+    "--warm",
+    type=click.IntRange(min=0),
+    default=None,
+    help="real members: run schedule after schedule on a warm cluster, started afresh every K (0: a fresh cluster "
+    "each, the default); a failure found warm is confirmed on a fresh cluster",
+)
 @click.option("--no-check", is_flag=True, help="leave each failure's run unchecked (chaosbed check DIR does it)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="default: runs/explore-*")
 @spark_option
@@ -124,6 +131,7 @@ def explore(
     confirm_runs: int | None,
     shrink_runs: int | None,
     guide: str | None,
+    warm: int | None,
     no_check: bool,
     out: Path | None,
     spark: str | None,
@@ -142,7 +150,7 @@ def explore(
     if soak:
         _soak(scenario_file, backend, budget, kinds, interval, sets, seed, out, spark)
         return
-    real = _search_backend(backend, interval, confirm, guide)
+    real = _search_backend(backend, interval, confirm, guide, warm)
     try:
         sc = load(scenario_file, list(sets))
         if not real:
@@ -172,6 +180,7 @@ def explore(
             shrink_runs=(REAL_MAX_RUNS if real else MAX_RUNS) if shrink_runs is None else shrink_runs,
             backend=backend,
             guide=guide or DEFAULT_GUIDE,
+            warm=warm or 0,
         )
         restore = first_interrupt_only()
         try:
@@ -218,7 +227,9 @@ def _soak(
     run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
 
 
-def _search_backend(backend: str, interval: float | None, confirm: str | None, guide: str | None = None) -> bool:
+def _search_backend(
+    backend: str, interval: float | None, confirm: str | None, guide: str | None = None, warm: int | None = None
+) -> bool:
     """Whether the search runs on real members; BadParameter for what a search on this backend does not take."""
     if interval is not None:
         raise click.BadParameter("a nemesis round's interval is for a soak (--soak)", param_hint="--interval")
@@ -232,6 +243,12 @@ def _search_backend(backend: str, interval: float | None, confirm: str | None, g
     if guide is not None and not real:
         raise click.BadParameter("the simulator's search draws at random; --guide is for real members (--backend "
                                  "netns)", param_hint="--guide")  # fmt: skip
+    if warm and not real:
+        raise click.BadParameter("the simulator starts no cluster; --warm is for real members (--backend netns or "
+                                 "docker)", param_hint="--warm")  # fmt: skip
+    if warm and guide == "wire":
+        raise click.BadParameter("a wire-guided schedule runs on a fresh cluster with its tap; leave out --warm or "
+                                 "--guide wire", param_hint="--warm")  # fmt: skip
     if real and confirm is not None:
         raise click.BadParameter(
             f"a search on {backend} confirms each failure on fresh {backend} clusters; --confirm is for the "
@@ -254,7 +271,7 @@ def _searchable(sc: Scenario) -> Scenario:
 
 
 _SEARCH_ONLY = ("schedules", "jobs", "stop_at_first", "keep_faults", "want", "confirm", "confirm_runs", "shrink_runs",
-                "no_check", "guide")  # fmt: skip
+                "no_check", "guide", "warm")  # fmt: skip
 
 
 def _refuse_for_soak(backend: str) -> None:

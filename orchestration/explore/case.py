@@ -36,6 +36,9 @@ class CaseResult:
     # (sender, receiver, message type) the wire showed
     coverage: tuple[str, ...] = field(default=(), compare=False)
     targets: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
+    # a search with warm clusters (warm.py): "warm" (ran on one), "warm-confirmed" / "warm-unconfirmed: CHECKS" (a
+    # warm failure rerun fresh: this is the fresh result), "warm-leaked", "warm-error: ..." (rerun fresh); "" fresh
+    warm: str = field(default="", compare=False)
 
     @property
     def failed(self) -> bool:
@@ -50,6 +53,7 @@ class CaseResult:
             "details": list(self.details),
             "coverage": list(self.coverage),
             "targets": [list(t) for t in self.targets],
+            "warm": self.warm,
         }
 
     @classmethod
@@ -66,6 +70,7 @@ class CaseResult:
             tuple(as_strs(doc["details"], "details")),
             tuple(as_strs(doc.get("coverage", []), "coverage")),
             tuple(_target(t) for t in doc.get("targets", []) or []),  # type: ignore[attr-defined]
+            str(doc.get("warm", "")),
         )
 
 

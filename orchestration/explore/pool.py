@@ -23,7 +23,7 @@ from typing import IO
 from orchestration.explore.case import CaseResult
 from orchestration.explore.real_case import REMOVE, Keep
 from orchestration.explore.tables import TomlTable, as_table, table
-from orchestration.explore.worker import run_job, scratch_root
+from orchestration.explore.worker import WarmRunners, run_job, scratch_root
 
 PREFETCH = 2  # jobs a worker holds at once: the next one is there when it finishes one
 STOP_WAIT_S = 5.0
@@ -41,18 +41,19 @@ class InlinePool:
 
     def __init__(self, backend: str = "sim") -> None:
         self.backend = backend
-        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool, int]] = deque()
         self.scratch = Path(tempfile.mkdtemp(prefix="chaosbed-explore-", dir=scratch_root()))
+        self.warm = WarmRunners(self.scratch, backend)
 
-    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False) -> None:
-        self.queue.append((key, raw, keep, tap))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False, warm: int = 0) -> None:
+        self.queue.append((key, raw, keep, tap, warm))
 
     def pending(self) -> int:
         return len(self.queue)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
-        key, raw, keep, tap = self.queue.popleft()
-        return key, run_job(raw, self.scratch, self.backend, keep, tap)
+        key, raw, keep, tap, warm = self.queue.popleft()
+        return key, run_job(raw, self.scratch, self.backend, keep, tap, self.warm.get(warm))
 
     def map(self, raws: list[TomlTable], keeps: list[Keep] | None = None) -> list[CaseResult]:
         keeps = keeps or [REMOVE] * len(raws)
@@ -60,6 +61,7 @@ class InlinePool:
 
     def close(self, *, now: bool = False) -> None:
         self.queue.clear()
+        self.warm.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -85,9 +87,9 @@ class _Worker:
         assert self.proc.stdout is not None
         return self.proc.stdout
 
-    def send(self, key: Hashable, raw: TomlTable, wire_id: int, keep: Keep, tap: bool = False) -> None:
+    def send(self, key: Hashable, raw: TomlTable, wire_id: int, keep: Keep, tap: bool = False, warm: int = 0) -> None:
         assert self.proc.stdin is not None
-        job = {"id": wire_id, "raw": raw, "keep": keep.path, "keep_always": keep.always, "tap": tap}
+        job = {"id": wire_id, "raw": raw, "keep": keep.path, "keep_always": keep.always, "tap": tap, "warm": warm}
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.inflight.append(key)
 
@@ -134,16 +136,17 @@ class ProcessPool:
         # a real worker holds one job: a second one waiting would run seconds later on a cluster drawn earlier
         self.prefetch = PREFETCH if backend == "sim" else 1
         self.capacity = jobs * self.prefetch
-        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool]] = deque()
+        self.queue: deque[tuple[Hashable, TomlTable, Keep, bool, int]] = deque()
         self.selector = selectors.DefaultSelector()
         for w in self.workers:
             self.selector.register(w.stdout, selectors.EVENT_READ, w)
         self._next_id = 0
         self.ready: deque[tuple[Hashable, CaseResult]] = deque()
 
-    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False) -> None:
-        """Queues a case; `tap`: on real members, with the wire tap (its result says what it reached)."""
-        self.queue.append((key, raw, keep, tap))
+    def submit(self, key: Hashable, raw: TomlTable, keep: Keep = REMOVE, *, tap: bool = False, warm: int = 0) -> None:
+        """Queues a case; `tap`: on real members, with the wire tap (its result says what it reached); `warm` > 0:
+        on a worker's warm cluster, started afresh every `warm` schedules (warm.py)."""
+        self.queue.append((key, raw, keep, tap, warm))
         self._dispatch()
 
     def pending(self) -> int:
@@ -154,9 +157,9 @@ class ProcessPool:
             w = min(self.workers, key=lambda w: len(w.inflight))
             if len(w.inflight) >= self.prefetch:
                 return
-            key, raw, keep, tap = self.queue.popleft()
+            key, raw, keep, tap, warm = self.queue.popleft()
             self._next_id += 1
-            w.send(key, raw, self._next_id, keep, tap)
+            w.send(key, raw, self._next_id, keep, tap, warm)
 
     def next_result(self) -> tuple[Hashable, CaseResult]:
         if not self.pending():

@@ -53,7 +53,7 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     guide = _guide(spec, base, generator, reporter)
     try:
         explored.result = search(base, generator, spec.search, pool, reporter.search, keep_root=spec.out / SCHEDULES,
-                                 guide=guide)  # fmt: skip
+                                 guide=guide, warm=spec.warm)  # fmt: skip
         explored.interrupted = explored.result.interrupted
         r = explored.result
         reporter.say(
@@ -65,6 +65,8 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
             g = r.guided
             reporter.say(f"guided by the wire: {g['features']:,} features reached, {g['corpus']} schedules in the "
                          f"corpus; drawn {', '.join(f'{k} {v}' for k, v in g['drawn'].items())}")  # fmt: skip
+        if r.warm is not None:
+            reporter.say(warm_line(r.warm, spec.warm))
         for number, (found, same) in enumerate(to_shrink(r, spec.search.stop_at_first), 1):
             shrunk = _shrink(found, pool, spec, reporter, number, explored)
             failure = _finish(spec, number, found, shrunk, command, pool, reporter, explored)
@@ -80,6 +82,8 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     doc["guide"] = "wire" if guide is not None else "random"
     if explored.result.guided is not None:
         doc["guided"] = explored.result.guided
+    if explored.result.warm is not None:
+        doc["warm"] = {"every": spec.warm, "schedules": explored.result.warm}
     for entry, f in zip(doc["failures"], explored.failures, strict=True):
         if isinstance(f.shrunk, RateShrunk):
             entry["shrink"]["rates"] = [list(x) for x in f.shrunk.rates]
@@ -91,6 +95,23 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     write_explore_json(spec.out, doc)
     write_index(spec.out, doc)
     return explored
+
+
+def warm_line(counts: dict[str, int], every: int) -> str:
+    """What the warm clusters did, in one sentence."""
+    ran = ", ".join(f"{WARM_WORDS.get(k, k)} {v}" for k, v in sorted(counts.items()))
+    return f"warm clusters (afresh every {every}): {ran}"
+
+
+WARM_WORDS = {
+    "warm": "run warm",
+    "fresh": "run fresh",
+    "fresh-seqno": "run fresh (a discard aimed at a seqno)",
+    "warm-confirmed": "failed warm and fresh",
+    "warm-unconfirmed": "failed warm only (not counted)",
+    "warm-leaked": "rerun fresh after a leak",
+    "warm-error": "rerun fresh after a warm error",
+}
 
 
 def _guide(spec: ExploreSpec, base: TomlTable, generator: Generator, reporter: Reporter) -> Guide | None:

@@ -81,11 +81,17 @@ def _remove(raw: TomlTable, key: str) -> None:
         node.pop(last, None)
 
 
-def variant_of(minimal: TomlTable, entry: Entry, variant: str) -> TomlTable:
-    """The minimal scenario with the bug's variant keys as that variant of the bug file has them."""
+def variant_of(
+    minimal: TomlTable, entry: Entry, variant: str, pair: tuple[str, ...] = ("flawed", "fixed")
+) -> TomlTable:
+    """The minimal scenario with the keys that the variants of `pair` set as `variant` of the bug file has them
+    (the model's flawed/fixed pair by default; a real pair sets cluster.system and cluster.version)."""
     base = load_base(entry.path, [f"{k}={toml_value(v)}" for k, v in entry.bug.settings(variant).items()])
     out = copy.deepcopy(minimal)
-    for key in {**entry.bug.flawed, **entry.bug.fixed}:
+    keys: dict[str, object] = {}
+    for v in pair:
+        keys.update(entry.bug.settings(v) if v in entry.bug.variants else {})
+    for key in keys:
         if key.startswith("faults."):
             continue  # a variant's fault keys: the search drew its own faults
         value = _lookup(base, key)

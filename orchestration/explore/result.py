@@ -48,6 +48,13 @@ class FailureDoc(TypedDict):
     origin: NotRequired[str]  # a guided search: "random", or the mutation the schedule came from
 
 
+class WarmDoc(TypedDict):
+    """explore.json's `warm`: the restart period and the schedules by how they ran (CaseResult.warm's kinds)."""
+
+    every: int
+    schedules: dict[str, int]
+
+
 class ExploreDoc(TypedDict):
     """explore.json."""
 
@@ -65,6 +72,7 @@ class ExploreDoc(TypedDict):
     jobs: NotRequired[int]
     guide: NotRequired[str]  # real members: "wire" or "random"
     guided: NotRequired[GuidedDoc]  # a guided search's corpus
+    warm: NotRequired[WarmDoc]  # a search on warm clusters
 
 
 def failure_doc(f: Failure, root: Path) -> FailureDoc:

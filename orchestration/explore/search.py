@@ -98,6 +98,7 @@ class SearchResult:
     seconds: float = 0.0
     error_samples: list[str] = field(default_factory=list)
     guided: GuidedDoc | None = None  # a guided search's corpus, in numbers
+    warm: dict[str, int] | None = None  # a search on warm clusters: schedules by how they ran (CaseResult.warm)
 
 
 @dataclass
@@ -112,6 +113,7 @@ class _State:
     keep_root: Path | None = None
     guide: Guide | None = None
     tap: bool = False
+    warm: int = 0
 
     def may_hand_out(self) -> bool:
         s = self.spec
@@ -129,13 +131,18 @@ def search(
     keep_root: Path | None = None,
     guide: Guide | None = None,
     tap: bool = False,
+    warm: int = 0,
 ) -> SearchResult:
     """Runs schedules until the budget ends (or the first failure); failures sorted by index. With `keep_root`
     (real members), a failing schedule's run folder is kept there (`schedule_folder`). `tap`: real runs with the
-    wire tap; `guide`: schedules drawn from its corpus as well (guide.py), fed with what each one reached."""
+    wire tap; `guide`: schedules drawn from its corpus as well (guide.py), fed with what each one reached; `warm`
+    > 0: on warm clusters started afresh every `warm` schedules (warm.py; not with the tap)."""
     st = _State(spec, time.monotonic(), Progress(budget=spec.budget, schedules=spec.schedules), SearchResult(0))
     st.keep_root = keep_root
     st.guide, st.tap = guide, tap or guide is not None
+    st.warm = 0 if st.tap else warm
+    if st.warm:
+        st.result.warm = {}
     st.next_index = spec.first
     try:
         while True:
@@ -185,15 +192,18 @@ def _hand_out(st: _State, base: TomlTable, generator: Generator, pool: InlinePoo
     raw = with_faults(base, faults, seed)
     st.out[i] = (seed, faults, raw, origin)
     if st.keep_root is None:
-        pool.submit(i, raw, tap=st.tap)
+        pool.submit(i, raw, tap=st.tap, warm=st.warm)
     else:
-        pool.submit(i, raw, Keep(str(st.keep_root / schedule_folder(i, seed))), tap=st.tap)
+        pool.submit(i, raw, Keep(str(st.keep_root / schedule_folder(i, seed))), tap=st.tap, warm=st.warm)
 
 
 def _record(st: _State, index: int, res: CaseResult) -> None:
     seed, faults, raw, origin = st.out.pop(index)
     r, p = st.result, st.progress
     r.tried += 1
+    if r.warm is not None:
+        how = res.warm.split(":")[0] or "fresh"
+        r.warm[how] = r.warm.get(how, 0) + 1
     if st.guide is not None and res.error is None:
         st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets), origin)
     p.tried, p.elapsed = r.tried, time.monotonic() - st.t0

@@ -50,6 +50,7 @@ class ExploreSpec:
     backend: str = "sim"  # netns, docker: schedules run on real members (real_session.py)
     shrink_k: int = 5  # real members: the most runs a shrink candidate gets (real_shrink.py)
     guide: str = "random"  # real members: "wire" also mutates the schedules that reached something new (guide.py)
+    warm: int = 0  # real members: > 0, warm clusters started afresh every `warm` schedules (warm.py)
 
 
 @dataclass
@@ -79,6 +80,8 @@ def command_line(spec: ExploreSpec) -> str:
         parts += ["--violates", ",".join(s.want)]
     if spec.backend != "sim":
         parts += ["--guide", spec.guide]
+    if spec.warm:
+        parts += ["--warm", str(spec.warm)]
     for item in spec.sets:
         parts += ["--set", item]
     return shlex.join(parts)
