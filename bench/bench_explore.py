@@ -14,14 +14,15 @@ Target: >= 10 of 13 found and shrunk to <= 4 faults within 10 minutes each.
 
 (c) Rediscovery on real members (`--only rediscovery --backend netns`): the same from real clusters
 (orchestration/explore/rediscover_real.py): chaosbed's own bugs and the four of the JGroups 2.12.2 jar (or --bugs),
-each searched on netns for --budget-per-bug seconds (--guide random|wire), shrunk by rates (each candidate's flawed and
-control runs side by side, at most --shrink-runs candidates), the minimal scenario confirmed on --confirm-runs fresh
-clusters (default 10; confirmed at >= 75%) and its control run 3 times. Targets (issue 37): the four jar bugs each
-within 30 minutes, shrunk to <= 3 faults, confirmed; >= 8 of chaosbed's own bugs within 15 minutes each.
+each searched on netns for --budget-per-bug seconds (--guide random|wire; --warm K: on warm clusters), shrunk by
+rates (each candidate's flawed and control runs side by side, at most --shrink-runs candidates), the minimal scenario
+confirmed on --confirm-runs fresh clusters (default 10; confirmed at >= 75%) and its control run 3 times. Targets
+(issue 37): the four jar bugs each within 30 minutes, shrunk to <= 3 faults, confirmed; >= 8 of chaosbed's own bugs
+within 15 minutes each.
 
     python -m bench.bench_explore [--seconds S] [--budget-per-bug S] [--bugs NAME ...] [-j N] [--confirm netns]
                                   [--confirm-runs N] [--only throughput|rediscovery] [--backend sim|netns]
-                                  [--guide random|wire] [--shrink-runs N]
+                                  [--guide random|wire] [--warm K] [--shrink-runs N]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import argparse
 import copy
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -42,8 +44,10 @@ from orchestration.explore.minimal import Provenance, write_minimal
 from orchestration.explore.pool import make_pool
 from orchestration.explore.rediscover import Rediscovery, rediscover, variant_of
 from orchestration.explore.rediscover_real import RealRediscovery, RealSpec, rediscover_real
+from orchestration.explore.reliable import reliable_line
 from orchestration.explore.search import SearchSpec, schedule_rng, schedule_seed, search
 from orchestration.matrix.bugs import Entry, catalogue, find
+from orchestration.runner import first_interrupt_only
 from orchestration.scenario import load
 from orchestration.systems.clusters import backend_problem
 
@@ -180,6 +184,11 @@ def real_row(r: RealRediscovery) -> str:
     verdict = "rediscovered" if r.ok else ("not found" if not r.found else "not confirmed")
     if r.shared:
         verdict += f" ({r.shared} failing the control too)"
+    if r.other:
+        verdict += f" ({r.other} failing other checks)"
+    reliable = r.confirm.get("reliable") if r.confirm else None
+    if reliable is not None and r.shrunk is not None:
+        verdict += f"; minimal flaky, {reliable_line(reliable, len(r.shrunk.trail))}"
     return (f"{r.entry.path.stem:<36} {found:>5} {r.seconds / 60:>6.1f}m {r.tried:>9} {faults:>7} {shrink:>10} "
             f"{confirm:>7} {control:>7}  {verdict}")  # fmt: skip
 
@@ -187,19 +196,26 @@ def real_row(r: RealRediscovery) -> str:
 def real_rediscovery(args: argparse.Namespace, scratch: Path) -> None:
     """The catalogue on real members (netns): search, shrink by rates, confirm; one row per bug."""
     spec = RealSpec(seed=args.seed, budget=args.budget_per_bug, shrink_runs=args.shrink_runs,
-                    confirm_runs=args.confirm_runs, guide=args.guide)  # fmt: skip
+                    confirm_runs=args.confirm_runs, guide=args.guide, warm=args.warm)  # fmt: skip
     print(f"{'bug':<36} {'found':>5} {'time':>7} {'schedules':>9} {'faults':>7} {'shrink':>10} {'confirm':>7} "
           f"{'control':>7}  verdict")  # fmt: skip
     entries, ok = real_entries(args), 0
     pool = make_pool(args.jobs, args.backend)
+    restore = first_interrupt_only((signal.SIGINT, signal.SIGTERM))  # Ctrl-C or `kill PID`: the clusters go down
     try:
         for e in entries:
             r = rediscover_real(e, pool, spec, scratch)
             ok += r.ok
             print(real_row(r), flush=True)
+            if r.interrupted:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
     finally:
         pool.close()
-    print(f"rediscovered on {args.backend} {ok} of {len(entries)} (searched {args.guide}, seed {args.seed}, "
+        restore()
+    how = f"{args.guide}, warm every {args.warm}" if args.warm else args.guide
+    print(f"rediscovered on {args.backend} {ok} of {len(entries)} (searched {how}, seed {args.seed}, "
           f"budget {args.budget_per_bug:g} s per bug)")  # fmt: skip
 
 
@@ -217,7 +233,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="rediscovery: search in the simulator (default) or on real members (netns)")  # fmt: skip
     p.add_argument("--guide", choices=["random", "wire"], default="random", help="rediscovery on netns: the search")
     p.add_argument("--shrink-runs", type=int, default=24, help="rediscovery on netns: shrink candidates at most")
+    p.add_argument("--warm", type=int, default=0, help="rediscovery on netns: search on warm clusters, afresh every K")
     args = p.parse_args(argv)
+    if args.warm and args.guide == "wire":
+        p.error("--warm with --guide wire: the wire-guided search taps fresh clusters only")
+    if args.warm < 0:
+        p.error("--warm must be at least 1 (0: a fresh cluster per schedule)")
+    if args.warm and args.backend == "sim":
+        p.error("--warm needs --backend netns: the simulator starts no cluster to keep")
     if args.confirm_runs is None:
         args.confirm_runs = 5 if args.backend == "sim" else 10
     with tempfile.TemporaryDirectory(prefix="chaosbed-bench-explore-") as tmp:

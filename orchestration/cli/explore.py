@@ -7,6 +7,7 @@ run."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -182,7 +183,7 @@ def explore(
             guide=guide or DEFAULT_GUIDE,
             warm=warm or 0,
         )
-        restore = first_interrupt_only()
+        restore = first_interrupt_only((signal.SIGINT, signal.SIGTERM))  # `kill PID` ends it as Ctrl-C does
         try:
             with Reporter(console) as reporter:
                 explored = _run(spec, reporter)
@@ -288,6 +289,7 @@ def _refuse_for_soak(backend: str) -> None:
 
 def _summary(explored: Explored, out: Path) -> None:
     from orchestration.explore.confirm import confirm_line
+    from orchestration.explore.reliable import reliable_line
     from orchestration.explore.tables import faults_of
 
     for f in explored.failures:
@@ -301,6 +303,13 @@ def _summary(explored: Explored, out: Path) -> None:
         if f.confirm:
             console.print(f"  {confirm_line(f.confirm)}", markup=False, soft_wrap=True)
         console.print(f"  replay: chaosbed run {f.minimal} --backend {f.backend}", markup=False, soft_wrap=True)
+        reliable = f.confirm.get("reliable") if f.confirm else None
+        if reliable is not None:
+            line = reliable_line(reliable, len(f.shrunk.trail))
+            console.print(f"  flaky, earlier forms: {line}", markup=False, soft_wrap=True)
+            if reliable["file"]:
+                form = f.minimal.with_name(reliable["file"])
+                console.print(f"  replay: chaosbed run {form} --backend {f.backend}", markup=False, soft_wrap=True)
     r = explored.result
     state = " (interrupted)" if explored.interrupted else ""
     verdict = f"{len(explored.failures)} failure(s)" if explored.failures else "no failure found"

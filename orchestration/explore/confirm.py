@@ -18,6 +18,16 @@ CONFIRM_BACKENDS = ("netns", "docker")
 CONFIRMED = 0.75  # the least rate over fresh clusters at which a failure is called confirmed
 
 
+class ReliableDoc(TypedDict):
+    """`confirm.reliable`: the earlier form of a flaky minimal scenario that is confirmed (reliable.py), or what was
+    tried when none was (file null)."""
+
+    file: str | None  # reliable.toml, or None: no earlier form tried was confirmed
+    steps_back: int  # shrink steps undone (the form taken, or the last one tried)
+    faults: int
+    tried: list[dict[str, int]]  # per form tried: {"steps_back", "faults", "runs", "reproduced"}
+
+
 class ConfirmDoc(TypedDict):
     """explore.json's `confirm` entry of a failure."""
 
@@ -30,6 +40,7 @@ class ConfirmDoc(TypedDict):
     rate: NotRequired[float]  # reproduced / runs
     confirmed: NotRequired[bool]  # rate >= CONFIRMED (else: flaky, at its rate)
     parity_gap: NotRequired[bool]  # found on real members, and the simulator (chaosbed's own member) passes it
+    reliable: NotRequired[ReliableDoc]  # flaky on real members: the earlier forms of its shrink confirmed in turn
 
 
 def check_backend(backend: str) -> None:

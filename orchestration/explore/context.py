@@ -135,6 +135,22 @@ def context_of(sc: Scenario, *, real: bool = False) -> Context:
     )
 
 
+def short_window(ctx: Context, timeout: float) -> str | None:
+    """What to say when the scenario's timeout cuts the window faults are drawn in short of its workload's end (the
+    views' bound and the run's drain come first): most of the workload then runs under no fault, and a search over
+    it finds little. None when the window covers at least half of the workload."""
+    if ctx.horizon >= (ctx.start + ctx.end) / 2:
+        return None
+    views = f" - {ctx.views_bound:g} s (views_converge)" if ctx.views_bound else ""
+    need = ctx.end + END_SLACK + (ctx.views_bound or 0.0) + CONVERGE_MARGIN
+    return (
+        f"faults are drawn in {ctx.start:g}-{ctx.horizon:g} s only, and the workload runs until {ctx.end:g} s: the "
+        f'timeout ({timeout:g} s){views} - {CONVERGE_MARGIN:g} s leaves no more; timeout = "{need:g}s"'
+        + (" (or a smaller views_converge bound)" if ctx.views_bound else "")
+        + " lets faults cover the workload"
+    )
+
+
 def bound(value: object) -> float | None:
     """A [checks] bound in seconds, None when it is off."""
     return _bound(value)

@@ -28,7 +28,13 @@ class Provenance:
 
 
 def header(
-    prov: Provenance, trail: list[str], runs: int, complete: bool, faults_after: list[TomlTable], backend: str = "sim"
+    prov: Provenance,
+    trail: list[str],
+    runs: int,
+    complete: bool,
+    faults_after: list[TomlTable],
+    backend: str = "sim",
+    file_name: str = "minimal.toml",
 ) -> list[str]:
     """The comment lines at the top of minimal.toml (without their `# `)."""
     return [
@@ -45,7 +51,7 @@ def header(
         "after shrinking:",
         *(f"  {describe(f)}" for f in faults_after),
         "",
-        f"replay: chaosbed run minimal.toml --backend {backend}",
+        f"replay: chaosbed run {file_name} --backend {backend}",
     ]
 
 
@@ -56,10 +62,10 @@ def minimal_name(base_name: str, seed: int) -> str:
 def write_minimal(
     path: Path, raw: TomlTable, prov: Provenance, trail: list[str], runs: int, complete: bool, backend: str = "sim"
 ) -> str:
-    """Writes minimal.toml (the scenario `raw`, renamed, with its header); returns the text."""
+    """Writes minimal.toml (the scenario `raw`, renamed, with its header; reliable.toml likewise); returns the text."""
     doc = copy.deepcopy(raw)
     doc["name"] = minimal_name(str(raw.get("name", "scenario")), prov.seed)
     sc = dataclasses.replace(parse(copy.deepcopy(doc)), raw=doc)  # validated; written as given (parse edits checks)
-    text = scenario_toml(sc, header(prov, trail, runs, complete, faults_of(doc), backend))
+    text = scenario_toml(sc, header(prov, trail, runs, complete, faults_of(doc), backend, path.name))
     path.write_text(text)
     return text

@@ -3,8 +3,9 @@ schedules (over the system's context: foreign_context.py), each run on a fresh c
 checked with the reference checker (real_case.py), `-j N` clusters side by side (pool.py), each failure's run folder
 kept under `schedules/`; the first failure of each set of violated checks shrunk by rates (real_shrink.py); its
 minimal.toml run once more into `run/` (checked the normal way unless --no-check) and confirmed on `confirm_runs`
-fresh clusters (`confirm-<backend>-<k>/`): its rate, "confirmed" at >= 75%, flaky below. For chaosbed's own member
-the minimal scenario also runs in the simulator: a failure the simulator passes is labelled a parity gap.
+fresh clusters (`confirm-<backend>-<k>/`): its rate, "confirmed" at >= 75%, flaky below (then earlier forms of its
+shrink are confirmed in turn, `reliable-back-<n>/`, the first confirmed kept as reliable.toml). For chaosbed's own
+member the minimal scenario also runs in the simulator: a failure the simulator passes is labelled a parity gap.
 
 Ctrl-C ends the search or the shrinking, keeps what was found and writes explore.json and index.html; the workers
 take their clusters down (pool.py)."""
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from chaos.wire_keys import reader_for
 from orchestration.explore.case import load_base, run_case, scenario_of
-from orchestration.explore.confirm import ConfirmDoc, check_backend, confirm_doc, confirm_line
+from orchestration.explore.confirm import ConfirmDoc, ReliableDoc, check_backend, confirm_doc, confirm_line
 from orchestration.explore.finish import MINIMAL, Failure, folder_name, normal_check
 from orchestration.explore.foreign_context import context_for
 from orchestration.explore.generator import Generator
@@ -25,10 +26,11 @@ from orchestration.explore.pool import InlinePool, ProcessPool, make_pool
 from orchestration.explore.progress import Reporter
 from orchestration.explore.real_case import Keep, run_real_case
 from orchestration.explore.real_shrink import RateShrunk, shrink_real
+from orchestration.explore.reliable import find_reliable, reliable_line
 from orchestration.explore.report import write_index
 from orchestration.explore.result import explore_doc, write_explore_json
 from orchestration.explore.search import Found, SearchResult, schedule_folder, search
-from orchestration.explore.session import Explored, ExploreSpec, command_line, to_shrink
+from orchestration.explore.session import Explored, ExploreSpec, command_line, to_shrink, window_warning
 from orchestration.explore.shrink import Shrunk
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.scenario import read_raw
@@ -46,6 +48,7 @@ def prepare_real(spec: ExploreSpec) -> tuple[TomlTable, Generator]:
 
 def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
     base, generator = prepare_real(spec)
+    window_warning(generator, base, reporter)
     spec.out.mkdir(parents=True, exist_ok=True)
     command = spec.command or command_line(spec)
     pool = make_pool(spec.jobs, spec.backend)
@@ -191,9 +194,37 @@ def _finish(
             sim = run_case(read_raw(failure.minimal), folder / "sim-check")
             failure.confirm["parity_gap"] = sim.error is None and sim.violated != found.result.violated
         reporter.say(f"failure {number}: {confirm_line(failure.confirm)}")
+        if (
+            spec.confirm_runs
+            and not failure.confirm.get("confirmed")
+            and isinstance(shrunk, RateShrunk)
+            and shrunk.path
+        ):
+            reporter.status(f"failure {number}: flaky; confirming earlier forms of its shrink")
+            failure.confirm["reliable"] = _reliable(spec, found, shrunk, prov, folder, pool)
+            reporter.say(f"failure {number}: {reliable_line(failure.confirm['reliable'], len(shrunk.trail))}")
     except KeyboardInterrupt:
         ex.interrupted = True
     return failure
+
+
+def _reliable(
+    spec: ExploreSpec,
+    found: Found,
+    shrunk: RateShrunk,
+    prov: Provenance,
+    folder: Path,
+    pool: InlinePool | ProcessPool,
+) -> ReliableDoc:
+    """Confirms earlier forms of a flaky minimal scenario (reliable.py); the first confirmed is reliable.toml."""
+
+    def write(form: Path, raw: TomlTable, trail: list[str]) -> str:
+        return write_minimal(form, raw, prov, trail, shrunk.runs, shrunk.complete, spec.backend)
+
+    def confirm(form: Path) -> ConfirmDoc:
+        return confirm_real(form, found.result.violated, spec.backend, spec.confirm_runs, pool)
+
+    return find_reliable(folder, shrunk.path, shrunk.trail, write, confirm)[1]
 
 
 def confirm_real(

@@ -33,6 +33,7 @@ class RateShrunk(Shrunk):
     """A shrink on real members: the rate of each step taken (failing runs, runs), as found first."""
 
     rates: list[tuple[int, int]] = field(default_factory=list)
+    path: list[TomlTable] = field(default_factory=list)  # the scenario before each step taken (path[0]: as found)
     failed_runs: int = 1  # runs that failed with the checks: of the schedule as found and of each step kept
     all_runs: int = 1
 
@@ -89,6 +90,7 @@ def _one_step(
         taken = _rounds(state, chunk, evaluate, k, max_runs)
         if taken is not None:
             step, tries = taken
+            state.path.append(state.raw)
             state.raw = step.raw
             state.failed_runs += 1
             state.all_runs += tries

@@ -32,6 +32,7 @@ from orchestration.explore.pool import InlinePool, ProcessPool
 from orchestration.explore.real_session import confirm_real
 from orchestration.explore.real_shrink import RateShrunk, shrink_real
 from orchestration.explore.rediscover import variant_of
+from orchestration.explore.reliable import Reliable, find_reliable
 from orchestration.explore.search import Found, SearchSpec, search
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.matrix.bugs import Entry
@@ -49,6 +50,7 @@ class RealSpec:
     control_runs: int = 3
     guide: str = "random"  # or "wire"
     shrink_through: int = 2  # found schedules whose control fails that are shrunk all the same, at most
+    warm: int = 0  # search on warm clusters started afresh every `warm` schedules (0: a fresh cluster each)
 
 
 @dataclass
@@ -60,11 +62,14 @@ class RealRediscovery:
     seconds: float = 0.0  # search time until then
     found: Found | None = None
     shared: int = 0  # schedules with the bug's checks that the control failed too (searched past)
+    other: int = 0  # failing schedules that violated other checks than the bug's (left aside)
     shrunk: RateShrunk | None = None
     shrink_seconds: float = 0.0
     confirm: ConfirmDoc | None = None
-    control_passed: int = 0
+    control_passed: int = 0  # the control runs of the form confirmed (the minimal one, else the reliable one)
     control_ran: int = 0
+    reliable: Reliable | None = None  # the minimal scenario was flaky and this earlier form of it is confirmed
+    interrupted: bool = False  # Ctrl-C (or SIGTERM) ended the search
 
     @property
     def faults_after(self) -> int | None:
@@ -72,9 +77,10 @@ class RealRediscovery:
 
     @property
     def ok(self) -> bool:
-        """Found, shrunk, confirmed at >= 75%, and every control run passed."""
+        """Found, shrunk, confirmed at >= 75% (the minimal scenario, or an earlier form of it where that was flaky),
+        and every control run passed."""
         confirmed = self.confirm is not None and bool(self.confirm.get("confirmed"))
-        return confirmed and self.control_passed == self.control_ran
+        return (confirmed or self.reliable is not None) and self.control_passed == self.control_ran
 
 
 def variant_pair(entry: Entry) -> tuple[str, str | None]:
@@ -137,10 +143,12 @@ def rediscover_real(entry: Entry, pool: InlinePool | ProcessPool, spec: RealSpec
     guide = Guide(generator) if spec.guide == "wire" else None
     while (left := spec.budget - (time.monotonic() - t0)) > 0:
         search_spec = SearchSpec(seed=spec.seed, budget=left, stop_at_first=True, want=want, first=start)
-        result = search(base, generator, search_spec, pool, guide=guide)
+        result = search(base, generator, search_spec, pool, guide=guide, warm=spec.warm)
         out.tried += result.tried
+        out.other += result.other
         out.seconds = time.monotonic() - t0
         if not result.failures or result.interrupted:
+            out.interrupted = result.interrupted
             return out
         found = result.failures[0]
         start = found.index + 1
@@ -185,8 +193,22 @@ def _confirm(
     subject = judged.variant(out.shrunk.raw, judged.subject)
     write_minimal(minimal, subject, prov, out.shrunk.trail, out.shrunk.runs, out.shrunk.complete, pool.backend)
     out.confirm = confirm_real(minimal, judged.want, pool.backend, spec.confirm_runs, pool)
+    form = out.shrunk.raw
+    if not out.confirm.get("confirmed") and out.shrunk.path:
+        shrunk = out.shrunk
+
+        def write(file: Path, raw: TomlTable, trail: list[str]) -> str:
+            variant = judged.variant(raw, judged.subject)
+            return write_minimal(file, variant, prov, trail, shrunk.runs, shrunk.complete, pool.backend)
+
+        def confirm(file: Path) -> ConfirmDoc:
+            return confirm_real(file, judged.want, pool.backend, spec.confirm_runs, pool)
+
+        taken, out.confirm["reliable"] = find_reliable(folder, shrunk.path, shrunk.trail, write, confirm)
+        if taken is not None:
+            form, out.reliable = taken.raw, taken
     if judged.control is not None:
-        control = judged.variant(out.shrunk.raw, judged.control)
+        control = judged.variant(form, judged.control)
         results = pool.map([control] * spec.control_runs)
         out.control_ran = len(results)
         out.control_passed = sum(1 for r in results if r.error is None and not r.failed)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from node.atomic import write_atomic
+from orchestration.explore.reliable import RELIABLE, reliable_line
 from orchestration.explore.result import ExploreDoc, FailureDoc
 from orchestration.explore.timeline import figure, read_lanes
 
@@ -86,6 +87,12 @@ def _failure(root: Path, k: int, f: FailureDoc) -> str:
         ("files", f'<a href="{_e(f["minimal"])}">minimal.toml</a>'
          + (f' · <a href="{_e(f["run"])}/report.html">run report</a>' if report.exists() else "")),
     ]  # fmt: skip
+    reliable = confirm.get("reliable") if confirm else None
+    if reliable is not None:
+        text = _e(reliable_line(reliable, len(f["shrink"]["steps"])))
+        if reliable["file"]:
+            text += f' · <a href="{_e(Path(f["minimal"]).with_name(RELIABLE).as_posix())}">{RELIABLE}</a>'
+        rows.append(("flaky: earlier forms", text))
     if f.get("same_checks"):
         rows.append(("also failing this way", ", ".join(f"seed {s}" for s in f["same_checks"][:20])))
     parts.append(_rows(rows))
@@ -95,6 +102,8 @@ def _failure(root: Path, k: int, f: FailureDoc) -> str:
         parts.append("<h3>Timeline of the minimal run</h3>" + _png(figure(read_lanes(run), f"failure {k}")))
     if minimal.exists():
         parts.append("<h3>minimal.toml</h3><pre>" + _e(minimal.read_text()) + "</pre>")
+    if (minimal.parent / RELIABLE).exists():
+        parts.append(f"<h3>{RELIABLE}</h3><pre>" + _e((minimal.parent / RELIABLE).read_text()) + "</pre>")
     return "\n".join(parts)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from orchestration.explore.case import load_base, scenario_of
 from orchestration.explore.confirm import check_backend, confirm, confirm_line
-from orchestration.explore.context import context_of
+from orchestration.explore.context import context_of, short_window
 from orchestration.explore.finish import Failure, write_failure
 from orchestration.explore.generator import Generator, Shape
 from orchestration.explore.pool import InlinePool, ProcessPool, make_pool
@@ -109,8 +109,18 @@ def to_shrink(result: SearchResult, stop_at_first: bool) -> list[tuple[Found, li
     return list(groups.values())
 
 
+def window_warning(generator: Generator, base: TomlTable, reporter: Reporter) -> None:
+    """Says so when the scenario's timeout leaves faults a window shorter than its workload (context.short_window);
+    a window the user set (--window) is theirs."""
+    if generator.shape.window is None:
+        note = short_window(generator.ctx, scenario_of(base).timeout)
+        if note is not None:
+            reporter.say(f"warning: {note}")
+
+
 def explore(spec: ExploreSpec, reporter: Reporter) -> Explored:
     base, generator = prepare(spec)
+    window_warning(generator, base, reporter)
     spec.out.mkdir(parents=True, exist_ok=True)
     command = spec.command or command_line(spec)
     pool = make_pool(spec.jobs)

@@ -4,7 +4,8 @@
   fresh clusters (two side by side), shrunk, confirmed on fresh clusters with a rate, and its failing run is kept;
 - a synthetic flaky member (tests/foreign/flaky_member.py, an inline [cluster.member]) that loses a message in every
   second run: the shrink keeps a step whose candidate failed in 1 of its 2 runs, and the confirmation calls the
-  minimal scenario flaky at 50%. No cluster of ours is left behind."""
+  minimal scenario flaky at 50%; its earlier forms, confirmed in turn, are as flaky. No cluster of ours is left
+  behind."""
 
 from __future__ import annotations
 
@@ -108,4 +109,11 @@ def test_the_shrink_keeps_a_step_that_fails_in_one_of_its_runs_and_the_rate_says
     assert confirm["runs"] == 4 and confirm["reproduced"] == 2 and confirm["rate"] == 0.5
     assert confirm["confirmed"] is False and "flaky (50%)" in text
     assert "parity_gap" not in confirm, "a foreign system has no simulator to compare with"
+    # every earlier form of the shrink loses the message in one run of two as well: none is confirmed
+    reliable, steps = confirm["reliable"], len(failure["shrink"]["steps"])
+    assert reliable["file"] is None and reliable["tried"], reliable
+    assert all((t["runs"], t["reproduced"]) == (4, 2) for t in reliable["tried"]), reliable
+    assert reliable["tried"][-1]["steps_back"] == steps, "down to the schedule as found"
+    assert not (out / failure["minimal"]).with_name("reliable.toml").exists()
+    assert "no earlier form confirmed" in text
     assert clusters_under(tmp_path) == []

@@ -45,6 +45,16 @@ def test_a_clean_stack_reports_no_failure_and_the_schedules_tried(tmp_path: Path
     assert (tmp_path / "x" / "index.html").is_file()
 
 
+def test_a_timeout_that_leaves_faults_no_room_is_a_warning_naming_the_timeout(tmp_path: Path) -> None:
+    short = tmp_path / "short.toml"
+    short.write_text(CLEAN.read_text().replace('timeout = "30s"', 'timeout = "10s"'))  # 10 - 8 (views) - 3 s
+    code, out = explore(short, "--schedules", "2", "-j", "1", "--out", tmp_path / "x", "--no-check")
+    assert code in (0, 1), out
+    assert "warning: faults are drawn in 0-0.2 s only" in out and 'timeout = "14s"' in out, out
+    code, out = explore(CLEAN, "--schedules", "2", "-j", "1", "--out", tmp_path / "y", "--no-check")
+    assert "warning" not in out, out
+
+
 def test_failures_exit_1_with_explore_json_as_scenario_md_says(tmp_path: Path) -> None:
     code, out = explore(BUG, *FLAWED, "--schedules", "40", "-j", "2", "--out", tmp_path / "x", "--no-check")
     assert code == 1, out
@@ -100,9 +110,11 @@ def test_the_same_seed_finds_the_same_failure_and_minimal_scenario_byte_for_byte
     assert texts[0] == texts[1]
 
 
-def test_ctrl_c_keeps_what_was_found(tmp_path: Path) -> None:
-    """A search with a long budget, interrupted (SIGINT, as Ctrl-C) once it has found a failure: it exits 1 with
-    explore.json and the failure's folder (minimal.toml replays it), and leaves no worker process behind."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_keeps_what_was_found(tmp_path: Path, sig: signal.Signals) -> None:
+    """A search with a long budget, interrupted (SIGINT, as Ctrl-C; SIGTERM, as `kill PID`) once it has found a
+    failure: it exits 1 with explore.json and the failure's folder (minimal.toml replays it), and leaves no worker
+    process behind."""
     out = tmp_path / "x"
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -126,7 +138,7 @@ def test_ctrl_c_keeps_what_was_found(tmp_path: Path) -> None:
     assert "1 failure(s)" in lines[-1], "".join(lines)
     workers = psutil.Process(proc.pid).children(recursive=True)
     assert workers, "the search runs on worker processes"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, "".join(lines) + rest
     assert "interrupted" in rest

@@ -205,3 +205,18 @@ def test_no_leave_the_scenario_could_not_survive() -> None:
     cut = [{"at": "1s", "kind": "split", "groups": [["A", "B"], ["C", "D"]], "for": "3s"},
            {"at": "2s", "kind": "leave", "member": "A"}]  # fmt: skip
     assert unfair(with_faults(slow, cut, 1)) is not None and unfair(with_faults(base(), cut, 1)) is None
+
+
+def test_a_timeout_that_leaves_faults_no_room_is_named_with_the_timeout_that_would() -> None:
+    """5 s of workload (100 at 20/s), 10 s of views_converge and the 3 s margin: a 12 s timeout leaves 0-0.2 s."""
+    from orchestration.explore.context import short_window
+
+    raw = {**base(), "timeout": "12s"}
+    ctx = ctx_of(raw)
+    assert (ctx.start, ctx.horizon, ctx.end) == (0.0, 0.2, 5.0)
+    note = short_window(ctx, 12.0)
+    assert note is not None and "drawn in 0-0.2 s only" in note and "until 5 s" in note, note
+    assert 'timeout = "19s"' in note and "views_converge" in note, "5 + 1 + 10 + 3"
+    assert short_window(ctx_of(base()), 30.0) is None, "30 s leaves the whole workload"
+    for faults in draws(Generator(ctx), 50):
+        assert all(parse_duration(f["at"]) <= 0.2 for f in faults)

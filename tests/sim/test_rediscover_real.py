@@ -79,3 +79,71 @@ def test_the_variants_a_real_search_runs() -> None:
     assert variant_pair(by_name["jgroups-unicast2-last-message"]) == ("flawed", "fixed")
     real_only = next(e for e in catalogue() if not e.bug.model_variants)
     assert variant_pair(real_only) == ("real-flawed", "real-fixed")
+
+
+def test_the_search_runs_on_warm_clusters_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RealSpec.warm reaches the search (bench_explore --warm K); a search that finds nothing ends the rediscovery,
+    with the failures it left aside (other checks) counted."""
+    import orchestration.explore.rediscover_real as module
+    from orchestration.explore.search import SearchResult
+
+    asked: list[int] = []
+
+    def search(*args: object, warm: int = 0, **kwargs: object) -> SearchResult:
+        asked.append(warm)
+        return SearchResult(tried=3, seconds=1.0, other=2)
+
+    monkeypatch.setattr(module, "search", search)
+    (entry,) = find(catalogue(), "nakack2-last-message-lost")
+    pool = make_pool(1)
+    try:
+        r = rediscover_real(entry, pool, RealSpec(budget=60, warm=20), tmp_path)
+    finally:
+        pool.close()
+    assert asked == [20] and r.found is None and r.tried == 3 and r.other == 2, "failures with other checks counted"
+
+
+def test_a_flaky_minimal_scenario_is_rediscovered_in_an_earlier_confirmed_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real timing: the flawed variant fails every run with two faults or more, one run in four with one; the fixed
+    variant passes. The one-fault minimal scenario is flaky; the form before the last step (two faults) is confirmed,
+    written to reliable.toml, and its control is what runs."""
+    import orchestration.explore.pool as pool_module
+    from orchestration.explore.case import load_base, with_faults
+    from orchestration.explore.real_shrink import RateShrunk
+    from orchestration.explore.rediscover_real import RealRediscovery, _confirm
+    from orchestration.explore.search import Found
+    from orchestration.explore.tables import faults_of
+
+    flawed_runs, control_faults = [0], []
+
+    def run_job(raw: TomlTable, *args: object, **kwargs: object) -> CaseResult:
+        props = raw["cluster"].get("properties", {})  # type: ignore[union-attr]
+        faults = len(raw.get("faults", []))  # type: ignore[arg-type]
+        if props.get("nakack2", {}).get("resend_last_seqno") is not False:
+            control_faults.append(faults)
+            return CaseResult(())
+        flawed_runs[0] += 1
+        return CaseResult(("delivered_within",) if faults >= 2 or flawed_runs[0] % 4 == 0 else ())
+
+    monkeypatch.setattr(pool_module, "run_job", run_job)
+    (entry,) = find(catalogue(), "nakack2-last-message-lost")
+    base = load_base(entry.path)
+    kills = [{"at": f"{0.5 + k}s", "kind": "kill", "member": "C"} for k in range(3)]
+    f3, f2, f1 = (with_faults(base, kills[:n], 7) for n in (3, 2, 1))
+    found = Found(0, 7, kills, f3, CaseResult(("delivered_within",)), 1.0, 1)
+    out = RealRediscovery(entry, "flawed", "fixed", found=found)
+    out.shrunk = RateShrunk(f1, ("delivered_within",), trail=["remove fault 3", "remove fault 2"], path=[f3, f2])
+    pool = make_pool(1)
+    try:
+        _confirm(out, _Judged(entry, pool, ("delivered_within",)), pool, RealSpec(confirm_runs=4), tmp_path)
+    finally:
+        pool.close()
+    assert out.confirm is not None and not out.confirm["confirmed"], "one run in four: flaky"
+    assert out.reliable is not None and out.reliable.steps_back == 1 and len(faults_of(out.reliable.raw)) == 2
+    assert out.confirm["reliable"]["file"] == "reliable.toml" and out.confirm["reliable"]["tried"][0]["reproduced"] == 4
+    reliable = tmp_path / "rediscover-nakack2-last-message-lost" / "reliable.toml"
+    assert "resend_last_seqno = false" in reliable.read_text(), "the reliable form is the flawed variant"
+    assert control_faults == [2, 2, 2], "the control runs the reliable form"
+    assert out.ok
