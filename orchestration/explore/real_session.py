@@ -26,7 +26,7 @@ from orchestration.explore.pool import InlinePool, ProcessPool, make_pool
 from orchestration.explore.progress import Reporter
 from orchestration.explore.real_case import Keep, run_real_case
 from orchestration.explore.real_shrink import RateShrunk, shrink_real
-from orchestration.explore.reliable import find_reliable, reliable_line
+from orchestration.explore.reliable import find_reliable, reliable_line, worth_trying
 from orchestration.explore.report import write_index
 from orchestration.explore.result import explore_doc, write_explore_json
 from orchestration.explore.search import Found, SearchResult, schedule_folder, search
@@ -194,12 +194,7 @@ def _finish(
             sim = run_case(read_raw(failure.minimal), folder / "sim-check")
             failure.confirm["parity_gap"] = sim.error is None and sim.violated != found.result.violated
         reporter.say(f"failure {number}: {confirm_line(failure.confirm)}")
-        if (
-            spec.confirm_runs
-            and not failure.confirm.get("confirmed")
-            and isinstance(shrunk, RateShrunk)
-            and shrunk.path
-        ):
+        if isinstance(shrunk, RateShrunk) and worth_trying(failure.confirm, shrunk.path):
             reporter.status(f"failure {number}: flaky; confirming earlier forms of its shrink")
             failure.confirm["reliable"] = _reliable(spec, found, shrunk, prov, folder, pool)
             reporter.say(f"failure {number}: {reliable_line(failure.confirm['reliable'], len(shrunk.trail))}")

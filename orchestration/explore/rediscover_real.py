@@ -32,7 +32,7 @@ from orchestration.explore.pool import InlinePool, ProcessPool
 from orchestration.explore.real_session import confirm_real
 from orchestration.explore.real_shrink import RateShrunk, shrink_real
 from orchestration.explore.rediscover import variant_of
-from orchestration.explore.reliable import Reliable, find_reliable
+from orchestration.explore.reliable import Reliable, find_reliable, worth_trying
 from orchestration.explore.search import Found, SearchSpec, search
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.matrix.bugs import Entry
@@ -194,7 +194,7 @@ def _confirm(
     write_minimal(minimal, subject, prov, out.shrunk.trail, out.shrunk.runs, out.shrunk.complete, pool.backend)
     out.confirm = confirm_real(minimal, judged.want, pool.backend, spec.confirm_runs, pool)
     form = out.shrunk.raw
-    if not out.confirm.get("confirmed") and out.shrunk.path:
+    if worth_trying(out.confirm, out.shrunk.path):
         shrunk = out.shrunk
 
         def write(file: Path, raw: TomlTable, trail: list[str]) -> str:

@@ -25,7 +25,12 @@ MOST_FORMS = 4  # earlier forms confirmed at most (each costs a confirmation's r
 class Reliable:
     raw: TomlTable
     steps_back: int
-    confirm: ConfirmDoc
+
+
+def worth_trying(confirm: ConfirmDoc, path: list[TomlTable]) -> bool:
+    """Whether to look for a reliable form: the minimal scenario was confirmed with runs, was flaky, and its shrink
+    took steps that can be undone."""
+    return confirm["runs"] > 0 and not confirm.get("confirmed") and bool(path)
 
 
 def distances(steps: int, most: int = MOST_FORMS) -> list[int]:
@@ -64,7 +69,7 @@ def find_reliable(
         tried.append({"steps_back": back, "faults": faults, "runs": doc["runs"], "reproduced": doc["reproduced"]})
         if doc.get("confirmed"):
             shutil.copyfile(form, folder / RELIABLE)
-            taken = Reliable(raw, back, doc)
+            taken = Reliable(raw, back)
             break
     last = tried[-1] if tried else {"steps_back": 0, "faults": 0}
     entry: ReliableDoc = {
