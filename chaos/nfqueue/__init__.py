@@ -16,8 +16,10 @@ SIGTERM/SIGINT behave like stop. A rule (see `compile_rule`)::
 
 A rule with `active_from_ns` / `active_until_ns` (CLOCK_MONOTONIC nanoseconds, time.monotonic_ns(), one clock for
 every namespace; null = unbounded) acts only for active_from_ns <= now < active_until_ns, `now` being when the
-handler judges the packet: a scheduled fault is installed ahead of time and switches itself on and off at its
-planned instants, with no request then. Outside its window a rule neither matches nor counts. A link drop rule
+packet arrived (the kernel's receive stamp, NFQA_TIMESTAMP, moved to CLOCK_MONOTONIC: arrival.py; when the handler
+reads a packet without one, the clock then): a scheduled fault is installed ahead of time and switches itself on
+and off at its planned instants, with no request then, and a handler running behind still judges each packet by
+the window it arrived in. Outside its window a rule neither matches nor counts. A link drop rule
 (match null) with a window is a timed partition of that source, for systems without nft time gates
 (chaos/kernel.py `time_gates`).
 
@@ -33,6 +35,7 @@ One module per job:
 - rule.py: rule validation and compiling (Rule, compile_rules) and the verdict kinds;
 - judge.py: the pure judge (Judge), no I/O;
 - netlink.py: the kernel queue over raw nfnetlink (KernelQueue, kernel_queue_stats, default_max_len);
+- arrival.py: a queued packet's arrival on CLOCK_MONOTONIC, from the kernel's receive stamp (ArrivalClock);
 - handler.py: the handler process (Handler, its control socket, signals, main), run by ``python -m chaos.nfqueue``;
 - client.py: the one client of a handler (HandlerClient by socket path, HandlerProcess that starts one), used by the
   netns fault engine (chaos/netns_engine.py), the tests and the benchmark.

@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+from chaos.nfqueue.arrival import NFQA_TIMESTAMP, STAMP, ArrivalClock
 from chaos.nfqueue.judge import Judge
 from chaos.nfqueue.netlink import (
     BE32,
@@ -77,9 +78,11 @@ class Handler:
     - anything else -> ``{"ok": false, "error": "..."}``.
     Verdicts: packets accepted unchanged in one read burst go out as one batch verdict when nothing is held (a
     batch verdict would also accept held packets), else one verdict each; a rewritten packet first flushes the
-    accepts before it, so stripping never reorders. Rules with windows are judged against the monotonic clock read
-    once per packet as it is judged (Judge.judge reads it only when some rule has a window; ~0.1-0.2 us here), so a
-    window switches within a packet of its instant, not a read burst later."""
+    accepts before it, so stripping never reorders. Rules with windows are judged at the packet's arrival: the
+    kernel's receive stamp moved to the monotonic clock (chaos/nfqueue/arrival.py), so a packet that waited in the
+    queue while the handler was behind is judged by the window it arrived in; a packet without a usable stamp is
+    judged against the monotonic clock read as it is judged (Judge.judge reads it only when some rule has a window).
+    A delayed packet's delay also runs from its arrival."""
 
     BURST = 512  # packets read per pass before timers and control get a turn
 
@@ -88,6 +91,7 @@ class Handler:
         self.control_path = control_path
         self.local_ip = local_ip
         self.judge = Judge()
+        self.arrival = ArrivalClock()
         self.conns: dict[int, _Conn] = {}
         self.held: dict[int, tuple[bytes | None, bytes, int]] = {}  # id -> (new packet or None, src, kind)
         self.timers: list[tuple[float, int, int]] = []  # (deadline, seq, packet id)
@@ -97,6 +101,7 @@ class Handler:
         self._dup_sockets: tuple[socket.socket, socket.socket] | None = None
         self.packets = self.accepted = self.dropped = self.max_held = self.duplicates_sent = 0
         self.dup_errors = self.marked = self.verdict_errors = 0
+        self.stamped = 0  # packets judged at their kernel arrival stamp (the others: at the clock when read)
         self.last_id = 0
         self.stopping = False
         self.buf = bytearray(1 << 17)
@@ -146,12 +151,14 @@ class Handler:
         except OSError:
             self.dup_errors += 1
 
-    def _hold(self, pid: int, out: bytes | None, src: bytes, kind: int, delay: float) -> None:
+    def _hold(self, pid: int, out: bytes | None, src: bytes, kind: int, delay: float, at_ns: int | None) -> None:
+        """Holds the packet for `delay` s after its arrival at_ns (monotonic ns; None: from now)."""
         self.held[pid] = (out, src, kind)
         if len(self.held) > self.max_held:
             self.max_held = len(self.held)
         self._timer_seq += 1
-        heapq.heappush(self.timers, (time.monotonic() + delay, self._timer_seq, pid))
+        start = time.monotonic() if at_ns is None else at_ns / 1e9
+        heapq.heappush(self.timers, (start + delay, self._timer_seq, pid))
 
     def _source_accepted(self, src: bytes) -> None:
         waiting = self.reorder_wait.pop(src, None)
@@ -188,6 +195,7 @@ class Handler:
         pending: list[int] = []
         recv_into, buf, view = self.q.sock.recv_into, self.buf, self.view
         early, self.q.early = self.q.early, []
+        self.arrival.sync()
         while n_read < limit:
             if early:
                 data = early.pop(0)
@@ -221,6 +229,7 @@ class Handler:
         pid = -1
         mark = 0
         pkt = b""
+        at_ns: int | None = None
         while p + 4 <= end:
             alen, atype = NLA.unpack_from(buf, p)
             if alen < 4:
@@ -232,6 +241,8 @@ class Handler:
                 pid = BE32.unpack_from(buf, p + 4)[0]
             elif atype == NFQA_MARK:
                 mark = BE32.unpack_from(buf, p + 4)[0]
+            elif atype == NFQA_TIMESTAMP and alen >= 4 + STAMP.size:
+                at_ns = self.arrival.monotonic_ns(*STAMP.unpack_from(buf, p + 4))
             p += (alen + 3) & ~3
         if pid < 0:
             return
@@ -242,7 +253,8 @@ class Handler:
             pending.append(pid)
             self.accepted += 1
             return
-        kind, out, delay = self.judge.judge(pkt)
+        self.stamped += at_ns is not None
+        kind, out, delay = self.judge.judge(pkt, at_ns)
         if kind in (ACCEPT, DUPLICATE):
             if out is None:
                 pending.append(pid)
@@ -260,10 +272,10 @@ class Handler:
             self.q.verdict(pid, NF_DROP)
             self.dropped += 1
         elif kind == DELAY:
-            self._hold(pid, out, pkt[12:16], DELAY, delay)
+            self._hold(pid, out, pkt[12:16], DELAY, delay, at_ns)
         else:  # REORDER
             src = pkt[12:16]
-            self._hold(pid, out, src, REORDER, REORDER_MAX_HOLD)
+            self._hold(pid, out, src, REORDER, REORDER_MAX_HOLD, at_ns)
             self.reorder_wait.setdefault(src, []).append(pid)
 
     def fire_timers(self) -> None:
@@ -292,7 +304,7 @@ class Handler:
         message rule could not parse it), unknown_shapes (of those, the datagrams of the rules' wire of a shape its
         walker does not know: passed untouched), duplicates_sent, marked_copies (our own copies, passed untouched),
         missed_ids (numbered by the kernel but not received: socket overflow with fail-open, or still in flight),
-        the kernel's queue counters and per-rule counters."""
+        stamped (judged at their kernel arrival stamp), the kernel's queue counters and per-rule counters."""
         kq = kernel_queue_stats(self.queue_num)
         return {
             "packets": self.packets,
@@ -309,6 +321,7 @@ class Handler:
             "verdict_errors": self.verdict_errors + self.q.send_errors,
             "missed_ids": max(0, kq.get("id_sequence", self.last_id) - self.packets),
             "fail_open": self.q.fail_open,
+            "stamped": self.stamped,
             "queue": kq,
             "rules": self.judge.rule_stats(),
         }
@@ -468,6 +481,9 @@ class Handler:
             for s in self._dup_sockets:
                 s.close()
             self._dup_sockets = None
+        arrival = getattr(self, "arrival", None)
+        if arrival is not None:
+            arrival.close()
 
 
 _signalled = False

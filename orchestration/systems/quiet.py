@@ -7,7 +7,10 @@ So a foreign cluster is quiet when
     decides (orchestration/schedule.py: nothing waited for between running members, no multicast tail unheard; with
     the finer counters chaosbed's own members report, Stack.progress, every message delivered and no retransmission);
   - else its members' histories have not changed for the system's `settle` (default 1 s; [cluster.member] settle):
-    nothing sent, delivered or retransmitted-and-logged meanwhile;
+    nothing sent, delivered or retransmitted-and-logged meanwhile. A retransmission on a connection to an address
+    that no running member has (a member that left, or a killed incarnation: nothing is owed there, the checker says
+    so) is not a change: a JGroups 5 sender resends its highest unacked message to a departed member every
+    xmit_interval until the connection expires, minutes later, and such a run would otherwise never end;
 - without control: the histories have not changed for `settle`. Such a member runs its own workload; one that never
   goes quiet runs until the scenario's timeout, which then ends the run (not a violation: the runner cannot know
   when a self-driven workload is done).
@@ -18,9 +21,9 @@ names (a foreign view may list names or addresses).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from node.addresses import name_of
 from orchestration.cluster import Clock, ClusterError, ControlReply
@@ -38,19 +41,67 @@ class _Foreign(Protocol):
 
 
 class HistoryQuiet:
-    """The members' history sizes over time: quiet once they stayed the same for `settle` seconds."""
+    """The members' histories over time: quiet once nothing but retransmissions to departed addresses was added to
+    them for `settle` seconds (see the module docstring)."""
 
     def __init__(self, settle: float) -> None:
         self.settle_ns = round(settle * 1e9)
-        self.sizes: list[int] | None = None
         self.since = 0
+        self._tails: dict[Path, _Tail] = {}
+        self._address: dict[str, str] = {}  # member -> the address of its newest incarnation's `start`
+        self._dest: dict[tuple[str, object, object], str] = {}  # (member, peer, conn_id) -> the address it sent to
 
-    def look(self, histories: list[Path], now_ns: int) -> bool:
-        sizes = [p.stat().st_size if p.exists() else -1 for p in histories]
-        if sizes != self.sizes:
-            self.sizes, self.since = sizes, now_ns
+    def look(self, histories: list[Path], now_ns: int, running: Collection[str] = ()) -> bool:
+        changed = False
+        for path in histories:
+            tail = self._tails.setdefault(path, _Tail(path))
+            for event in tail.new_events():
+                changed |= self._changes(event, running)
+        if changed or not self.since:
+            self.since = now_ns
             return False
         return now_ns - self.since >= self.settle_ns
+
+    def _changes(self, e: dict[str, Any], running: Collection[str]) -> bool:
+        """Whether the event is a change that counts (anything but a retransmission to a departed address)."""
+        member, kind = str(e.get("member")), e.get("event")
+        if kind == "start" and isinstance(e.get("address"), str):
+            self._address[member] = e["address"]
+        elif kind == "send" and e.get("kind") == "unicast" and isinstance(e.get("dest_address"), str):
+            self._dest[(member, e.get("dest"), e.get("conn_id"))] = e["dest_address"]
+        elif kind == "xmit" and e.get("conn_id") is not None:
+            dest = self._dest.get((member, e.get("peer"), e.get("conn_id")))
+            if dest is not None and dest not in {self._address.get(n) for n in running}:
+                return False
+        return True
+
+
+class _Tail:
+    """The whole lines added to one history since the last look (a history only grows; a shorter one restarts)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new_events(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                if f.seek(0, 2) < self.offset:
+                    self.offset = 0
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        events = []
+        for line in data[:end].splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {}  # a line that is not JSON still changed the history
+            events.append(event if isinstance(event, dict) else {})
+        return events
 
 
 def tasks_done(cluster: _Foreign, name: str) -> bool:
@@ -66,7 +117,7 @@ def tasks_done(cluster: _Foreign, name: str) -> bool:
 
 def quiet_verdict(cluster: _Foreign, running: list[str], histories: list[Path], tracker: HistoryQuiet) -> bool | None:
     """One look (see the module docstring); None: the members report `waiting_on`, chaosbed's rule decides."""
-    settled = tracker.look(histories, cluster.clock.now_ns())
+    settled = tracker.look(histories, cluster.clock.now_ns(), running)
     if not cluster.system.control:
         return settled
     if not all([tasks_done(cluster, n) for n in running]):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import struct
 import time
@@ -187,3 +188,41 @@ def test_handler_link_drop_with_a_window_switches_at_its_instants(link: Link) ->
     assert stats["dropped"] == len(lost) and stats["packets"] == len(sent)
     assert handler is not None and not alive(handler.pid, link.label), "handler process left behind"
     assert not os.path.exists(sock_path), "control socket left behind"
+
+
+def test_handler_judges_a_queued_packet_by_the_window_it_arrived_in(link: Link) -> None:
+    """The handler stopped (SIGSTOP) from before a drop window until after it: every datagram waits in the queue and
+    is read after the window has ended. Judged at its arrival (the kernel's stamp, chaos/nfqueue/arrival.py), those
+    that arrived inside the window are dropped and those before and after it pass; judged when read, all would pass
+    (and a handler behind by a window's length would drop what came before it)."""
+    ns_b, ip_a = link.pair.ns_b, link.pair.ip_a
+    sock_path = f"/tmp/{link.label}-b.nfq.sock"
+    handler: HandlerProcess | None = None
+    try:
+        handler = HandlerProcess.start(ns_b, kernel.QUEUE_NUM, sock_path, tag=link.label, local_ip=link.pair.ip_b)
+        link.listen()
+        start = time.monotonic_ns() + 400 * MS
+        end = start + 200 * MS
+        rule = {"id": "p", "sources": [ip_a], "match": None, "action": "drop"}
+        handler.set_rules([{**rule, "active_from_ns": start, "active_until_ns": end}])
+        kernel.apply(ns_b, kernel.NamespaceRules(queue_all={ip_a}))
+        os.kill(handler.pid, signal.SIGSTOP)
+        try:
+            sent = link.send_until(time.monotonic_ns, end + 150 * MS)
+        finally:
+            os.kill(handler.pid, signal.SIGCONT)
+        arrived = link.arrived(time.monotonic_ns)
+        kernel.apply(ns_b, kernel.NamespaceRules())
+        stats = handler.stop()
+    finally:
+        kernel.apply(ns_b, kernel.NamespaceRules())
+        if handler is not None:
+            handler.terminate()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(sock_path)
+    assert stats["queue"].get("queue_dropped", 0) == stats["queue"].get("queue_user_dropped", 0) == 0, (
+        f"the queue overflowed while the handler was stopped: {stats}"
+    )
+    assert stats["stamped"] == stats["packets"] == len(sent), f"packets without the kernel's arrival stamp: {stats}"
+    lost = check_windows(sent, arrived, [(start, end)])
+    assert stats["rules"]["p"]["dropped"] == len(lost) > 50
