@@ -7,10 +7,12 @@ So a foreign cluster is quiet when
     decides (orchestration/schedule.py: nothing waited for between running members, no multicast tail unheard; with
     the finer counters chaosbed's own members report, Stack.progress, every message delivered and no retransmission);
   - else its members' histories have not changed for the system's `settle` (default 1 s; [cluster.member] settle):
-    nothing sent, delivered or retransmitted-and-logged meanwhile. A retransmission on a connection to an address
-    that no running member has (a member that left, or a killed incarnation: nothing is owed there, the checker says
-    so) is not a change: a JGroups 5 sender resends its highest unacked message to a departed member every
-    xmit_interval until the connection expires, minutes later, and such a run would otherwise never end;
+    nothing sent, delivered or retransmitted-and-logged meanwhile. A unicast retransmission is a change only on a
+    connection whose application messages went to an address a running member has: not to a member that left or a
+    killed incarnation (nothing is owed there; the checker says so), and not on a connection that carried no
+    application message (a protocol's own, e.g. a JOIN_RSP or VIEW_ACK, which no check waits for). A JGroups 5 sender
+    resends its highest unacked message to a departed member every xmit_interval until the connection expires,
+    minutes later, and such a run would otherwise never end;
 - without control: the histories have not changed for `settle`. Such a member runs its own workload; one that never
   goes quiet runs until the scenario's timeout, which then ends the run (not a violation: the runner cannot know
   when a self-driven workload is done).
@@ -49,7 +51,7 @@ class HistoryQuiet:
         self.since = 0
         self._tails: dict[Path, _Tail] = {}
         self._address: dict[str, str] = {}  # member -> the address of its newest incarnation's `start`
-        self._dest: dict[tuple[str, object, object], str] = {}  # (member, peer, conn_id) -> the address it sent to
+        self._dest: dict[tuple[str, object, object], str | None] = {}  # (member, peer, conn_id) -> its dest_address
 
     def look(self, histories: list[Path], now_ns: int, running: Collection[str] = ()) -> bool:
         changed = False
@@ -63,16 +65,20 @@ class HistoryQuiet:
         return now_ns - self.since >= self.settle_ns
 
     def _changes(self, e: dict[str, Any], running: Collection[str]) -> bool:
-        """Whether the event is a change that counts (anything but a retransmission to a departed address)."""
+        """Whether the event is a change that counts: anything but a retransmission to a departed address or on a
+        connection that carried no application message."""
         member, kind = str(e.get("member")), e.get("event")
         if kind == "start" and isinstance(e.get("address"), str):
             self._address[member] = e["address"]
-        elif kind == "send" and e.get("kind") == "unicast" and isinstance(e.get("dest_address"), str):
-            self._dest[(member, e.get("dest"), e.get("conn_id"))] = e["dest_address"]
+        elif kind == "send" and e.get("kind") == "unicast":
+            address = e.get("dest_address")
+            self._dest[(member, e.get("dest"), e.get("conn_id"))] = address if isinstance(address, str) else None
         elif kind == "xmit" and e.get("conn_id") is not None:
-            dest = self._dest.get((member, e.get("peer"), e.get("conn_id")))
-            if dest is not None and dest not in {self._address.get(n) for n in running}:
-                return False
+            key = (member, e.get("peer"), e.get("conn_id"))
+            if key not in self._dest:
+                return False  # a connection that carried no application message: no retry the checks wait for
+            dest = self._dest[key]
+            return dest is None or dest in {self._address.get(n) for n in running}
         return True
 
 

@@ -1,6 +1,7 @@
 """orchestration/systems/quiet.py's HistoryQuiet: foreign members are quiet once their histories stopped changing for
-`settle`, where a retransmission to an address no running member has does not count (a JGroups 5 sender resends to
-a departed member every xmit_interval for minutes: found by the explore hunt on 5.5.6, every such run timed out)."""
+`settle`, where a unicast retransmission to an address no running member has, or on a connection no application
+message used, does not count (a JGroups 5 sender resends to a departed member every xmit_interval for minutes: found
+by the explore hunt on 5.5.6, where every run that killed or removed the workload's receiver timed out)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,21 @@ def test_a_partial_line_is_read_once_whole_and_a_line_that_is_not_json_is_a_chan
     assert q.look([b, c], 12 * S, ["B"])  # now whole, and to the departed C
     add(b, partial="not json\n")
     assert not q.look([b, c], 13 * S, ["B"])
+
+
+def test_retransmissions_on_a_connection_without_application_messages_are_not_a_change(tmp_path: Path) -> None:
+    """B resends a protocol message (a VIEW_ACK, say) to the first A on connection 0, which no send line used."""
+    q = HistoryQuiet(1.0)
+    b, c = histories(tmp_path)
+    assert not q.look([b, c], 10 * S, ["B", "C"])
+    add(b, xmit("B", "A", 0))
+    assert q.look([b, c], 11 * S, ["B", "C"])
+
+
+def test_a_send_without_dest_address_keeps_its_retransmissions_a_change(tmp_path: Path) -> None:
+    q = HistoryQuiet(1.0)
+    b = tmp_path / "B.jsonl"
+    add(b, start("B", "B"), {"member": "B", "event": "send", "kind": "unicast", "dest": "C", "conn_id": 1})
+    assert not q.look([b], 10 * S, ["B"])
+    add(b, xmit("B", "C", 1))
+    assert not q.look([b], 11 * S, ["B"])
