@@ -233,9 +233,10 @@ class ForeignMembers(RealCluster):
     def quiet(self) -> bool | None:
         """One look at whether the members are done (systems/quiet.py); None: they report `waiting_on`, so
         chaosbed's own rule decides."""
-        running = [n for n in self.running() if not self.members[n].paused]
+        up = self.running()
+        running = [n for n in up if not self.members[n].paused]
         histories = [Path(m.history) for m in self.members.values()]
-        return quiet_verdict(self, running, histories, self._history_quiet)
+        return quiet_verdict(self, running, histories, self._history_quiet, up)
 
     def views_agree(self) -> bool:
         return same_views(self.views(), self.running())

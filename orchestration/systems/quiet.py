@@ -121,9 +121,12 @@ def tasks_done(cluster: _Foreign, name: str) -> bool:
     return all(t["done"] for t in tasks.values())
 
 
-def quiet_verdict(cluster: _Foreign, running: list[str], histories: list[Path], tracker: HistoryQuiet) -> bool | None:
-    """One look (see the module docstring); None: the members report `waiting_on`, chaosbed's rule decides."""
-    settled = tracker.look(histories, cluster.clock.now_ns(), running)
+def quiet_verdict(
+    cluster: _Foreign, running: list[str], histories: list[Path], tracker: HistoryQuiet, up: list[str] | None = None
+) -> bool | None:
+    """One look (see the module docstring); None: the members report `waiting_on`, chaosbed's rule decides. `running`
+    excludes paused members, `up` (default: `running`) has them: a retransmission to a paused member still counts."""
+    settled = tracker.look(histories, cluster.clock.now_ns(), running if up is None else up)
     if not cluster.system.control:
         return settled
     if not all([tasks_done(cluster, n) for n in running]):
