@@ -13,7 +13,7 @@ import random
 
 from chaos import nemesis
 from orchestration.explore.context import Context
-from orchestration.explore.fairness import LEAVE_LEAD
+from orchestration.explore.fairness import LEAVE_LEAD, forever_fair
 from orchestration.explore.moves import Move
 from orchestration.explore.plan import FOREVER, Plan, table
 from orchestration.explore.tables import TomlTable, kind, text
@@ -39,15 +39,10 @@ def _pausable(ctx: Context, at: float, end: float) -> list[str]:
     return [m for m in ctx.members if not any(at <= t <= end and m in who for t, who in ctx.workload_starts)]
 
 
-def _forever_fair(ctx: Context, member: str) -> bool:
-    owed = member in ctx.senders or any(member in link for link in ctx.unicast_links)
-    return ctx.membership and ctx.views_bound is None and not owed
-
-
 def pause(rng: random.Random, ctx: Context, plan: Plan, at: float, d: float) -> list[TomlTable]:
     forever = rng.random() < PERMANENT
     end = FOREVER if forever else at + d
-    candidates = [m for m in _pausable(ctx, at, end) if not forever or _forever_fair(ctx, m)]
+    candidates = [m for m in _pausable(ctx, at, end) if not forever or forever_fair(ctx, m)]
     victim = plan.pick(rng, candidates, at, end)
     if victim is None:
         return []

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestration.explore.tables import JsonObject, TomlTable, as_int, as_number, as_strs, faults_of
-from orchestration.scenario import Scenario, ScenarioError, apply_overrides, parse, read_raw, with_named_system
+from orchestration.scenario import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    parse,
+    read_raw,
+    with_named_system,
+    with_stack_file,
+)
 
 if TYPE_CHECKING:
     from analysis.verdict import Violation
@@ -89,7 +97,8 @@ def scenario_of(raw: TomlTable) -> Scenario:
 def load_base(path: str | Path, sets: list[str] | tuple[str, ...] = (), *, keep_faults: bool = False) -> TomlTable:
     """The base scenario of a search: FILE with `--set` applied, validated; its faults, nemeses and `[bug]` table
     left out (faults and nemeses kept with keep_faults). Raises ScenarioError naming what is wrong."""
-    raw = with_named_system(apply_overrides(read_raw(path), list(sets)), Path(path).parent)
+    origin = Path(path).parent  # a stack file or systems.toml beside FILE, as `chaosbed run` finds them
+    raw = with_named_system(with_stack_file(apply_overrides(read_raw(path), list(sets)), origin), origin)
     scenario_of(raw)  # the file as given must be valid, faults included
     drop = ("bug",) if keep_faults else SEARCH_KEYS
     base = {k: v for k, v in raw.items() if k not in drop}

@@ -8,14 +8,19 @@ the stack's:
 - where failure detection is slower than the views' bound (Context.crashes_converge is False), a `leave` while a
   partition or split is in force, or starts within LEAVE_CUT_OFF after it: the leaver's VIEW is resent only for a
   while, so members cut off from it keep a view of a member that has gone until failure detection suspects it, and
-  views_converge fails however right the stack is (as a kill would: kills are not drawn there either).
+  views_converge fails however right the stack is (as a kill would: kills are not drawn there either);
+- a member paused for good (a `pause` with no later `resume`) where that is not fair to the checks (forever_fair:
+  only when nothing is owed to or from it and views_converge is off, as its view stays behind). The generator draws
+  none; a shrink step that removes half the faults at once can take a resume without its pause (the 5.5.6 hunt's
+  membership-split-merge shrank to `pause D` alone, a views_converge failure of the test bed, 10 of 10).
 """
 
 from __future__ import annotations
 
 from node.units import parse_duration
 from orchestration.explore.case import scenario_of
-from orchestration.explore.context import Context, context_of
+from orchestration.explore.context import Context
+from orchestration.explore.foreign_context import context_for
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.scenario import ScenarioError
 
@@ -44,17 +49,40 @@ def unfair_leaves(faults: list[TomlTable], ctx: Context) -> list[int]:
     return out
 
 
+def forever_fair(ctx: Context, member: str) -> bool:
+    """Whether the member may stay paused to the end: nothing owed to or from it, views_converge off."""
+    owed = member in ctx.senders or any(member in link for link in ctx.unicast_links)
+    return ctx.membership and ctx.views_bound is None and not owed
+
+
+def unfair_pauses(faults: list[TomlTable], ctx: Context) -> list[int]:
+    """The indices of the pauses among `faults` that no later resume undoes and that are not forever_fair."""
+    out = []
+    for i, f in enumerate(faults):
+        member = f.get("member")
+        if f.get("kind") != "pause" or not isinstance(member, str):
+            continue
+        resumed = any(g.get("kind") == "resume" and g.get("member") == member for g in faults[i + 1 :])
+        if not resumed and not forever_fair(ctx, member):
+            out.append(i)
+    return out
+
+
 def unfair(raw: TomlTable) -> str | None:
     """Why the scenario is not a fair test (None: it is)."""
     faults = faults_of(raw)
-    if not any(f.get("kind") == "leave" for f in faults):
+    if not any(f.get("kind") in ("leave", "pause") for f in faults):
         return None
     try:
-        ctx = context_of(scenario_of(raw))
+        ctx = context_for(scenario_of(raw))
     except ScenarioError:
         return None  # the run will say so
     bad = unfair_leaves(faults, ctx)
-    if not bad:
-        return None
-    f = faults[bad[0]]
-    return f"an unfair leave of {f.get('member')} at {f.get('at')} (the workload ends at {ctx.sends_until:g}s)"
+    if bad:
+        f = faults[bad[0]]
+        return f"an unfair leave of {f.get('member')} at {f.get('at')} (the workload ends at {ctx.sends_until:g}s)"
+    paused = unfair_pauses(faults, ctx)
+    if paused:
+        f = faults[paused[0]]
+        return f"{f.get('member')} paused at {f.get('at')} and never resumed, while the checks wait for it"
+    return None

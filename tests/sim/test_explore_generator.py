@@ -220,3 +220,19 @@ def test_a_timeout_that_leaves_faults_no_room_is_named_with_the_timeout_that_wou
     assert short_window(ctx_of(base()), 30.0) is None, "30 s leaves the whole workload"
     for faults in draws(Generator(ctx), 50):
         assert all(parse_duration(f["at"]) <= 0.2 for f in faults)
+
+
+@pytest.mark.parametrize("system", ["chaosbed", "jgroups-5"])
+def test_a_pause_never_resumed_is_unfair_while_views_must_converge(system: str) -> None:
+    """The 5.5.6 hunt's membership-split-merge shrank to `pause D at 1.713s` alone (a half-of-the-faults step took
+    D's resume, not its pause): D kept its old view, A removed it, views_converge failed 10 of 10, the test bed's
+    doing. With views_converge on, such a pause is unfair; with its resume, or views_converge off and nothing owed to
+    D, it is fair."""
+    seeds = Path(__file__).resolve().parents[2] / "scenarios" / "seeds"
+    raw = load_base(seeds / "membership-split-merge.toml", [f'cluster.system="{system}"'])
+    pause = {"at": "1.713s", "kind": "pause", "member": "D"}
+    resume = {"at": "4.053s", "kind": "resume", "member": "D"}
+    assert "D paused at 1.713s and never resumed" in (unfair(with_faults(raw, [pause], 1)) or "")
+    assert unfair(with_faults(raw, [pause, resume], 1)) is None
+    quiet = {**raw, "checks": {**raw["checks"], "views_converge": False}, "workload": []}  # type: ignore[dict-item]
+    assert unfair(with_faults(quiet, [pause], 1)) is None

@@ -69,3 +69,17 @@ def test_per_system_settings_of_the_files_own_faults_are_left_out_with_them() ->
     sc = scenario_of(base)  # before: "faults.0.match" made a `faults` table of its own (exit 2)
     assert sc.system.name == "jgroups-2.12-unicast" and sc.faults == []
     assert "faults" in load_base(JG212, ["cluster.system=jgroups-2.12-unicast"], keep_faults=True)
+
+
+@pytest.mark.parametrize("seed_file", ["unicast3-receiver-sync", "nakack4-window-full"])
+def test_a_stack_file_beside_the_scenario_is_found_from_any_working_directory(
+    seed_file: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seeds name their stack files relative to their own folder (scenarios/seeds/stacks/): explore loads them
+    as `chaosbed run` does (the 5.5.6 hunt found every such seed refused: "no stack file ... (from /work/main)")."""
+    path = (Path(__file__).resolve().parents[2] / "scenarios" / "seeds" / f"{seed_file}.toml").resolve()
+    monkeypatch.chdir(tmp_path)
+    base = load_base(path)
+    stack = Path(str(base["cluster"]["stack"]))  # type: ignore[index]
+    assert stack.is_absolute() and stack.is_file() and stack.parent.name == "stacks"
+    scenario_of(base)  # valid as a whole

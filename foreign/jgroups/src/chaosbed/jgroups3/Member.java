@@ -520,11 +520,13 @@ public final class Member extends ReceiverAdapter implements Node {
             delivered.incrementAndGet();
             return;
         }
-        String senderAddress = addressOf(msg.getSrc());
-        Headers.Fields f = headers.of(msg);
-        String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
         byte[] buf = msg.getRawBuffer();
         String msgId = buf != null ? Payload.msgIdOf(buf, msg.getOffset(), msg.getLength()) : null;
+        String named = UUID.get(msg.getSrc());
+        String senderAddress = named != null || Payload.senderOf(msgId) == null ? addressOf(msg.getSrc())
+                : Payload.senderOf(msgId);
+        Headers.Fields f = headers.of(msg);
+        String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
         delivered.incrementAndGet();
         synchronized (history) {
             String line = history.line(System.nanoTime(), "deliver", "kind", kind, "sender",

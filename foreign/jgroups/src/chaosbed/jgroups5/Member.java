@@ -513,10 +513,12 @@ public final class Member implements Receiver, Node {
             delivered.incrementAndGet();
             return;
         }
-        String senderAddress = addressOf(msg.getSrc());
+        String msgId = msg.hasArray() ? Payload.msgIdOf(msg.getArray(), msg.getOffset(), msg.getLength()) : null;
+        String named = NameCache.get(msg.getSrc());
+        String senderAddress = named != null || Payload.senderOf(msgId) == null ? addressOf(msg.getSrc())
+                : Payload.senderOf(msgId);
         Headers.Fields f = headers.of(msg);
         String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
-        String msgId = msg.hasArray() ? Payload.msgIdOf(msg.getArray(), msg.getOffset(), msg.getLength()) : null;
         delivered.incrementAndGet();
         synchronized (history) {
             String line = history.line(System.nanoTime(), "deliver", "kind", kind, "sender",

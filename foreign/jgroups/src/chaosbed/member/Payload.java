@@ -43,6 +43,15 @@ public final class Payload {
     }
 
     /** The member name of an address ("B" for "B/2"). */
+    /**
+     * The sender's address as its message id names it ("D/2" of "D/2>C#80"), or null: what a receiver that does not
+     * know the sender's logical name yet (a restarted member before discovery tells it) writes instead of a UUID.
+     */
+    public static String senderOf(String msgId) {
+        int arrow = msgId == null ? -1 : msgId.indexOf('>');
+        return arrow > 0 ? msgId.substring(0, arrow) : null;
+    }
+
     public static String nameOf(String address) {
         int slash = address.indexOf('/');
         return slash < 0 ? address : address.substring(0, slash);
