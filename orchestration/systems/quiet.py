@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from node.addresses import name_of
 from orchestration.cluster import Clock, ClusterError, ControlReply
@@ -64,12 +64,13 @@ class HistoryQuiet:
             return False
         return now_ns - self.since >= self.settle_ns
 
-    def _changes(self, e: dict[str, Any], running: Collection[str]) -> bool:
+    def _changes(self, e: dict[str, object], running: Collection[str]) -> bool:
         """Whether the event is a change that counts: anything but a retransmission to a departed address or on a
         connection that carried no application message."""
         member, kind = str(e.get("member")), e.get("event")
-        if kind == "start" and isinstance(e.get("address"), str):
-            self._address[member] = e["address"]
+        started = e.get("address")
+        if kind == "start" and isinstance(started, str):
+            self._address[member] = started
         elif kind == "send" and e.get("kind") == "unicast":
             address = e.get("dest_address")
             self._dest[(member, e.get("dest"), e.get("conn_id"))] = address if isinstance(address, str) else None
@@ -89,7 +90,7 @@ class _Tail:
         self.path = path
         self.offset = 0
 
-    def new_events(self) -> list[dict[str, Any]]:
+    def new_events(self) -> list[dict[str, object]]:
         try:
             with self.path.open("rb") as f:
                 if f.seek(0, 2) < self.offset:
