@@ -21,6 +21,7 @@ from node.units import parse_duration
 from orchestration.explore.case import scenario_of
 from orchestration.explore.context import Context
 from orchestration.explore.foreign_context import context_for
+from orchestration.explore.steps import partner
 from orchestration.explore.tables import TomlTable, faults_of
 from orchestration.scenario import ScenarioError
 
@@ -57,15 +58,11 @@ def forever_fair(ctx: Context, member: str) -> bool:
 
 def unfair_pauses(faults: list[TomlTable], ctx: Context) -> list[int]:
     """The indices of the pauses among `faults` that no later resume undoes and that are not forever_fair."""
-    out = []
-    for i, f in enumerate(faults):
-        member = f.get("member")
-        if f.get("kind") != "pause" or not isinstance(member, str):
-            continue
-        resumed = any(g.get("kind") == "resume" and g.get("member") == member for g in faults[i + 1 :])
-        if not resumed and not forever_fair(ctx, member):
-            out.append(i)
-    return out
+    return [
+        i
+        for i, f in enumerate(faults)
+        if f.get("kind") == "pause" and partner(faults, i) is None and not forever_fair(ctx, str(f.get("member")))
+    ]
 
 
 def unfair(raw: TomlTable) -> str | None:

@@ -81,7 +81,7 @@ def _with(raw: TomlTable, **changes: object) -> TomlTable:
     return out
 
 
-def _partner(faults: list[TomlTable], i: int) -> int | None:
+def partner(faults: list[TomlTable], i: int) -> int | None:
     """The fault that undoes fault i (the next restart after a kill of the member, resume after a pause)."""
     f = faults[i]
     undo = UNDO.get(kind(f))
@@ -104,7 +104,7 @@ def _fewer_faults(raw: TomlTable) -> Iterator[Step]:
         yield Step(f"removed faults {half + 1}-{n} of {n}", _with(raw, faults=faults[:half] or None))
     for i in reversed(range(n)):
         gone = {i}
-        j = _partner(faults, i)
+        j = partner(faults, i)
         if j is not None:
             gone.add(j)
         rest = [f for k, f in enumerate(faults) if k not in gone]
@@ -221,7 +221,7 @@ def _shorter_windows(raw: TomlTable) -> Iterator[Step]:
         if "for" in f:
             length = parse_duration(f["for"])
             yield from _window_steps(raw, i, None, at, length)
-        j = _partner(faults, i)
+        j = partner(faults, i)
         if j is not None:
             yield from _window_steps(raw, i, j, at, parse_duration(faults[j]["at"]) - at)
 

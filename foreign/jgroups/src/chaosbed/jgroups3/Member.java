@@ -522,9 +522,8 @@ public final class Member extends ReceiverAdapter implements Node {
         }
         byte[] buf = msg.getRawBuffer();
         String msgId = buf != null ? Payload.msgIdOf(buf, msg.getOffset(), msg.getLength()) : null;
-        String named = UUID.get(msg.getSrc());
-        String senderAddress = named != null || Payload.senderOf(msgId) == null ? addressOf(msg.getSrc())
-                : Payload.senderOf(msgId);
+        String byId = Payload.senderOf(msgId);
+        String senderAddress = UUID.get(msg.getSrc()) == null && byId != null ? byId : addressOf(msg.getSrc());
         Headers.Fields f = headers.of(msg);
         String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
         delivered.incrementAndGet();

@@ -514,9 +514,8 @@ public final class Member implements Receiver, Node {
             return;
         }
         String msgId = msg.hasArray() ? Payload.msgIdOf(msg.getArray(), msg.getOffset(), msg.getLength()) : null;
-        String named = NameCache.get(msg.getSrc());
-        String senderAddress = named != null || Payload.senderOf(msgId) == null ? addressOf(msg.getSrc())
-                : Payload.senderOf(msgId);
+        String byId = Payload.senderOf(msgId);
+        String senderAddress = NameCache.get(msg.getSrc()) == null && byId != null ? byId : addressOf(msg.getSrc());
         Headers.Fields f = headers.of(msg);
         String kind = f != null ? f.kind : msg.getDest() == null ? "multicast" : "unicast";
         delivered.incrementAndGet();

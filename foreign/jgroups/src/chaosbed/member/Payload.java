@@ -42,7 +42,6 @@ public final class Payload {
         return null;
     }
 
-    /** The member name of an address ("B" for "B/2"). */
     /**
      * The sender's address as its message id names it ("D/2" of "D/2>C#80"), or null: what a receiver that does not
      * know the sender's logical name yet (a restarted member before discovery tells it) writes instead of a UUID.
@@ -52,6 +51,7 @@ public final class Payload {
         return arrow > 0 ? msgId.substring(0, arrow) : null;
     }
 
+    /** The member name of an address ("B" for "B/2"). */
     public static String nameOf(String address) {
         int slash = address.indexOf('/');
         return slash < 0 ? address : address.substring(0, slash);
