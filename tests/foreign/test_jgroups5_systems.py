@@ -153,6 +153,31 @@ def test_a_stack_file_that_cannot_start_is_exit_2_naming_it(jclusters: JGroupsCl
     assert f"stack file {bad}" in message and "FD_SOCKET_NO_SUCH" in message, message
 
 
+@pytest.mark.parametrize("kind", ["unicast", "multicast"])
+def test_the_send_line_is_written_before_the_message_goes_below_the_reliable_protocol(
+    jclusters: JGroupsClusters, tmp_path: Path, kind: str
+) -> None:
+    """A member killed after its message went down, but before `ch.send` returned, used to leave a message that the
+    others delivered and that no send line accounted for (a phantom to the checker). The tap below UNICAST3/NAKACK2
+    now writes the line. Shown with the jar's RATE_LIMITER placed below them: 120K bytes per 15 s. A's third 50K
+    message starts a new period and its fifth parks inside `ch.send`, below the tap, for the rest of the period. A's
+    history already has its fifth send line while B has delivered only four, and B gets the fifth once the period
+    ends. Before the fix, the fifth line appeared only when `ch.send` returned, 15 s later."""
+    stack = _stock(tmp_path, "udp.xml")
+    stack.write_text(
+        stack.read_text().replace("<RED/>", '<RED/>\n    <RATE_LIMITER max_bytes="120K" time_period="15s"/>')
+    )
+    c = jclusters.start(with_stack(SYSTEMS["jgroups-5"], str(stack)), ["A", "B"], "netns")
+    if kind == "unicast":
+        assert c.control("A", "send", to="B", count=5, size=50_000)["ok"]
+    else:
+        assert c.control("A", "multicast", count=5, size=50_000)["ok"]
+    wait_for(lambda: len(events(c, "A", "send", kind=kind)) == 5, 10, "A's five send lines")
+    delivered = events(c, "B", "deliver", sender="A", kind=kind)
+    assert len(delivered) == 4, delivered  # the fifth is parked below the tap
+    wait_for(lambda: len(events(c, "B", "deliver", sender="A", kind=kind)) == 5, 30, "B to get the fifth")
+
+
 def test_a_lost_first_message_makes_the_receiver_ask_for_it_and_the_taps_log_both(jclusters: JGroupsClusters) -> None:
     """C's first unicast to B (a new connection: first=true) is dropped (the jgroups-5 wire profile's discard): B
     gets C's second without a window, sends SEND_FIRST_SEQNO (its tap writes `sync`), C resends seqno 1 (its tap

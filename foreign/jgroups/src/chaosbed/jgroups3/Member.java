@@ -29,6 +29,7 @@ import org.jgroups.util.UUID;
 
 import chaosbed.member.Config;
 import chaosbed.member.ControlServer;
+import chaosbed.member.FirstSend;
 import chaosbed.member.History;
 import chaosbed.member.Node;
 import chaosbed.member.Payload;
@@ -78,6 +79,7 @@ public final class Member extends ReceiverAdapter implements Node {
 
     /** Own multicasts whose {@code ch.send} has not returned: msg_id -> deliver lines held back until the send line. */
     private final Map<String, List<String>> ownPending = new HashMap<>(); // guarded by history
+    private final FirstSend firstSend = new FirstSend();
     private final Map<String, Integer> msgCounter = new HashMap<>(); // dest name ("*": multicast) -> last n
     final List<Task> tasks = new ArrayList<>(); // guarded by itself
     private final AtomicLong sent = new AtomicLong();
@@ -257,6 +259,11 @@ public final class Member extends ReceiverAdapter implements Node {
             @Override
             public Address self() {
                 return ch.getAddress();
+            }
+
+            @Override
+            public void down(Message msg) {
+                firstSend.down(msg);
             }
         };
         for (Headers.Reader r : new Headers.Reader[] {headers.unicast, headers.multicast}) {
@@ -447,6 +454,8 @@ public final class Member extends ReceiverAdapter implements Node {
             return true;
         }
         long t = System.nanoTime();
+        Runnable line = () -> writeUnicastSend(t, task.dest, destAddress, msgId, payload.length, headers.of(msg));
+        firstSend.expect(msg, line); // the tap below UNICAST2/3 writes it, before the datagram goes down
         Exception failure = null;
         try {
             ch.send(msg);
@@ -454,19 +463,23 @@ public final class Member extends ReceiverAdapter implements Node {
             failure = e;
         }
         Headers.Fields f = headers.of(msg);
-        if (f != null || failure == null) { // numbered by UNICAST2/3, or sent: it may be on the wire
-            if (f == null) {
-                unsequenced.incrementAndGet();
-            }
-            history.write(history.line(t, "send", "kind", "unicast", "sender", cfg.name, "dest", task.dest,
-                    "dest_address", destAddress, "conn_id", f == null ? null : f.connId, "seqno",
-                    f == null ? -1 : f.seqno, "msg_id", msgId, "size", payload.length));
-            sent.incrementAndGet();
+        if (!firstSend.finish() && (f != null || failure == null)) { // numbered, or sent: it may be on the wire
+            writeUnicastSend(t, task.dest, destAddress, msgId, payload.length, f);
         }
         if (failure != null) {
             throw failure;
         }
         return true;
+    }
+
+    private void writeUnicastSend(long t, String dest, String destAddress, String msgId, int size, Headers.Fields f) {
+        if (f == null) {
+            unsequenced.incrementAndGet();
+        }
+        history.write(history.line(t, "send", "kind", "unicast", "sender", cfg.name, "dest", dest, "dest_address",
+                destAddress, "conn_id", f == null ? null : f.connId, "seqno", f == null ? -1 : f.seqno, "msg_id",
+                msgId, "size", size));
+        sent.incrementAndGet();
     }
 
     private boolean sendMulticast(Task task) throws Exception {
@@ -485,6 +498,7 @@ public final class Member extends ReceiverAdapter implements Node {
         synchronized (history) {
             ownPending.put(msgId, new ArrayList<>());
         }
+        firstSend.expect(msg, () -> writeMulticastSend(t, msgId, payload.length, headers.of(msg), true));
         Exception failure = null;
         try {
             ch.send(msg);
@@ -492,24 +506,31 @@ public final class Member extends ReceiverAdapter implements Node {
             failure = e;
         }
         Headers.Fields f = headers.of(msg);
-        synchronized (history) {
-            List<String> lines = new ArrayList<>();
-            if (f != null || failure == null) { // numbered by NAKACK2, or sent: it may be on the wire
-                if (f == null) {
-                    unsequenced.incrementAndGet();
-                }
-                lines.add(history.line(t, "send", "kind", "multicast", "sender", cfg.name, "dest", null,
-                        "dest_address", null, "conn_id", null, "seqno", f == null ? -1 : f.seqno, "msg_id", msgId,
-                        "size", payload.length));
-                sent.incrementAndGet();
-            }
-            lines.addAll(ownPending.remove(msgId));
-            history.write(lines.toArray(new String[0]));
+        if (!firstSend.finish()) { // numbered by NAKACK2, or sent: it may be on the wire
+            writeMulticastSend(t, msgId, payload.length, f, f != null || failure == null);
         }
         if (failure != null) {
             throw failure;
         }
         return true;
+    }
+
+    /** The send line (unless not {@code record}), then the own deliveries held back until it. */
+    private void writeMulticastSend(long t, String msgId, int size, Headers.Fields f, boolean record) {
+        synchronized (history) {
+            List<String> lines = new ArrayList<>();
+            if (record) {
+                if (f == null) {
+                    unsequenced.incrementAndGet();
+                }
+                lines.add(history.line(t, "send", "kind", "multicast", "sender", cfg.name, "dest", null,
+                        "dest_address", null, "conn_id", null, "seqno", f == null ? -1 : f.seqno, "msg_id", msgId,
+                        "size", size));
+                sent.incrementAndGet();
+            }
+            lines.addAll(ownPending.remove(msgId));
+            history.write(lines.toArray(new String[0]));
+        }
     }
 
     // --- JGroups callbacks -------------------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ final class Tap extends Protocol {
         String nameOf(Address a);
 
         Address self();
+
+        /** Every message with the protocol's header, before it goes on down (the member's send line: FirstSend). */
+        void down(Message msg);
     }
 
     private final Headers.Reader reader;
@@ -80,6 +83,7 @@ final class Tap extends Protocol {
             Header h = reader.header(msg);
             if (h != null) {
                 try {
+                    events.down(msg);
                     sentOne(msg, h);
                 } catch (RuntimeException e) {
                     System.err.println("chaosbed-jgroups3: tap " + reader.protocol + ": " + e);

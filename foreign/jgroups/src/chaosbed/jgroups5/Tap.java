@@ -30,6 +30,9 @@ final class Tap extends Protocol {
         String nameOf(Address a);
 
         Address self();
+
+        /** Every message with the protocol's header, before it goes on down (the member's send line: FirstSend). */
+        void down(Message msg);
     }
 
     private final Headers.Reader reader;
@@ -67,6 +70,7 @@ final class Tap extends Protocol {
         Header h = reader.header(msg);
         if (h != null) {
             try {
+                events.down(msg);
                 sentOne(msg, h);
             } catch (RuntimeException e) {
                 System.err.println("chaosbed-jgroups5: tap " + reader.protocol + ": " + e);
