@@ -15,6 +15,12 @@ dropped, so a stalled probe sender can blur the observed onset but never fail th
 sent more than BOUND_MS after its planned instant got through before the fault showed. Likewise a fault is early only
 if it dropped a probe whose `sendto` had returned more than EARLY_MS before the instant (a probe's stamp is taken
 just before its `sendto`, and a sender the scheduler stalls there sends it later: seen once, 47 ms, with 4 workers).
+
+The kernel's gates read CLOCK_REALTIME and the probes CLOCK_MONOTONIC. If the wall clock moved against the monotonic
+one during the schedule (run_schedule's warning), the gated faults moved with it: seen once in CI after the VM was
+paused, partitions and losses 5-13 ms early and growing along the schedule while the NFQUEUE discards (judged on
+monotonic time) stayed on time. Those faults are then not judged, and the test is skipped saying so after the others
+passed.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from tests.clusters import assert_nothing_left, chaos_tests
 pytestmark = chaos_tests()
 
 BOUND_MS = 20.0
+WALL_CLOCK_GATED = {"partition", "split", "loss"}  # nft `meta time`: CLOCK_REALTIME (docs/chaos.md)
 EARLY_MS = 10.0  # a probe sent just before the instant may arrive after it and be dropped: transit, under load
 MS = 1_000_000
 
@@ -84,11 +91,18 @@ def test_scheduled_faults_take_effect_on_time_on_the_network(cluster: NetnsClust
             f"{e['id']} {e['kind']} on {onset.link}: observed {lag:+.2f} ms (sent by {sent_by:+.2f} ms), "
             f"last probe through {through}"
         )
-    summary = "\n".join(report)
+    summary = "\n".join(report + result.warnings)
+    moved = [w for w in result.warnings if w.startswith("the wall clock moved")]
+    unjudged = []
     for e, line in zip(faults, report, strict=True):
         onset, planned = result.onsets[e["id"]], e["t"]
         assert onset.planned == planned
+        if moved and e["kind"] in WALL_CLOCK_GATED:
+            unjudged.append(e["id"])  # the kernel switched it on a clock that moved: its onset moved with it
+            continue
         assert onset.observed_sent_by - planned >= -EARLY_MS * MS, f"took effect early:\n{summary}"
         late = onset.last_through is not None and onset.last_through - planned > BOUND_MS * MS
         assert not late, f"more than {BOUND_MS:g} ms late ({line}):\n{summary}"
     print(summary)
+    if unjudged:
+        pytest.skip(f"{', '.join(unjudged)} not judged: {moved[0]} (the machine's clock, not chaosbed)")
