@@ -41,6 +41,7 @@ ARM_LEAD_S = 0.25  # how far ahead of t0 the real backends install the plan (dou
 ARM_TRIES = 5  # leads of 0.25, 0.5, 1, 2 and 4 s: a machine busy enough to need the last still gets its faults on time
 QUIET_POLL_S = 0.1
 CLOCK_DRIFT_MS = 1.0  # more wall-clock drift than this during a schedule is reported
+CLOCK_MOVED = "the wall clock moved"  # how that warning starts (tests/netns/test_onset.py reads it)
 ACTION_AFTER_NS = 1_000  # member actions start at least 1 µs after their instant (see run_schedule)
 
 
@@ -208,7 +209,7 @@ def _clock_check(cluster: Cluster) -> list[str]:
     if drift_ms <= CLOCK_DRIFT_MS:
         return []
     return [
-        f"the wall clock moved {drift_ms:.1f} ms against the monotonic clock during the schedule: network faults "
+        f"{CLOCK_MOVED} {drift_ms:.1f} ms against the monotonic clock during the schedule: network faults "
         "(switched by the kernel on the wall clock) took effect up to that much off their planned times"
     ]
 

@@ -36,7 +36,7 @@ from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterSpec
 from orchestration.onset_probes import LinkProbes
 from orchestration.scenario import parse
-from orchestration.schedule import run_schedule
+from orchestration.schedule import CLOCK_MOVED, run_schedule
 from tests.clusters import assert_nothing_left, chaos_tests
 
 pytestmark = chaos_tests()
@@ -92,7 +92,7 @@ def test_scheduled_faults_take_effect_on_time_on_the_network(cluster: NetnsClust
             f"last probe through {through}"
         )
     summary = "\n".join(report + result.warnings)
-    moved = [w for w in result.warnings if w.startswith("the wall clock moved")]
+    moved = [w for w in result.warnings if w.startswith(CLOCK_MOVED)]
     unjudged = []
     for e, line in zip(faults, report, strict=True):
         onset, planned = result.onsets[e["id"]], e["t"]
