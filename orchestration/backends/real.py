@@ -182,7 +182,25 @@ class RealCluster(Cluster):
                 self._signal(m.pid, signal.SIGKILL)
         self._teardown_network()
         claims.release(self.label)
+        self._keep_member_logs()
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _keep_member_logs(self) -> None:
+        """Moves each member's output (`<name>.<incarnation>.log`, stdout and stderr) from the state folder, which
+        down removes, into the run folder's logs/: a failure's triage starts from what the members said. Nothing to
+        keep when the cluster has no run folder of its own."""
+        if self.workdir.resolve() == self.state_dir.resolve():
+            return
+        logs = sorted(self.state_dir.glob("*.log"))
+        if not logs:
+            return
+        kept = self.workdir / "logs"
+        try:
+            kept.mkdir(parents=True, exist_ok=True)
+            for log in logs:
+                shutil.move(log, kept / log.name)
+        except OSError:  # a run folder that is gone or full costs the logs, never the teardown
+            pass
 
     # --- faults on processes ----------------------------------------------------------------------------------------
 
