@@ -3,10 +3,12 @@ setting, none of their faults), the schedules and seconds each search took to it
 the bug's checks, on the same budget and seeds, side by side. As root (netns).
 
     python -m bench.bench_explore_guided [--bugs NAME ...] [--seeds 1 2 3] [--schedules N] [--budget S] [-j J]
+                                         [--modes random features wire]
 
 Default: unicast2-last-message, nakack2-last-message-lost and jgroups-unicast2-last-message (the real 2.12 jar),
 seeds 1-3, at most 30 schedules or 300 s a search, -j 2. A search that does not find the bug counts its whole
-budget (and says so); the medians are over the seeds. docs/explore.md has the figures.
+budget (and says so); the medians are over the seeds. The modes: plain random drawing, the wire's features alone,
+and `--guide wire` (features and near misses). docs/explore.md has the figures.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from orchestration.explore.search import SearchSpec, search
 from orchestration.matrix.bugs import catalogue, find
 
 DEFAULT_BUGS = ["unicast2-last-message", "nakack2-last-message-lost", "jgroups-unicast2-last-message"]
-MODES = ("random", "wire")
+# random: every schedule drawn afresh; features: the corpus of new wire features alone (the guide before near
+# misses); wire: `--guide wire` as it is, new features and near misses (orchestration/explore/pressure.py)
+MODES = ("random", "features", "wire")
 
 
 @dataclass
@@ -44,7 +48,7 @@ def hunt(bug: str, seed: int, mode: str, schedules: int, budget: float, jobs: in
     (entry,) = find(catalogue(), bug)
     base = load_base(entry.path, flawed_sets(entry))
     generator = Generator(context_for(scenario_of(base), real=True))
-    guide = Guide(generator) if mode == "wire" else None
+    guide = Guide(generator, near=mode == "wire") if mode != "random" else None
     want = tuple(sorted(entry.bug.violates))
     spec = SearchSpec(seed=seed, schedules=schedules, budget=budget, stop_at_first=True, want=want)
     pool = make_pool(jobs, "netns")
@@ -67,10 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--schedules", type=int, default=30)
     p.add_argument("--budget", type=float, default=300.0)
     p.add_argument("-j", dest="jobs", type=int, default=2)
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     args = p.parse_args(argv)
     print(f"{'bug':36} {'mode':7} " + " ".join(f"{'seed ' + str(s):>18}" for s in args.seeds) + "  median")
     for bug in args.bugs:
-        for mode in MODES:  # the two modes of a bug one after the other: the same machine load for both
+        for mode in args.modes:  # the modes of a bug one after the other: the same machine load for all
             outs = [hunt(bug, s, mode, args.schedules, args.budget, args.jobs) for s in args.seeds]
             cells = " ".join(f"{(str(o.schedules) if o.found else '>' + str(o.schedules)):>6} /{o.seconds:7.1f} s "
                              for o in outs)  # fmt: skip

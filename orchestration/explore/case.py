@@ -47,6 +47,8 @@ class CaseResult:
     # a search with warm clusters (warm.py): "warm" (ran on one), "warm-confirmed" / "warm-unconfirmed: CHECKS" (a
     # warm failure rerun fresh: this is the fresh result), "warm-leaked", "warm-error: ..." (rerun fresh); "" fresh
     warm: str = field(default="", compare=False)
+    # on real members: how close the run came to a bounded check's limit (pressure.py; 1.0 and above: it failed)
+    pressure: float = field(default=0.0, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -62,6 +64,7 @@ class CaseResult:
             "coverage": list(self.coverage),
             "targets": [list(t) for t in self.targets],
             "warm": self.warm,
+            "pressure": round(self.pressure, 4),
         }
 
     @classmethod
@@ -79,6 +82,7 @@ class CaseResult:
             tuple(as_strs(doc.get("coverage", []), "coverage")),
             tuple(_target(t) for t in doc.get("targets", []) or []),  # type: ignore[attr-defined]
             str(doc.get("warm", "")),
+            as_number(doc.get("pressure", 0.0), "pressure"),
         )
 
 

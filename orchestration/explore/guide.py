@@ -19,6 +19,12 @@ down when holds):
 - retarget: a discard aimed at a message type the wire showed on some link, or one such discard added (where the
   system has a wire profile chaosbed reads).
 
+Near misses (pressure.py): a passing schedule that came closer to a bounded check's limit than any before it (its
+pressure, at least PRESSURE_FLOOR of the bound, and higher than the best so far) is kept too, whether or not it
+reached a new feature. Once the corpus holds one, PRESSURE_PICK of the mutations start from a near miss, the higher
+its pressure the likelier (the best one most of all), so the search climbs towards the bound: a late delivery or a
+control storm shows first as a run that nearly failed.
+
 A guided search is not replayed from its seed alone (which schedule is mutated depends on the order results came
 back in); every schedule's faults are in explore.json and a failure's minimal.toml, which replay as always.
 """
@@ -37,6 +43,8 @@ from orchestration.explore.plan import secs
 from orchestration.explore.tables import TomlTable
 
 MUTATE = 0.6  # the share of schedules mutated from the corpus once it holds something
+PRESSURE_FLOOR = 0.25  # a near miss pushed a bounded check to at least this share of its bound
+PRESSURE_PICK = 0.5  # the share of mutations that start from a near miss, once there is one
 NETWORK = frozenset({"partition", "split", "loss", "delay", "duplicate", "reorder", "discard"})
 OPERATORS = ("shift", "stretch", "drop", "add", "swap", "retarget")
 NOT_TARGETS = frozenset({"tcp", "DATA"})  # keys a discard cannot name
@@ -49,21 +57,26 @@ class Entry:
     features: frozenset[str]
     targets: tuple[tuple[str, str, str], ...]
     picks: int = 0
+    pressure: float = 0.0  # how close it came to a bounded check's limit (pressure.py)
 
 
 @dataclass
 class Guide:
     generator: Generator
     mutate: float = MUTATE
+    near: bool = True  # keep and mutate near misses (False: features alone, as bench_explore_guided compares)
     seen: Counter[str] = field(default_factory=Counter)  # feature -> schedules that reached it
     corpus: list[Entry] = field(default_factory=list)
     origins: Counter[str] = field(default_factory=Counter)  # what the kept entries came from
     drawn: Counter[str] = field(default_factory=Counter)  # schedules handed out: random, or by operator
+    best: float = 0.0  # the highest pressure a passing schedule reached: the nearest miss
+    near_misses: int = 0  # entries kept for their pressure alone
 
     def next_faults(self, rng: random.Random) -> tuple[list[TomlTable], str]:
         """The faults of the next schedule and their origin."""
         if self.corpus and rng.random() < self.mutate:
-            i = self._pick(rng)
+            near = [i for i, e in enumerate(self.corpus) if e.pressure >= PRESSURE_FLOOR]
+            i = self._pick_near(rng, near) if near and rng.random() < PRESSURE_PICK else self._pick(rng)
             entry = self.corpus[i]
             entry.picks += 1
             for _ in range(TRIES):
@@ -75,14 +88,18 @@ class Guide:
         self.drawn["random"] += 1
         return self.generator.draw(rng), "random"
 
-    def record(self, faults: list[TomlTable], coverage: Coverage, origin: str = "random") -> int:
-        """Counts a finished schedule's features; keeps it in the corpus if it reached a new one. Returns how many
-        features were new."""
+    def record(self, faults: list[TomlTable], coverage: Coverage, origin: str = "random", pressure: float = 0.0) -> int:
+        """Counts a finished schedule's features; keeps it in the corpus if it reached a new one, or if it is a near
+        miss that pushed a bound harder than any schedule before it. Returns how many features were new."""
         new = [f for f in coverage.features if f not in self.seen]
         self.seen.update(coverage.features)
-        if new:
-            self.corpus.append(Entry([dict(f) for f in faults], coverage.features, coverage.targets))
+        nearer = self.near and PRESSURE_FLOOR <= pressure < 1.0 and pressure > self.best
+        if pressure < 1.0:
+            self.best = max(self.best, pressure)
+        if new or nearer:
+            self.corpus.append(Entry([dict(f) for f in faults], coverage.features, coverage.targets, pressure=pressure))
             self.origins[origin.split(" ", 1)[0]] += 1
+            self.near_misses += not new
         return len(new)
 
     def _pick(self, rng: random.Random) -> int:
@@ -90,6 +107,13 @@ class Guide:
             (1.0 + sum(1.0 / self.seen[f] for f in e.features if self.seen[f])) / (1.0 + e.picks) for e in self.corpus
         ]
         return rng.choices(range(len(self.corpus)), weights)[0]
+
+    def _pick_near(self, rng: random.Random, near: list[int]) -> int:
+        """A near miss, by its pressure relative to the best one's (steeply: the best is mutated most), and less the
+        more often it was picked."""
+        top = max(self.corpus[i].pressure for i in near)
+        weights = [(self.corpus[i].pressure / top) ** 4 / (1.0 + self.corpus[i].picks) ** 0.5 for i in near]
+        return near[rng.choices(range(len(near)), weights)[0]]
 
 
 def _at(f: TomlTable) -> float:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from orchestration.explore.case import CaseResult, scenario_of, sentences
 from orchestration.explore.coverage import coverage_of
+from orchestration.explore.pressure import pressure_of
 from orchestration.explore.tables import TomlTable
 from orchestration.scenario import ScenarioError
 
@@ -52,7 +53,7 @@ def run_real_case(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMO
         cov = coverage_of(out) if tap else None
         result = CaseResult(
             violated, None, res.events, time.perf_counter() - t0, sentences(res.violations),
-            tuple(sorted(cov.features)) if cov else (), cov.targets if cov else (),
+            tuple(sorted(cov.features)) if cov else (), cov.targets if cov else (), pressure=pressure_of(res),
         )  # fmt: skip
     except (ScenarioError, InputError) as e:
         result = CaseResult(error=str(e), seconds=time.perf_counter() - t0)

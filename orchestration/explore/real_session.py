@@ -67,7 +67,8 @@ def explore_real(spec: ExploreSpec, reporter: Reporter) -> Explored:
         if r.guided is not None:
             g = r.guided
             reporter.say(f"guided by the wire: {g['features']:,} features reached, {g['corpus']} schedules in the "
-                         f"corpus; drawn {', '.join(f'{k} {v}' for k, v in g['drawn'].items())}")  # fmt: skip
+                         f"corpus ({g['near_misses']} of them near misses, the nearest at {g['best_pressure']:.2f} "
+                         f"of a bound); drawn {', '.join(f'{k} {v}' for k, v in g['drawn'].items())}")  # fmt: skip
         if r.warm is not None:
             reporter.say(warm_line(r.warm, spec.warm))
         for number, (found, same) in enumerate(to_shrink(r, spec.search.stop_at_first), 1):

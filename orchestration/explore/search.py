@@ -172,6 +172,8 @@ class GuidedDoc(TypedDict):
     kept_from: dict[str, int]
     features: int
     drawn: dict[str, int]
+    near_misses: int  # corpus entries kept for their pressure alone (guide.py)
+    best_pressure: float  # the highest share of a check's bound a schedule reached (1.0 and above: failed)
 
 
 def guided_doc(guide: Guide) -> GuidedDoc:
@@ -180,6 +182,8 @@ def guided_doc(guide: Guide) -> GuidedDoc:
         "kept_from": dict(sorted(guide.origins.items())),
         "features": len(guide.seen),
         "drawn": dict(sorted(guide.drawn.items())),
+        "near_misses": guide.near_misses,
+        "best_pressure": round(guide.best, 3),
     }
 
 
@@ -205,7 +209,7 @@ def _record(st: _State, index: int, res: CaseResult) -> None:
         how = res.warm.split(":")[0] or "fresh"
         r.warm[how] = r.warm.get(how, 0) + 1
     if st.guide is not None and res.error is None:
-        st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets), origin)
+        st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets), origin, res.pressure)
     p.tried, p.elapsed = r.tried, time.monotonic() - st.t0
     if res.error is not None:
         r.errors += 1

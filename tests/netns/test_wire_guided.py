@@ -93,3 +93,21 @@ def test_a_guided_search_keeps_a_corpus_and_mutates_it(tmp_path: Path, monkeypat
     assert "guided by the wire:" in text
     assert all("origin" in f for f in doc["failures"])
     assert clusters_under(tmp_path) == [] and taps_running(tmp_path) == []
+
+
+@pytest.mark.parametrize("resend_last", [False, True])
+def test_a_near_miss_is_measured_from_the_histories(tmp_path: Path, resend_last: bool) -> None:
+    """The bug's file with a bound it cannot miss (10 s): without the fix the dropped last message of A's first burst
+    waits for the second burst, 5 s in, and the run passes at about half the bound; with it, it comes at once."""
+    from orchestration.explore.case import load_base
+    from orchestration.explore.real_case import Keep, run_real_case
+
+    sets = [f"cluster.properties.unicast2.resend_last_seqno={str(resend_last).lower()}", "checks.delivered_within=10s"]
+    raw = load_base(BUG, sets, keep_faults=True)
+    res = run_real_case(raw, tmp_path / "run", "netns", Keep())
+    assert res.error is None and not res.failed, (res.error, res.details)
+    if resend_last:
+        assert res.pressure < 0.1, res.pressure  # resent within an xmit_interval (200 ms): under 1 s of 10
+    else:
+        assert 0.3 < res.pressure < 0.5, res.pressure  # 4.5 s (5 s less the burst's 0.5 s) of 10
+    assert clusters_under(tmp_path) == []

@@ -115,3 +115,34 @@ def test_where_no_tap_can_watch_the_search_draws_at_random_and_says_so(tmp_path:
     assert guide_for(FILES[0], "netns", "random") is None and said == []
     assert guide_for(FILES[0], "docker") is None
     assert said == ["guide: random (the docker backend has no wire tap; the wire tap watches netns clusters)"]
+
+
+def test_a_near_miss_is_kept_when_it_comes_nearer_than_any_before_it() -> None:
+    _, gen = generator_of(FILES[0])
+    guide = Guide(gen)
+    faults = gen.draw(random.Random(1))
+    guide.record(faults, Coverage(frozenset({"a"})), pressure=0.1)
+    assert guide.record(faults, Coverage(frozenset({"a"})), pressure=0.2) == 0 and len(guide.corpus) == 1  # < floor
+    guide.record(faults, Coverage(frozenset({"a"})), "shift of #1", pressure=0.6)
+    guide.record(faults, Coverage(frozenset({"a"})), pressure=0.5)  # not nearer than 0.6
+    guide.record(faults, Coverage(frozenset({"a"})), pressure=1.4)  # failed: no near miss, and not the best
+    assert [e.pressure for e in guide.corpus] == [0.1, 0.6] and guide.near_misses == 1 and guide.best == 0.6
+    assert dict(guide.origins) == {"random": 1, "shift": 1}
+    plain = Guide(gen, near=False)
+    plain.record(faults, Coverage(frozenset({"a"})), pressure=0.1)
+    plain.record(faults, Coverage(frozenset({"a"})), pressure=0.6)
+    assert len(plain.corpus) == 1 and plain.near_misses == 0
+
+
+def test_mutations_start_from_the_nearest_miss_most_often() -> None:
+    _, gen = generator_of(FILES[0])
+    rng = random.Random(7)
+    guide = Guide(gen, mutate=1.0)
+    drawn = [gen.draw(rng) for _ in range(3)]
+    for i, (faults, pressure) in enumerate(zip(drawn, (0.0, 0.3, 0.9), strict=True)):
+        guide.record(faults, Coverage(frozenset({f"f{i}"})), pressure=pressure)
+    origins = [guide.next_faults(rng)[1] for _ in range(300)]
+    picked = [int(o.rsplit("#", 1)[1]) for o in origins if "#" in o]  # "random": no operator applied to the pick
+    assert len(picked) > 200, origins
+    share = [picked.count(n) / len(picked) for n in (1, 2, 3)]
+    assert share[2] > 0.45 and share[2] > 2 * share[1], share  # half the picks by pressure, nearly all of them #3
