@@ -75,7 +75,7 @@ class Guide:
     def next_faults(self, rng: random.Random) -> tuple[list[TomlTable], str]:
         """The faults of the next schedule and their origin."""
         if self.corpus and rng.random() < self.mutate:
-            near = [i for i, e in enumerate(self.corpus) if e.pressure >= PRESSURE_FLOOR]
+            near = [i for i, e in enumerate(self.corpus) if e.pressure >= PRESSURE_FLOOR] if self.near else []
             i = self._pick_near(rng, near) if near and rng.random() < PRESSURE_PICK else self._pick(rng)
             entry = self.corpus[i]
             entry.picks += 1

@@ -4,8 +4,8 @@ fails when a cell's verdict is not what the matrix expects. The whole matrix (11
 3-5 minutes with -j 2 on 2 cores, so the test runs 2 scenarios x 2 systems (61 s measured with a warm Spark
 service, about 2 minutes cold): the one disagreement
 (NAKACK2 without retransmission over TCP: a joiner while the group multicasts; the jar's joiner never fills the gap
-below its digest, chaosbed's passes) and UNICAST3's receiver sync (an asymmetric split and its heal, where the jar's
-receiver asks for the first seqno and chaosbed's keeps its window). docs/foreign/jgroups5.md, "The seeds side by
+below its digest, chaosbed's passes) and UNICAST3's receiver sync (an asymmetric split and its heal, where both
+receivers ask for the first seqno once B's window for A is gone). docs/foreign/jgroups5.md, "The seeds side by
 side", has the whole grid."""
 
 from __future__ import annotations

@@ -146,3 +146,9 @@ def test_mutations_start_from_the_nearest_miss_most_often() -> None:
     assert len(picked) > 200, origins
     share = [picked.count(n) / len(picked) for n in (1, 2, 3)]
     assert share[2] > 0.45 and share[2] > 2 * share[1], share  # half the picks by pressure, nearly all of them #3
+    plain = Guide(gen, mutate=1.0, near=False)  # features alone: the entries' pressures play no part
+    for i, (faults, pressure) in enumerate(zip(drawn, (0.0, 0.3, 0.9), strict=True)):
+        plain.record(faults, Coverage(frozenset({f"f{i}"})), pressure=pressure)
+    origins = [plain.next_faults(rng)[1] for _ in range(300)]
+    picked = [int(o.rsplit("#", 1)[1]) for o in origins if "#" in o]
+    assert picked.count(3) / len(picked) < 0.45, picked.count(3) / len(picked)  # about a third each
