@@ -173,7 +173,7 @@ class GuidedDoc(TypedDict):
     features: int
     drawn: dict[str, int]
     near_misses: int  # corpus entries kept for their pressure alone (guide.py)
-    best_pressure: float  # the highest share of a check's bound a schedule reached (1.0 and above: failed)
+    best_pressure: float  # the nearest miss: the highest share of a check's bound a passing schedule reached
 
 
 def guided_doc(guide: Guide) -> GuidedDoc:

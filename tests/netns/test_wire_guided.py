@@ -4,7 +4,9 @@
   (A's UNICAST2.DATA to B: each message A sent, retransmissions and the one the discard rule dropped at B included);
 - on JGroups 5 it shows the protocol at work across a split and its heal (MERGE3, GMS merge messages), and the
   coverage places them against the split;
-- `chaosbed explore --backend netns --guide wire` records a corpus and mutates it; no tap outlives its run."""
+- `chaosbed explore --backend netns --guide wire` records a corpus and mutates it; no tap outlives its run;
+- a run's pressure (how near it came to a bounded check's limit) is what its histories show: the flawed
+  unicast2-last-message's wait for the second burst, and next to nothing with the fix."""
 
 from __future__ import annotations
 
