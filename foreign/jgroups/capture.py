@@ -41,6 +41,7 @@ import argparse
 import collections
 import functools
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -168,8 +169,10 @@ class Capture:
         with in_namespace(ns):
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        self.sock.settimeout(0.1)
+        self.sock.setblocking(False)
         self.datagrams: list[dict[str, Any]] = []
+        self._drained = (0, 0)  # (an instant the socket was found empty, how many datagrams were kept by then)
+        self._drained_moved = threading.Condition(threading.Lock())
         self.fragments = 0
         self.reassemble = reassemble
         self._pieces: dict[tuple[bytes, bytes, int], dict[int, tuple[bytes, bool]]] = {}
@@ -180,11 +183,18 @@ class Capture:
 
     def _run(self) -> None:
         while True:
+            asked = time.monotonic_ns()
             try:
                 frame, addr = self.sock.recvfrom(1 << 16)
-            except TimeoutError:
+            except BlockingIOError:
+                with self.lock:
+                    kept = len(self.datagrams)
+                with self._drained_moved:
+                    self._drained = (asked, kept)  # every frame queued before `asked` is read
+                    self._drained_moved.notify_all()
                 if self._stop.is_set():
-                    return  # stopped, and nothing more came for a receive timeout: the socket is drained
+                    return  # stopped, and the socket is drained
+                select.select([self.sock], [], [], 0.1)
                 continue
             t = time.monotonic_ns()
             ifname, proto, pkttype = addr[0], addr[1], addr[2]
@@ -228,6 +238,16 @@ class Capture:
                 del self._pieces[key]
                 return b"".join(parts)
         return None
+
+    def caught_up(self, timeout: float = 10.0) -> int:
+        """A barrier: the number n of datagrams kept once the capture has read every frame the kernel queued to it
+        before this call. Datagrams [0, n) reached the interface before this call returned, datagrams from n on after
+        it began, whatever instant the capture's thread stamped on them (a busy machine makes it late)."""
+        called = time.monotonic_ns()
+        with self._drained_moved:
+            if not self._drained_moved.wait_for(lambda: self._drained[0] >= called, timeout):
+                raise TimeoutError(f"the capture did not drain its socket within {timeout:g} s")
+            return self._drained[1]
 
     def stop(self) -> None:
         self._stop.set()

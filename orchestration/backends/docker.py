@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -195,6 +195,7 @@ class DockerCluster(NetnsCluster):
             raise ClusterError(f"member {name} is not running")
         container.kill("SIGKILL")
         container.wait(timeout=STOP_TIMEOUT)
+        self._keep_log(container)
         container.remove(force=True)
         m.pid = None
 
@@ -222,6 +223,7 @@ class DockerCluster(NetnsCluster):
             old.reload()
             if old.status == "running":
                 raise ClusterError(f"member {name} is running; kill it first")
+            self._keep_log(old)
             old.remove(force=True)
         self._leaving.discard(name)
         m.pid = None
@@ -251,7 +253,7 @@ class DockerCluster(NetnsCluster):
         except docker_engine.DockerUnavailable:
             client = None
         if client is not None:
-            remove_containers(client, self.label)
+            remove_containers(client, self.label, before_removal=self._keep_log)
         if self.members:
             self.chaos.shutdown()
         reap_namespaces(self.label)
@@ -259,6 +261,21 @@ class DockerCluster(NetnsCluster):
             remove_networks(client, self.label)
         claims.release(self.label)
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _keep_log(self, container: Container) -> None:
+        """Writes a member container's output (stdout and stderr as the engine kept them) into the run folder's
+        logs/<name>.<incarnation>.log before the container is removed, as down keeps a process member's output: a
+        failure's triage starts from what the members said. Nothing to keep without a run folder of its own; an
+        engine that fails here costs the log, never the teardown."""
+        incarnation = container.name.rpartition(".")[2]
+        member = container.labels.get("chaosbed.member")
+        if not member or not incarnation.isdigit() or self.workdir == self.state_dir.resolve():
+            return
+        with contextlib.suppress(Exception):
+            output = container.logs(stdout=True, stderr=True)
+            kept = self.workdir / "logs"
+            kept.mkdir(parents=True, exist_ok=True)
+            (kept / f"{member}.{incarnation}.log").write_bytes(output)
 
     def _network_state(self) -> dict[str, object]:
         return {**super()._network_state(), "image": self._image}
@@ -280,9 +297,12 @@ def member_pid(init_pid: int) -> int:
     return children[0].pid if children else init_pid
 
 
-def remove_containers(client: DockerClient, label: str | None = None) -> list[str]:
+def remove_containers(
+    client: DockerClient, label: str | None = None, before_removal: Callable[[Container], None] | None = None
+) -> list[str]:
     """Removes the containers of one cluster (label) or of every chaosbed cluster (None): members first, with
-    SIGTERM and a deadline (they write their `stop` event), then the sandboxes."""
+    SIGTERM and a deadline (they write their `stop` event), then `before_removal` on each member, then the
+    sandboxes."""
     selector = f"{LABEL}={label}" if label else LABEL
     containers = docker_listing.containers(client, all=True, filters={"label": selector})
     members = [c for c in containers if c.labels.get("chaosbed.role") == "member"]
@@ -296,6 +316,8 @@ def remove_containers(client: DockerClient, label: str | None = None) -> list[st
     for c in members:
         with contextlib.suppress(Exception):
             c.wait(timeout=max(0.1, deadline - time.monotonic()))
+        if before_removal is not None:
+            before_removal(c)
 
     def remove(c: Container) -> str | None:
         with contextlib.suppress(Exception):

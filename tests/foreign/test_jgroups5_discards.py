@@ -164,15 +164,13 @@ def test_unicast3_data_seqno_decided_by_the_kernel_drops_every_copy_until_healed
     record = discard(c, expr, "A", "B")
     c.control("A", "send", to="B", count=1, size=100)
     wait(lambda: c.chaos.kernel_counters()["B"]["dropped"] >= 3, 20, "the kernel to drop three copies")
-    before = time.monotonic_ns()
+    before = w.cap.caught_up()  # the capture's index of the counters' read: surely before, and perhaps before
     dropped = c.chaos.kernel_counters()["B"]["dropped"]
     rule = handled(c, record, "A", "B")
-    after = time.monotonic_ns()
+    after = w.cap.caught_up()
     c.chaos.heal()
     wait(in_order(c, "B", ["A>B#1", "A>B#2"]), 30, "B to deliver A>B#2 after the heal")
-    frames = w.frames(s1.index)
-    margin = 50_000_000  # the capture's thread stamps a frame a little after the kernel judged it
-    seen = [sum(hits([f for f in frames if f.t < t], expr, "A")) for t in (before - margin, after + margin)]
+    seen = [sum(hits(w.frames(s1.index, end), expr, "A")) for end in (before, after)]
     assert seen[0] <= dropped <= seen[1] and dropped >= 3, (dropped, seen)
     assert rule["matched"] == 0, f"the kernel decides A's single-message datagrams, the handler saw {rule}"
 
@@ -447,26 +445,27 @@ def test_gms_join_rsp_is_dropped_once_and_the_joiner_still_joins(lab: Lab) -> No
     assert c.control("A", "stats")["counters"]["UNICAST3"]["num_xmits"] >= 1
 
 
-def installed(c: NetnsCluster, expr: str, src: str, dst: str, count: int) -> tuple[FaultRecord, tuple[int, int]]:
-    """A rule on periodic messages, with the instants before and after it was installed."""
-    before = time.monotonic_ns()
+def installed(
+    c: NetnsCluster, w: Watch, expr: str, src: str, dst: str, count: int
+) -> tuple[FaultRecord, tuple[int, int]]:
+    """A rule on periodic messages, with the capture's indices (Capture.caught_up) before and after it was installed:
+    the frames before the first reached the interface before the rule existed, those from the second on after."""
+    before = w.cap.caught_up()
     record = discard(c, expr, src, dst, count)
-    return record, (before, time.monotonic_ns())
+    return record, (before, w.cap.caught_up())
 
 
 def bounded(
     w: Watch, since: tuple[int, int], expr: str, src: str, read: Callable[[], dict[str, int]]
 ) -> dict[str, int]:
-    """For a rule on periodic messages: its counters, read between two instants, against the capture's count of the
-    matching messages surely after the rule was installed and surely before the read (at least), and of those
-    perhaps after and perhaps before (at most)."""
-    margin = 50_000_000  # the capture's thread stamps a frame a little after the kernel passed it on
-    before = time.monotonic_ns()
+    """For a rule on periodic messages: its counters, read between two of the capture's indices, against the capture's
+    count of the matching messages surely after the rule was installed and surely before the read (at least), and of
+    those perhaps after and perhaps before (at most). Indices, not the capture's stamps: on a busy machine its thread
+    reads a frame late, so a frame the rule counted may be stamped after the read, or not be read yet."""
+    before = w.cap.caught_up()
     counts = read()
-    after = time.monotonic_ns()
-    frames = w.frames()
-    inner = [f for f in frames if since[1] + margin < f.t < before - margin]
-    outer = [f for f in frames if since[0] - margin < f.t < after + margin]
+    after = w.cap.caught_up()
+    inner, outer = w.frames(since[1], before), w.frames(since[0], after)
     seen = (sum(hits(inner, expr, src)), sum(hits(outer, expr, src)))
     assert seen[0] <= counts["matched"] <= seen[1], f"{expr}: matched {counts}, on the wire {seen}"
     return counts
@@ -477,7 +476,7 @@ def test_merge3_info_drops_two_and_nothing_else(lab: Lab) -> None:
     expr = "MERGE3.INFO()"
     w = lab.watch(c, "B")
     s1 = w.quiet()
-    record, since = installed(c, expr, "A", "B", 2)
+    record, since = installed(c, w, expr, "A", "B", 2)
     c.control("A", "multicast", count=3, size=100, rate=2)  # NAKACK2 from A meanwhile: not this rule's
     wait(lambda: handled(c, record, "A", "B")["dropped"] == 2, 30, "two of A's INFOs dropped")
     wait(in_order(c, "B", ["A>*#1", "A>*#2", "A>*#3"]), 30, "B to deliver A>*#1..#3")
@@ -497,7 +496,7 @@ def test_stable_gossip_drops_two_and_stability_still_comes(lab: Lab) -> None:
     expr = "STABLE.GOSSIP()"
     w = lab.watch(c, "A")
     s1 = w.quiet()
-    record, since = installed(c, expr, "B", "A", 2)
+    record, since = installed(c, w, expr, "B", "A", 2)
     c.control("B", "send", to="A", count=3, size=100, rate=2)  # UNICAST3 from B meanwhile: not this rule's
     wait(lambda: handled(c, record, "B", "A")["dropped"] == 2, 40, "two of B's gossips dropped")
     stability = s1.counters["A"]["STABLE"]["num_stability_msgs_sent"]
