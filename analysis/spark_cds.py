@@ -6,6 +6,11 @@ A Spark JVM spends most of its start loading and verifying some ten thousand cla
 (`python -m analysis.spark_cds`) by running a small check on a local session; every later Spark JVM that finds it uses
 it. The JVM checks the archive itself (its JDK build, the classpath's jars): one that does not fit is ignored without a
 word (`-Xlog:cds=off`) and the JVM starts as it would without it, so a stale archive costs nothing but the saving.
+That saving is the point, so the archive's name is a digest of what the JVM checks: the JDK, and the path, size and
+modification time of every Spark jar. A PySpark installed again at the same path (a fresh clone where an older one
+was, `pip install` again) gets an archive of its own from `make setup`, and the one it replaces is pruned. (Keyed on
+the path alone, a CI clone at a reused path kept the old install's archive and the JVM rejected it: "A jar file is
+not the one used while building the shared archive file".)
 
 Measured on the 2-core machine (2026-12-02, the warm-up check of a small synthetic run on a local session, twice
 each): the driver JVM used 12.5 CPU-s and 9.0 s of wall without the archive, 7.1 CPU-s and 5.4 s with it, and
@@ -15,6 +20,7 @@ chaosbed itself keeps the JIT's defaults, whose C2 pays on large histories).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -53,9 +59,32 @@ def archive_path() -> Path | None:
     jars = _spark_jars()
     if jars is None:
         return None
-    key = hashlib.sha256(f"{_java()}\0{jars.resolve()}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(_identity(jars).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "chaosbed" / "spark-cds" / f"{key}.jsa"
+
+
+def _identity(jars: Path) -> str:
+    """What the JVM checks before it maps the archive: the JDK (its java and the size and time of its modules file)
+    and each jar of the classpath (its path, size and modification time)."""
+    java = _java()
+    parts = [java]
+    modules = Path(java).parent.parent / "lib" / "modules"
+    with contextlib.suppress(OSError):
+        st = modules.stat()
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+    root = jars.resolve()
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        entries = []
+    parts.append(str(root))
+    for e in entries:
+        if e.name.endswith(".jar"):
+            with contextlib.suppress(OSError):
+                st = e.stat()
+                parts.append(f"{e.name}:{st.st_size}:{st.st_mtime_ns}")
+    return "\0".join(parts)
 
 
 def archive_options() -> list[str]:
@@ -101,14 +130,18 @@ def make_archive(timeout: float = DUMP_TIMEOUT) -> Path:
     jars = _spark_jars()
     if jars is not None and os.environ.get(ARCHIVE_ENV) is None:
         path.with_suffix(".source").write_text(f"{jars.resolve()}\n")
-        _prune(path.parent)
+        _prune(path.parent, path)
     return path
 
 
-def _prune(folder: Path) -> None:
-    """Removes the archives of Spark installs that are gone (a deleted checkout's venv): 150 MiB each."""
+def _prune(folder: Path, current: Path | None = None) -> None:
+    """Removes the archives of Spark installs that are gone (a deleted checkout's venv), and those that `current`
+    replaces (an earlier install at its path): 150 MiB each."""
+    mine = current.with_suffix(".source").read_text().strip() if current is not None else None
     for source in folder.glob("*.source"):
-        if not Path(source.read_text().strip()).is_dir():
+        where = source.read_text().strip()
+        replaced = current is not None and where == mine and source.stem != current.stem
+        if replaced or not Path(where).is_dir():
             source.with_suffix(".jsa").unlink(missing_ok=True)
             source.unlink(missing_ok=True)
 

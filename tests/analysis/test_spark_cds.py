@@ -84,3 +84,34 @@ def test_the_archives_of_spark_installs_that_are_gone_are_pruned(tmp_path: Path)
     (tmp_path / "unknown.jsa").write_bytes(b"x")  # no source: not this module's to judge
     spark_cds._prune(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.jsa", "kept.source", "unknown.jsa"]
+
+
+def test_an_archive_replaced_by_one_of_a_new_install_at_the_same_path_is_pruned(tmp_path: Path) -> None:
+    venv = tmp_path / "venv-jars"
+    venv.mkdir()
+    for name in ("old", "new", "other"):
+        (tmp_path / f"{name}.jsa").write_bytes(b"x")
+    (tmp_path / "old.source").write_text(f"{venv}\n")
+    (tmp_path / "new.source").write_text(f"{venv}\n")
+    (tmp_path / "other.source").write_text(f"{tmp_path}\n")  # another install, still there
+    spark_cds._prune(tmp_path, tmp_path / "new.jsa")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["new.jsa", "new.source", "other.jsa", "other.source", "venv-jars"]
+
+
+def test_the_archive_is_named_after_the_jars_the_jvm_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jar rewritten at the same path (a fresh install where an older one was) gives the archive another name, so
+    `make setup` makes a new one: the JVM would reject the old one for that jar."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "a.jar").write_bytes(b"one")
+    monkeypatch.setattr(spark_cds, "_spark_jars", lambda: jars)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(spark_cds.ARCHIVE_ENV, raising=False)
+    first = spark_cds.archive_path()
+    assert first == spark_cds.archive_path()
+    os.utime(jars / "a.jar", ns=(1, 1))
+    second = spark_cds.archive_path()
+    (jars / "a.jar").write_bytes(b"three")
+    assert len({first, second, spark_cds.archive_path()}) == 3
+    assert first is not None and first.parent == tmp_path / "cache" / "chaosbed" / "spark-cds"
