@@ -49,6 +49,8 @@ class CaseResult:
     warm: str = field(default="", compare=False)
     # on real members: how close the run came to a bounded check's limit (pressure.py; 1.0 and above: it failed)
     pressure: float = field(default=0.0, compare=False)
+    # with a wire tap: where bursts ended (coverage.py's tails: sender, receiver or "*", key, seconds)
+    tails: tuple[tuple[str, str, str, float], ...] = field(default=(), compare=False)
 
     @property
     def failed(self) -> bool:
@@ -65,6 +67,7 @@ class CaseResult:
             "targets": [list(t) for t in self.targets],
             "warm": self.warm,
             "pressure": round(self.pressure, 4),
+            "tails": [list(t) for t in self.tails],
         }
 
     @classmethod
@@ -83,6 +86,7 @@ class CaseResult:
             tuple(_target(t) for t in doc.get("targets", []) or []),  # type: ignore[attr-defined]
             str(doc.get("warm", "")),
             as_number(doc.get("pressure", 0.0), "pressure"),
+            tuple(_tail(t) for t in doc.get("tails", []) or []),  # type: ignore[attr-defined]
         )
 
 
@@ -91,6 +95,13 @@ def _target(value: object) -> tuple[str, str, str]:
     if len(parts) != 3:
         raise TypeError(f"targets: [sender, receiver, key] expected, not {value!r}")
     return parts[0], parts[1], parts[2]
+
+
+def _tail(value: object) -> tuple[str, str, str, float]:
+    if not isinstance(value, list) or len(value) != 4:
+        raise TypeError(f"tails: [sender, receiver, key, seconds] expected, not {value!r}")
+    src, dst, key = as_strs(value[:3], "tails")
+    return src, dst, key, as_number(value[3], "tails")
 
 
 def scenario_of(raw: TomlTable) -> Scenario:

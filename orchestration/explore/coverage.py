@@ -13,6 +13,10 @@ Features are about roles, never member names, so that the same behaviour between
 - `xmit <when> <n>`: retransmissions, by order of magnitude.
 
 `targets` are the unicast (sender, receiver, key) seen on the wire: a mutation can retarget a discard at one of them.
+`tails` are where a burst ended on a link: a message type sent at least TAIL_BURST times within TAIL_QUIET_S, then
+not for TAIL_QUIET_S (or not again in the run), with the instant of its last bin on the schedule's clock. The last
+messages of a burst are the ones a lost-last-message bug needs lost (nothing after them shows the gap), and a random
+fault covers them rarely: the guide's `tail` mutation aims a cut at them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from pathlib import Path
 from chaos.wiretap import WIRE_FILE
 
 HEAL_S = 2.0
+TAIL_QUIET_S = 0.5  # a burst has ended when its message type is not seen on the link for this long
+TAIL_BURST = 3  # datagrams of the type within TAIL_QUIET_S before the last: a burst, not a periodic message
+MAX_TAILS = 12  # the largest bursts' tails are kept
+Tail = tuple[str, str, str, float]  # (sender, receiver or "*", key, seconds on the schedule's clock)
 NETWORK_ACTIONS = {"kill": "restart", "pause": "resume"}  # a member action's window ends at its counterpart
 POINT_ACTIONS = ("leave", "close-connection")  # no counterpart: the window is HEAL_S after the action
 
@@ -55,6 +63,7 @@ class Coverage:
     targets: tuple[tuple[str, str, str], ...] = ()
     datagrams: int = 0
     tapped: bool = False  # a wire tap's file was there
+    tails: tuple[Tail, ...] = ()
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
@@ -148,13 +157,7 @@ def wire_features(
     lines: Iterable[dict[str, object]], ws: list[Window]
 ) -> tuple[set[str], Counter[tuple[str, ...]], int]:
     """The wire features, the unicast (src, dst, key) counts, and the datagrams counted."""
-    bin_ns, rows = 100_000_000, []
-    for doc in lines:
-        if doc.get("event") == "end":
-            if isinstance(doc.get("bin_ms"), int):
-                bin_ns = int(doc["bin_ms"]) * 1_000_000  # type: ignore[call-overload]
-        elif all(isinstance(doc.get(k), str) for k in ("src", "dst", "key")) and isinstance(doc.get("bin"), int):
-            rows.append(doc)
+    rows, bin_ns = wire_rows(lines)
     per: Counter[tuple[str, ...]] = Counter()
     targets: Counter[tuple[str, ...]] = Counter()
     total = 0
@@ -170,6 +173,50 @@ def wire_features(
             per[(w.kind, phase, "cut" if w.touches(src, dst) else "rest", cast, key)] += count
     features = {f"wire {' '.join(k)} {magnitude(n)}" for k, n in per.items()}
     return features, targets, total
+
+
+def wire_rows(lines: Iterable[dict[str, object]]) -> tuple[list[dict[str, object]], int]:
+    """The count lines of a wire.jsonl and its bin width in ns."""
+    bin_ns, rows = 100_000_000, []
+    for doc in lines:
+        if doc.get("event") == "end":
+            if isinstance(doc.get("bin_ms"), int):
+                bin_ns = int(doc["bin_ms"]) * 1_000_000  # type: ignore[call-overload]
+        elif all(isinstance(doc.get(k), str) for k in ("src", "dst", "key")) and isinstance(doc.get("bin"), int):
+            rows.append(doc)
+    return rows, bin_ns
+
+
+def tails_of(rows: list[dict[str, object]], bin_ns: int, start: int) -> list[Tail]:
+    """Where bursts ended (the module's docstring), at most MAX_TAILS, the largest bursts', in time order; `start`:
+    the instant the schedule's clock reads 0."""
+    per: dict[tuple[str, str, str], Counter[int]] = {}
+    for doc in rows:
+        n = doc.get("n")
+        link = (str(doc["src"]), str(doc["dst"]), str(doc["key"]))
+        per.setdefault(link, Counter())[int(doc["bin"])] += n if isinstance(n, int) else 1  # type: ignore[call-overload]
+    quiet = max(1, round(TAIL_QUIET_S * 1e9 / bin_ns))
+    found: list[tuple[int, Tail]] = []
+    for (src, dst, key), counts in per.items():
+        if key == "tcp":
+            continue
+        bins = sorted(counts)
+        for i, b in enumerate(bins):
+            if i + 1 < len(bins) and bins[i + 1] - b < quiet:
+                continue
+            burst = sum(counts[x] for x in bins[max(0, i - quiet) : i + 1] if x > b - quiet)
+            if burst >= TAIL_BURST:
+                found.append((burst, (src, dst, key, round((b * bin_ns - start) / 1e9, 3))))
+    kept = sorted(found, key=lambda x: (-x[0], x[1]))[:MAX_TAILS]
+    return sorted((t for _, t in kept), key=lambda t: (t[3], t))
+
+
+def schedule_start(faults: Iterable[dict[str, object]]) -> int | None:
+    """The instant the schedule's clock reads 0 (faults.jsonl's start line)."""
+    for doc in faults:
+        if doc.get("event") == "start" and isinstance(doc.get("t"), int):
+            return int(doc["t"])  # type: ignore[call-overload]
+    return None
 
 
 def history_features(history: Path, ws: list[Window]) -> set[str]:
@@ -217,8 +264,12 @@ def view_change(before: set[str] | None, after: set[str], merge: bool) -> str:
 
 def coverage_of(run: Path) -> Coverage:
     """The features a run folder shows (empty, `tapped` False, when it has no wire.jsonl: the run had no tap)."""
-    ws = windows(read_jsonl(run / "faults.jsonl"))
+    faults = list(read_jsonl(run / "faults.jsonl"))
+    ws = windows(faults)
     tapped = (run / WIRE_FILE).is_file()
-    features, targets, total = wire_features(read_jsonl(run / WIRE_FILE), ws) if tapped else (set(), Counter(), 0)
+    lines = list(read_jsonl(run / WIRE_FILE)) if tapped else []
+    features, targets, total = wire_features(lines, ws) if tapped else (set(), Counter(), 0)
     features |= history_features(run / "history", ws)
-    return Coverage(frozenset(features), tuple(sorted(targets)), total, tapped)  # type: ignore[arg-type]
+    start = schedule_start(faults)
+    tails = tails_of(*wire_rows(lines), start) if tapped and start is not None else []
+    return Coverage(frozenset(features), tuple(sorted(targets)), total, tapped, tuple(tails))  # type: ignore[arg-type]

@@ -17,7 +17,11 @@ down when holds):
 - add: one more network move, drawn by the generator;
 - swap: a network fault replaced by a newly drawn one;
 - retarget: a discard aimed at a message type the wire showed on some link, or one such discard added (where the
-  system has a wire profile chaosbed reads).
+  system has a wire profile chaosbed reads);
+- tail: a cut of one link (a one-way partition, or a discard of that message type) over the end of a burst the wire
+  showed on it (coverage.py's tails), replacing a network fault or added: the last messages of a burst are what a
+  lost-last-message bug needs lost, and a random draw rarely covers them. Where the entry has tails, a mutation is a
+  tail one with the chance TAIL_PICK (the other operators share the rest).
 
 Near misses (pressure.py): a passing schedule that came closer to a bounded check's limit than any before it (its
 pressure, at least PRESSURE_FLOOR of the bound, and higher than the best so far) is kept too, whether or not it
@@ -36,10 +40,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from node.units import parse_duration
-from orchestration.explore.coverage import Coverage
+from orchestration.explore.coverage import Coverage, Tail
 from orchestration.explore.fairness import unfair_leaves
 from orchestration.explore.generator import Generator, Shape
-from orchestration.explore.plan import secs
+from orchestration.explore.plan import secs, table
 from orchestration.explore.tables import TomlTable
 
 MUTATE = 0.6  # the share of schedules mutated from the corpus once it holds something
@@ -47,6 +51,9 @@ PRESSURE_FLOOR = 0.25  # a near miss pushed a bounded check to at least this sha
 PRESSURE_PICK = 0.5  # the share of mutations that start from a near miss, once there is one
 NETWORK = frozenset({"partition", "split", "loss", "delay", "duplicate", "reorder", "discard"})
 OPERATORS = ("shift", "stretch", "drop", "add", "swap", "retarget")
+TAIL_PICK = 0.35  # the chance that a mutation of an entry with tails is a `tail` one
+TAIL_LEAD_S = (0.02, 0.3)  # the cut starts this long before the burst's last bin begins
+TAIL_AFTER_S = (0.15, 1.5)  # and lasts this long after it
 NOT_TARGETS = frozenset({"tcp", "DATA"})  # keys a discard cannot name
 TRIES = 8
 
@@ -58,6 +65,7 @@ class Entry:
     targets: tuple[tuple[str, str, str], ...]
     picks: int = 0
     pressure: float = 0.0  # how close it came to a bounded check's limit (pressure.py)
+    tails: tuple[Tail, ...] = ()  # where bursts ended on the wire (coverage.py)
 
 
 @dataclass
@@ -80,7 +88,7 @@ class Guide:
             entry = self.corpus[i]
             entry.picks += 1
             for _ in range(TRIES):
-                op = rng.choice(OPERATORS)
+                op = "tail" if entry.tails and rng.random() < TAIL_PICK else rng.choice(OPERATORS)
                 faults = mutate(self.generator, rng, entry, op)
                 if faults is not None and faults != entry.faults:
                     self.drawn[op] += 1
@@ -97,7 +105,9 @@ class Guide:
         if pressure < 1.0:
             self.best = max(self.best, pressure)
         if new or nearer:
-            self.corpus.append(Entry([dict(f) for f in faults], coverage.features, coverage.targets, pressure=pressure))
+            entry = Entry([dict(f) for f in faults], coverage.features, coverage.targets, pressure=pressure,
+                          tails=coverage.tails)  # fmt: skip
+            self.corpus.append(entry)
             self.origins[origin.split(" ", 1)[0]] += 1
             self.near_misses += not new
         return len(new)
@@ -151,7 +161,10 @@ def mutate(generator: Generator, rng: random.Random, entry: Entry, op: str) -> l
     elif op == "swap":
         del faults[rng.choice(net)]
         faults += _network_move(generator, rng)
-    elif op == "retarget" and not _retarget(generator, rng, entry, faults):
+    elif op == "retarget":
+        if not _retarget(generator, rng, entry, faults):
+            return None
+    elif op == "tail" and not _tail(generator, rng, entry, faults, net):
         return None
     for i in reversed(unfair_leaves(faults, generator.ctx)):
         del faults[i]
@@ -194,6 +207,32 @@ def _retarget(generator: Generator, rng: random.Random, entry: Entry, faults: li
             f["count"] = rng.randint(1, 3)
         faults.append(f)
     f["match"], f["from"], f["to"] = f"{key}()", [src], [dst]
+    return True
+
+
+def _tail(generator: Generator, rng: random.Random, entry: Entry, faults: list[TomlTable], net: list[int]) -> bool:
+    """Cuts one link over the end of a burst the wire showed on it: a one-way partition, or (where discards are
+    drawn and the type is nameable) a discard of that type; it replaces a network fault half the time."""
+    ctx = generator.ctx
+    w0, w1 = generator.window()
+    tails = [t for t in entry.tails if t[0] in ctx.members and w0 <= t[3] < w1]
+    if not tails:
+        return False
+    src, dst, key, t = rng.choice(tails)
+    peers = [m for m in ctx.members if m != src]
+    to = [dst] if dst in peers else [rng.choice(peers)]  # a multicast's burst: cut it to one receiver
+    at = max(w0, t - rng.uniform(*TAIL_LEAD_S))
+    d = min(t - at + rng.uniform(*TAIL_AFTER_S), max(0.05, w1 - at))
+    named = "discard" in generator.weights and ctx.discards and key not in NOT_TARGETS and _nameable(key, ctx.wire)
+    if named and rng.random() < 0.5:
+        f = table("discard", at, d, match=f"{key}()", **{"from": [src], "to": to})
+    elif "partition" in generator.weights:
+        f = table("partition", at, d, **{"from": [src], "to": to, "one_way": True})
+    else:
+        return False
+    if net and rng.random() < 0.5:
+        del faults[rng.choice(net)]
+    faults.append(f)
     return True
 
 

@@ -54,6 +54,7 @@ def run_real_case(raw: TomlTable, scratch: Path, backend: str, keep: Keep = REMO
         result = CaseResult(
             violated, None, res.events, time.perf_counter() - t0, sentences(res.violations),
             tuple(sorted(cov.features)) if cov else (), cov.targets if cov else (), pressure=pressure_of(res),
+            tails=cov.tails if cov else (),
         )  # fmt: skip
     except (ScenarioError, InputError) as e:
         result = CaseResult(error=str(e), seconds=time.perf_counter() - t0)

@@ -209,7 +209,7 @@ def _record(st: _State, index: int, res: CaseResult) -> None:
         how = res.warm.split(":")[0] or "fresh"
         r.warm[how] = r.warm.get(how, 0) + 1
     if st.guide is not None and res.error is None:
-        st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets), origin, res.pressure)
+        st.guide.record(faults, Coverage(frozenset(res.coverage), res.targets, tails=res.tails), origin, res.pressure)
     p.tried, p.elapsed = r.tried, time.monotonic() - st.t0
     if res.error is not None:
         r.errors += 1

@@ -1,7 +1,8 @@
 """The wire tap and the wire-guided search on netns, for chaosbed's own member and the real JGroups 5 jar:
 
 - a tapped run's wire.jsonl counts what the members sent, by message type, as their histories say they sent it
-  (A's UNICAST2.DATA to B: each message A sent, retransmissions and the one the discard rule dropped at B included);
+  (A's UNICAST2.DATA to B: each message A sent, retransmissions and the one the discard rule dropped at B included),
+  and the coverage finds where each of A's bursts ended (its tails);
 - on JGroups 5 it shows the protocol at work across a split and its heal (MERGE3, GMS merge messages), and the
   coverage places them against the split;
 - `chaosbed explore --backend netns --guide wire` records a corpus and mutates it; no tap outlives its run;
@@ -63,6 +64,13 @@ def test_a_tapped_run_counts_what_the_members_sent(tmp_path: Path) -> None:
     assert sent <= data <= sent + xmits + 5, (data, sent, xmits)  # + a few resends of the highest seqno
     assert counts.get(("B", "A", "UNICAST2.XMIT_REQ"), 0) >= 1, "B asked for #50 once #51 showed the gap"
     assert not any(k[0] == "B" and k[2] == "UNICAST2.DATA" for k in counts), "B sent no data"
+    # each of A's two bursts ends in a tail, at its last send's 100 ms bin, on the schedule's clock
+    start = json.loads((out / "faults.jsonl").read_text().splitlines()[0])["t"]
+    sends = [e["t"] for e in history if e["event"] == "send" and e.get("dest") == "B"]
+    ends = [(a - start) / 1e9 for a, b in zip(sends, [*sends[1:], None], strict=True) if b is None or b - a > 1e9]
+    tails = [t[3] for t in coverage_of(out).tails if t[:3] == ("A", "B", "UNICAST2.DATA")]
+    assert len(ends) == 2 and len(tails) == 2, (ends, tails)
+    assert all(-0.15 < e - t < 0.25 for e, t in zip(ends, tails, strict=True)), (ends, tails)
     assert taps_running(tmp_path) == []
 
 

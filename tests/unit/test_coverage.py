@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from orchestration.explore.case import CaseResult
 from orchestration.explore.coverage import HEAL_S, Window, coverage_of, view_change, windows
 
 S = 1_000_000_000
@@ -117,3 +120,40 @@ def test_after_every_fault_ended_the_last_one_names_the_time() -> None:
     assert when(ws, S // 2) == ["quiet"]
     assert sorted(when(ws, 3 * S + S // 2)) == ["partition-heal", "split-during"]
     assert when(ws, 60 * S) == ["leave-after"]  # the leave's window (to 9 s) ended last
+
+
+def test_a_burst_that_stops_is_a_tail_and_a_periodic_message_is_not(tmp_path: Path) -> None:
+    """A's UNICAST2.DATA to B in bins 10-14, then 1 s later in bins 25-26 (2: too few), then alone in bin 40; B's
+    heartbeat every second (one a bin: never TAIL_BURST within TAIL_QUIET_S); a multicast burst of C. The schedule's
+    clock reads 0 at 0.5 s."""
+    write(tmp_path / "faults.jsonl", [{"event": "start", "t": 5 * BIN, "seed": 1, "backend": "netns"}])
+    wire: list[dict[str, object]] = [
+        {"bin": b, "src": "A", "dst": "B", "key": "UNICAST2.DATA", "n": 5} for b in range(10, 15)
+    ]
+    wire += [{"bin": b, "src": "A", "dst": "B", "key": "UNICAST2.DATA", "n": 1} for b in (25, 26)]
+    wire += [{"bin": b, "src": "A", "dst": "B", "key": "UNICAST2.DATA", "n": 1} for b in (40,)]  # a lone one: no burst
+    wire += [{"bin": b, "src": "B", "dst": "A", "key": "FD_ALL.HEARTBEAT", "n": 1} for b in range(0, 50, 10)]
+    wire += [{"bin": 30, "src": "C", "dst": "*", "key": "NAKACK2.MSG", "n": 4}, {"bin": 31, "src": "C", "dst": "B",
+             "key": "tcp", "n": 9}]  # fmt: skip
+    wire.append({"event": "end", "frames": 1, "read": 1, "unread": 0, "kernel_drops": 0, "bin_ms": 100})
+    write(tmp_path / "wire.jsonl", wire)
+    cov = coverage_of(tmp_path)
+    # bins 14 (after 25 in 10-14), 26 (2 in 25-26 is not a burst: left out), 30 (C's multicast); 40 is alone
+    assert cov.tails == (("A", "B", "UNICAST2.DATA", 0.9), ("C", "*", "NAKACK2.MSG", 2.5))
+
+
+def test_without_a_start_line_or_a_tap_there_are_no_tails(tmp_path: Path) -> None:
+    write(tmp_path / "wire.jsonl", [{"bin": b, "src": "A", "dst": "B", "key": "X.Y", "n": 5} for b in range(3)])
+    assert coverage_of(tmp_path).tails == ()
+    write(tmp_path / "faults.jsonl", [{"event": "start", "t": 0, "seed": 1, "backend": "netns"}])
+    assert coverage_of(tmp_path).tails == (("A", "B", "X.Y", 0.2),)
+    (tmp_path / "wire.jsonl").unlink()
+    assert coverage_of(tmp_path).tails == ()
+
+
+def test_a_workers_result_carries_its_tails_and_a_bad_one_is_named() -> None:
+    res = CaseResult(tails=(("A", "*", "NAKACK2.MSG", 2.5),))
+    assert CaseResult.from_json(json.loads(json.dumps(res.as_json()))).tails == res.tails
+    assert CaseResult.from_json({k: v for k, v in res.as_json().items() if k != "tails"}).tails == ()
+    with pytest.raises(TypeError, match="tails"):
+        CaseResult.from_json({**res.as_json(), "tails": [["A", "B", "X"]]})
