@@ -49,8 +49,8 @@ class CaseResult:
     warm: str = field(default="", compare=False)
     # on real members: how close the run came to a bounded check's limit (pressure.py; 1.0 and above: it failed)
     pressure: float = field(default=0.0, compare=False)
-    # with a wire tap: where bursts ended (coverage.py's tails: sender, receiver or "*", key, seconds)
-    tails: tuple[tuple[str, str, str, float], ...] = field(default=(), compare=False)
+    # with a wire tap: where bursts ended (coverage.py's tails: sender, receiver or "*", key, seconds, burst size)
+    tails: tuple[tuple[str, str, str, float, int], ...] = field(default=(), compare=False)
 
     @property
     def failed(self) -> bool:
@@ -97,11 +97,11 @@ def _target(value: object) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def _tail(value: object) -> tuple[str, str, str, float]:
-    if not isinstance(value, list) or len(value) != 4:
-        raise TypeError(f"tails: [sender, receiver, key, seconds] expected, not {value!r}")
+def _tail(value: object) -> tuple[str, str, str, float, int]:
+    if not isinstance(value, list) or len(value) != 5:
+        raise TypeError(f"tails: [sender, receiver, key, seconds, burst size] expected, not {value!r}")
     src, dst, key = as_strs(value[:3], "tails")
-    return src, dst, key, as_number(value[3], "tails")
+    return src, dst, key, as_number(value[3], "tails"), as_int(value[4], "tails")
 
 
 def scenario_of(raw: TomlTable) -> Scenario:

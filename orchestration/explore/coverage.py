@@ -14,7 +14,8 @@ Features are about roles, never member names, so that the same behaviour between
 
 `targets` are the unicast (sender, receiver, key) seen on the wire: a mutation can retarget a discard at one of them.
 `tails` are where a burst ended on a link: a message type sent at least TAIL_BURST times within TAIL_QUIET_S, then
-not for TAIL_QUIET_S (or not again in the run), with the instant of its last bin on the schedule's clock. The last
+not for TAIL_QUIET_S (or not again in the run), with the instant of its last bin on the schedule's clock and the
+burst's size (its datagrams within TAIL_QUIET_S before the last). The last
 messages of a burst are the ones a lost-last-message bug needs lost (nothing after them shows the gap), and a random
 fault covers them rarely: the guide's `tail` mutation aims a cut at them.
 """
@@ -33,7 +34,7 @@ HEAL_S = 2.0
 TAIL_QUIET_S = 0.5  # a burst has ended when its message type is not seen on the link for this long
 TAIL_BURST = 3  # datagrams of the type within TAIL_QUIET_S before the last: a burst, not a periodic message
 MAX_TAILS = 12  # the largest bursts' tails are kept
-Tail = tuple[str, str, str, float]  # (sender, receiver or "*", key, seconds on the schedule's clock)
+Tail = tuple[str, str, str, float, int]  # (sender, receiver or "*", key, seconds on the schedule's clock, burst size)
 NETWORK_ACTIONS = {"kill": "restart", "pause": "resume"}  # a member action's window ends at its counterpart
 POINT_ACTIONS = ("leave", "close-connection")  # no counterpart: the window is HEAL_S after the action
 
@@ -196,7 +197,7 @@ def tails_of(rows: list[dict[str, object]], bin_ns: int, start: int) -> list[Tai
         link = (str(doc["src"]), str(doc["dst"]), str(doc["key"]))
         per.setdefault(link, Counter())[int(doc["bin"])] += n if isinstance(n, int) else 1  # type: ignore[call-overload]
     quiet = max(1, round(TAIL_QUIET_S * 1e9 / bin_ns))
-    found: list[tuple[int, Tail]] = []
+    found: list[Tail] = []
     for (src, dst, key), counts in per.items():
         if key == "tcp":
             continue
@@ -206,9 +207,9 @@ def tails_of(rows: list[dict[str, object]], bin_ns: int, start: int) -> list[Tai
                 continue
             burst = sum(counts[x] for x in bins[max(0, i - quiet) : i + 1] if x > b - quiet)
             if burst >= TAIL_BURST:
-                found.append((burst, (src, dst, key, round((b * bin_ns - start) / 1e9, 3))))
-    kept = sorted(found, key=lambda x: (-x[0], x[1]))[:MAX_TAILS]
-    return sorted((t for _, t in kept), key=lambda t: (t[3], t))
+                found.append((src, dst, key, round((b * bin_ns - start) / 1e9, 3), burst))
+    kept = sorted(found, key=lambda t: (-t[4], t))[:MAX_TAILS]
+    return sorted(kept, key=lambda t: (t[3], t))
 
 
 def schedule_start(faults: Iterable[dict[str, object]]) -> int | None:

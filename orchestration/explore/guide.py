@@ -19,9 +19,10 @@ down when holds):
 - retarget: a discard aimed at a message type the wire showed on some link, or one such discard added (where the
   system has a wire profile chaosbed reads);
 - tail: a cut of one link (a one-way partition, or a discard of that message type) over the end of a burst the wire
-  showed on it (coverage.py's tails), replacing a network fault or added: the last messages of a burst are what a
-  lost-last-message bug needs lost, and a random draw rarely covers them. Where the entry has tails, a mutation is a
-  tail one with the chance TAIL_PICK (the other operators share the rest).
+  showed on it (coverage.py's tails; the larger the burst, the likelier), in place of all the entry's network faults
+  (TAIL_ALONE of the time: the cut alone is what is tried, nothing else failing beside it), in place of one, or added:
+  the last messages of a burst are what a lost-last-message bug needs lost, and a random draw rarely covers them.
+  Where the entry has tails, a mutation is a tail one with the chance TAIL_PICK (the other operators share the rest).
 
 Near misses (pressure.py): a passing schedule that came closer to a bounded check's limit than any before it (its
 pressure, at least PRESSURE_FLOOR of the bound, and higher than the best so far) is kept too, whether or not it
@@ -51,7 +52,8 @@ PRESSURE_FLOOR = 0.25  # a near miss pushed a bounded check to at least this sha
 PRESSURE_PICK = 0.5  # the share of mutations that start from a near miss, once there is one
 NETWORK = frozenset({"partition", "split", "loss", "delay", "duplicate", "reorder", "discard"})
 OPERATORS = ("shift", "stretch", "drop", "add", "swap", "retarget")
-TAIL_PICK = 0.35  # the chance that a mutation of an entry with tails is a `tail` one
+TAIL_PICK = 0.5  # the chance that a mutation of an entry with tails is a `tail` one
+TAIL_ALONE = 0.5  # the chance that a tail's cut replaces all of the entry's network faults
 TAIL_LEAD_S = (0.02, 0.3)  # the cut starts this long before the burst's last bin begins
 TAIL_AFTER_S = (0.15, 1.5)  # and lasts this long after it
 NOT_TARGETS = frozenset({"tcp", "DATA"})  # keys a discard cannot name
@@ -211,14 +213,15 @@ def _retarget(generator: Generator, rng: random.Random, entry: Entry, faults: li
 
 
 def _tail(generator: Generator, rng: random.Random, entry: Entry, faults: list[TomlTable], net: list[int]) -> bool:
-    """Cuts one link over the end of a burst the wire showed on it: a one-way partition, or (where discards are
-    drawn and the type is nameable) a discard of that type; it replaces a network fault half the time."""
+    """Cuts one link over the end of a burst the wire showed on it (a larger burst likelier): a one-way partition,
+    or (where discards are drawn and the type is nameable) a discard of that type; in place of every network fault
+    (TAIL_ALONE), of one (half the rest), or added."""
     ctx = generator.ctx
     w0, w1 = generator.window()
     tails = [t for t in entry.tails if t[0] in ctx.members and w0 <= t[3] < w1]
     if not tails:
         return False
-    src, dst, key, t = rng.choice(tails)
+    src, dst, key, t, _ = rng.choices(tails, [tail[4] for tail in tails])[0]
     peers = [m for m in ctx.members if m != src]
     to = [dst] if dst in peers else [rng.choice(peers)]  # a multicast's burst: cut it to one receiver
     at = max(w0, t - rng.uniform(*TAIL_LEAD_S))
@@ -230,7 +233,10 @@ def _tail(generator: Generator, rng: random.Random, entry: Entry, faults: list[T
         f = table("partition", at, d, **{"from": [src], "to": to, "one_way": True})
     else:
         return False
-    if net and rng.random() < 0.5:
+    if net and rng.random() < TAIL_ALONE:
+        for i in reversed(net):
+            del faults[i]
+    elif net and rng.random() < 0.5:
         del faults[rng.choice(net)]
     faults.append(f)
     return True

@@ -139,21 +139,21 @@ def test_a_burst_that_stops_is_a_tail_and_a_periodic_message_is_not(tmp_path: Pa
     write(tmp_path / "wire.jsonl", wire)
     cov = coverage_of(tmp_path)
     # bins 14 (after 25 in 10-14), 26 (2 in 25-26 is not a burst: left out), 30 (C's multicast); 40 is alone
-    assert cov.tails == (("A", "B", "UNICAST2.DATA", 0.9), ("C", "*", "NAKACK2.MSG", 2.5))
+    assert cov.tails == (("A", "B", "UNICAST2.DATA", 0.9, 25), ("C", "*", "NAKACK2.MSG", 2.5, 4))
 
 
 def test_without_a_start_line_or_a_tap_there_are_no_tails(tmp_path: Path) -> None:
     write(tmp_path / "wire.jsonl", [{"bin": b, "src": "A", "dst": "B", "key": "X.Y", "n": 5} for b in range(3)])
     assert coverage_of(tmp_path).tails == ()
     write(tmp_path / "faults.jsonl", [{"event": "start", "t": 0, "seed": 1, "backend": "netns"}])
-    assert coverage_of(tmp_path).tails == (("A", "B", "X.Y", 0.2),)
+    assert coverage_of(tmp_path).tails == (("A", "B", "X.Y", 0.2, 15),)
     (tmp_path / "wire.jsonl").unlink()
     assert coverage_of(tmp_path).tails == ()
 
 
 def test_a_workers_result_carries_its_tails_and_a_bad_one_is_named() -> None:
-    res = CaseResult(tails=(("A", "*", "NAKACK2.MSG", 2.5),))
+    res = CaseResult(tails=(("A", "*", "NAKACK2.MSG", 2.5, 40),))
     assert CaseResult.from_json(json.loads(json.dumps(res.as_json()))).tails == res.tails
     assert CaseResult.from_json({k: v for k, v in res.as_json().items() if k != "tails"}).tails == ()
     with pytest.raises(TypeError, match="tails"):
-        CaseResult.from_json({**res.as_json(), "tails": [["A", "B", "X"]]})
+        CaseResult.from_json({**res.as_json(), "tails": [["A", "B", "X", 1.0]]})

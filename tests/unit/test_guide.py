@@ -157,22 +157,29 @@ def test_mutations_start_from_the_nearest_miss_most_often() -> None:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_a_tail_mutation_cuts_the_link_over_the_end_of_a_burst(path: Path) -> None:
     """The cut (a one-way partition or a discard of that type) starts before the burst's last bin and ends after it,
-    from the burst's sender to its receiver (one member for a multicast), and the scenario stays valid."""
+    from the burst's sender to its receiver (one member for a multicast), the larger burst far likelier; it comes
+    alone (no network fault of the entry left), in place of one of them, or beside them; the scenario stays valid."""
     base, gen = generator_of(path)
     w0, w1 = gen.window()
     t = round(w0 + 0.4 * (w1 - w0), 3)
-    kinds = set()
-    for seed in range(40):
+    kinds, small, alone = set(), 0, 0
+    for seed in range(60):
         rng = random.Random(seed)
         parent = gen.draw(rng)
         key = "UNICAST3.DATA" if seed % 2 else "NAKACK2.MSG"
-        entry = Entry(parent, frozenset(), (), tails=(("A", "B" if seed % 2 else "*", key, t),))
+        entry = Entry(
+            parent, frozenset(), (), tails=(("A", "B" if seed % 2 else "*", key, t, 50), ("B", "A", "X.Y", t, 1))
+        )
         child = mutate(gen, rng, entry, "tail")
         assert child is not None
         scenario_of(with_faults(base, child, seed))
         added = [f for f in child if f not in parent]
         assert len(added) == 1, added
         (cut,) = added
+        alone += [f for f in child if f.get("kind") in NETWORK] == [cut]
+        if cut["from"] == ["B"]:
+            small += 1
+            continue
         kinds.add(cut["kind"])
         at, d = float(cut["at"][:-1]), float(cut["for"][:-1])
         assert at < t and at + d > t + 0.1 and cut["from"] == ["A"]
@@ -181,16 +188,16 @@ def test_a_tail_mutation_cuts_the_link_over_the_end_of_a_burst(path: Path) -> No
             assert cut["one_way"] is True
         else:
             assert cut["kind"] == "discard" and cut["match"] == f"{key}()"
-    assert kinds == {"partition", "discard"}
+    assert kinds == {"partition", "discard"} and small <= 6 and 15 <= alone <= 50, (small, alone)
 
 
-def test_an_entry_with_tails_is_mutated_by_a_tail_about_a_third_of_the_time() -> None:
+def test_an_entry_with_tails_is_mutated_by_a_tail_about_half_the_time() -> None:
     _, gen = generator_of(FILES[0])
     w0, w1 = gen.window()
     guide = Guide(gen, mutate=1.0)
-    cov = Coverage(frozenset({"x"}), tails=(("A", "B", "UNICAST3.DATA", (w0 + w1) / 2),))
+    cov = Coverage(frozenset({"x"}), tails=(("A", "B", "UNICAST3.DATA", (w0 + w1) / 2, 30),))
     guide.record(gen.draw(random.Random(3)), cov)
     assert guide.corpus[0].tails == cov.tails
     origins = [guide.next_faults(random.Random(seed))[1] for seed in range(100)]
     tails = sum(o == "tail of #1" for o in origins)
-    assert 20 <= tails <= 55, origins
+    assert 35 <= tails <= 70, origins
