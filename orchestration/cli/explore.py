@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_S = 600.0
 GUIDES = ("wire", "random")
-DEFAULT_GUIDE = "random"  # real members: it found more, sooner, than "wire" on the same budgets (docs/explore.md)
+DEFAULT_GUIDE = "random"  # real members: "wire" led in one bench run (docs/explore.md); a second run decides
 REAL_JOBS = 2  # clusters side by side on real members (docs/explore.md: what pays on 2 cores)
 REAL_CONFIRM_RUNS = 10
 
