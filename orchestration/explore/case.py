@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestration.explore.coverage import Tail
 from orchestration.explore.tables import JsonObject, TomlTable, as_int, as_number, as_strs, faults_of
 from orchestration.scenario import (
     Scenario,
@@ -50,7 +51,7 @@ class CaseResult:
     # on real members: how close the run came to a bounded check's limit (pressure.py; 1.0 and above: it failed)
     pressure: float = field(default=0.0, compare=False)
     # with a wire tap: where bursts ended (coverage.py's tails: sender, receiver or "*", key, seconds, burst size)
-    tails: tuple[tuple[str, str, str, float, int], ...] = field(default=(), compare=False)
+    tails: tuple[Tail, ...] = field(default=(), compare=False)
 
     @property
     def failed(self) -> bool:
@@ -97,7 +98,7 @@ def _target(value: object) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def _tail(value: object) -> tuple[str, str, str, float, int]:
+def _tail(value: object) -> Tail:
     if not isinstance(value, list) or len(value) != 5:
         raise TypeError(f"tails: [sender, receiver, key, seconds, burst size] expected, not {value!r}")
     src, dst, key = as_strs(value[:3], "tails")

@@ -15,9 +15,9 @@ Features are about roles, never member names, so that the same behaviour between
 `targets` are the unicast (sender, receiver, key) seen on the wire: a mutation can retarget a discard at one of them.
 `tails` are where a burst ended on a link: a message type sent at least TAIL_BURST times within TAIL_QUIET_S, then
 not for TAIL_QUIET_S (or not again in the run), with the instant of its last bin on the schedule's clock and the
-burst's size (its datagrams within TAIL_QUIET_S before the last). The last
-messages of a burst are the ones a lost-last-message bug needs lost (nothing after them shows the gap), and a random
-fault covers them rarely: the guide's `tail` mutation aims a cut at them.
+burst's size (its datagrams within TAIL_QUIET_S before the last). The last messages of a burst are the ones a
+lost-last-message bug needs lost (nothing after them shows the gap), and a random fault covers them rarely: the
+guide's `tail` mutation aims a cut at them.
 """
 
 from __future__ import annotations
@@ -155,10 +155,9 @@ def when(ws: list[Window], t: int) -> list[str]:
 
 
 def wire_features(
-    lines: Iterable[dict[str, object]], ws: list[Window]
+    rows: list[dict[str, object]], bin_ns: int, ws: list[Window]
 ) -> tuple[set[str], Counter[tuple[str, ...]], int]:
-    """The wire features, the unicast (src, dst, key) counts, and the datagrams counted."""
-    rows, bin_ns = wire_rows(lines)
+    """The wire features, the unicast (src, dst, key) counts, and the datagrams counted (from wire_rows)."""
     per: Counter[tuple[str, ...]] = Counter()
     targets: Counter[tuple[str, ...]] = Counter()
     total = 0
@@ -268,9 +267,9 @@ def coverage_of(run: Path) -> Coverage:
     faults = list(read_jsonl(run / "faults.jsonl"))
     ws = windows(faults)
     tapped = (run / WIRE_FILE).is_file()
-    lines = list(read_jsonl(run / WIRE_FILE)) if tapped else []
-    features, targets, total = wire_features(lines, ws) if tapped else (set(), Counter(), 0)
+    rows, bin_ns = wire_rows(read_jsonl(run / WIRE_FILE))
+    features, targets, total = wire_features(rows, bin_ns, ws) if tapped else (set(), Counter(), 0)
     features |= history_features(run / "history", ws)
     start = schedule_start(faults)
-    tails = tails_of(*wire_rows(lines), start) if tapped and start is not None else []
+    tails = tails_of(rows, bin_ns, start) if tapped and start is not None else []
     return Coverage(frozenset(features), tuple(sorted(targets)), total, tapped, tuple(tails))  # type: ignore[arg-type]

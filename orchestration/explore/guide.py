@@ -192,9 +192,9 @@ _NETWORK_ROUNDS = frozenset({"isolate-one", "one-way-isolate", "random-halves", 
 def _retarget(generator: Generator, rng: random.Random, entry: Entry, faults: list[TomlTable]) -> bool:
     """Aims a discard (an existing one, or a new one) at a (sender, receiver, message type) the wire showed."""
     ctx = generator.ctx
-    if not ctx.discards or "discard" not in generator.weights:
+    if not _draws_discards(generator):
         return False
-    targets = [t for t in entry.targets if t[2] not in NOT_TARGETS and _nameable(t[2], ctx.wire)]
+    targets = [t for t in entry.targets if _aimable(t[2], ctx.wire)]
     if not targets:
         return False
     src, dst, key = rng.choice(targets)
@@ -226,8 +226,7 @@ def _tail(generator: Generator, rng: random.Random, entry: Entry, faults: list[T
     to = [dst] if dst in peers else [rng.choice(peers)]  # a multicast's burst: cut it to one receiver
     at = max(w0, t - rng.uniform(*TAIL_LEAD_S))
     d = min(t - at + rng.uniform(*TAIL_AFTER_S), max(0.05, w1 - at))
-    named = "discard" in generator.weights and ctx.discards and key not in NOT_TARGETS and _nameable(key, ctx.wire)
-    if named and rng.random() < 0.5:
+    if _draws_discards(generator) and _aimable(key, ctx.wire) and rng.random() < 0.5:
         f = table("discard", at, d, match=f"{key}()", **{"from": [src], "to": to})
     elif "partition" in generator.weights:
         f = table("partition", at, d, **{"from": [src], "to": to, "one_way": True})
@@ -240,6 +239,15 @@ def _tail(generator: Generator, rng: random.Random, entry: Entry, faults: list[T
         del faults[rng.choice(net)]
     faults.append(f)
     return True
+
+
+def _draws_discards(generator: Generator) -> bool:
+    return generator.ctx.discards and "discard" in generator.weights
+
+
+def _aimable(key: str, wire_name: str) -> bool:
+    """A discard can name this message type."""
+    return key not in NOT_TARGETS and _nameable(key, wire_name)
 
 
 def _nameable(key: str, wire_name: str) -> bool:

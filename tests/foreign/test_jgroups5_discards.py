@@ -164,7 +164,7 @@ def test_unicast3_data_seqno_decided_by_the_kernel_drops_every_copy_until_healed
     record = discard(c, expr, "A", "B")
     c.control("A", "send", to="B", count=1, size=100)
     wait(lambda: c.chaos.kernel_counters()["B"]["dropped"] >= 3, 20, "the kernel to drop three copies")
-    before = w.cap.caught_up()  # the capture's index of the counters' read: surely before, and perhaps before
+    before = w.cap.caught_up()  # frames before it: surely judged before the read; before `after`: perhaps
     dropped = c.chaos.kernel_counters()["B"]["dropped"]
     rule = handled(c, record, "A", "B")
     after = w.cap.caught_up()
