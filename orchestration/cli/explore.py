@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_S = 600.0
 GUIDES = ("wire", "random")
-DEFAULT_GUIDE = "random"  # real members: "wire" led in one bench run (docs/explore.md); a second run decides
+DEFAULT_GUIDE = "wire"  # on netns without --warm (the tap needs a fresh netns cluster); random elsewhere
 REAL_JOBS = 2  # clusters side by side on real members (docs/explore.md: what pays on 2 cores)
 REAL_CONFIRM_RUNS = 10
 
@@ -101,8 +101,8 @@ def _checks(value: str | None) -> tuple[str, ...] | None:
     "--guide",
     type=click.Choice(GUIDES),
     default=None,
-    help=f"real members: draw schedules at random, or also mutate those that reached something new on the wire "
-    f"({DEFAULT_GUIDE})",
+    help="real members: draw schedules at random, or also mutate those that reached something new on the wire "
+    f"({DEFAULT_GUIDE} on netns without --warm, else random)",
 )
 @click.option(
     "--warm",
@@ -180,7 +180,7 @@ def explore(
             spark=spark,
             shrink_runs=(REAL_MAX_RUNS if real else MAX_RUNS) if shrink_runs is None else shrink_runs,
             backend=backend,
-            guide=guide or DEFAULT_GUIDE,
+            guide=guide or _default_guide(backend, warm),
             warm=warm or 0,
         )
         restore = first_interrupt_only((signal.SIGINT, signal.SIGTERM))  # `kill PID` ends it as Ctrl-C does
@@ -226,6 +226,12 @@ def _soak(
 
     budget_s = DEFAULT_BUDGET_S if budget is None else budget
     run_soak(scenario_file, backend, budget_s, kinds, interval, sets, seed, out, spark)
+
+
+def _default_guide(backend: str, warm: int | None) -> str:
+    """--guide left out: the wire where its tap can watch (a fresh netns cluster each schedule), else random drawing
+    (docs/explore.md: the guided bench, two runs)."""
+    return DEFAULT_GUIDE if backend == "netns" and not warm else "random"
 
 
 def _search_backend(

@@ -38,8 +38,8 @@ def test_search_on_netns_finds_shrinks_and_confirms_a_catalogue_bug(
 ) -> None:
     out = tmp_path / "x"
     code, text = explore(tmp_path, monkeypatch, BUG, "--set", "cluster.properties.unicast2.resend_last_seqno=false",
-                         "--backend", "netns", "--schedules", "6", "-j", "2", "--stop-at-first", "--no-check",
-                         "--shrink-runs", "6", "--confirm-runs", "2", "--out", out)  # fmt: skip
+                         "--backend", "netns", "--guide", "random", "--schedules", "6", "-j", "2", "--stop-at-first",
+                         "--no-check", "--shrink-runs", "6", "--confirm-runs", "2", "--out", out)  # fmt: skip
     assert code == 1, text
     doc = json.loads((out / "explore.json").read_text())
     assert doc["backend"] == "netns" and doc["jobs"] == 2 and doc["schedules"] >= 1
@@ -96,9 +96,9 @@ def test_the_shrink_keeps_a_step_that_fails_in_one_of_its_runs_and_the_rate_says
 ) -> None:
     scenario, counter, out = tmp_path / "flaky.toml", tmp_path / "runs.count", tmp_path / "x"
     flaky_scenario(scenario, counter)
-    code, text = explore(tmp_path, monkeypatch, scenario, "--backend", "netns", "--nemesis", "delay",
-                         "--schedules", "1", "-j", "1", "--no-check", "--shrink-runs", "4", "--confirm-runs", "4",
-                         "--out", out)  # fmt: skip
+    code, text = explore(tmp_path, monkeypatch, scenario, "--backend", "netns", "--guide", "random",
+                         "--nemesis", "delay", "--schedules", "1", "-j", "1", "--no-check", "--shrink-runs", "4",
+                         "--confirm-runs", "4", "--out", out)  # fmt: skip
     assert code == 1, text
     (failure,) = json.loads((out / "explore.json").read_text())["failures"]
     assert failure["violated"] == ["fifo"], "B delivers #2 without #1: a gap"

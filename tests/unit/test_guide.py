@@ -95,6 +95,14 @@ def test_the_cli_refuses_a_guide_for_the_simulator_and_a_soak(tmp_path: Path) ->
     assert result.exit_code == 2 and "--guide is for a search" in result.output
 
 
+def test_left_out_the_guide_is_the_wire_where_a_tap_can_watch_and_random_elsewhere() -> None:
+    from orchestration.cli.explore import _default_guide
+
+    assert _default_guide("netns", None) == "wire" and _default_guide("netns", 0) == "wire"
+    assert _default_guide("netns", 20) == "random", "a warm cluster runs without the tap"
+    assert _default_guide("docker", None) == "random"
+
+
 def test_where_no_tap_can_watch_the_search_draws_at_random_and_says_so(tmp_path: Path) -> None:
     from orchestration.explore.real_session import _guide
     from orchestration.explore.search import SearchSpec
