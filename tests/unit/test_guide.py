@@ -95,12 +95,35 @@ def test_the_cli_refuses_a_guide_for_the_simulator_and_a_soak(tmp_path: Path) ->
     assert result.exit_code == 2 and "--guide is for a search" in result.output
 
 
-def test_left_out_the_guide_is_the_wire_where_a_tap_can_watch_and_random_elsewhere() -> None:
-    from orchestration.cli.explore import _default_guide
+@pytest.mark.parametrize(
+    "args, guide",
+    [
+        (["--backend", "netns"], "wire"),
+        (["--backend", "netns", "--warm", "20"], "random"),  # a warm cluster runs without the tap
+        (["--backend", "netns", "--guide", "random"], "random"),
+        (["--backend", "docker"], "random"),
+        ([], "random"),  # the simulator
+    ],
+)
+def test_left_out_the_guide_is_the_wire_where_a_tap_can_watch_and_random_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], guide: str
+) -> None:
+    from click.testing import CliRunner
 
-    assert _default_guide("netns", None) == "wire" and _default_guide("netns", 0) == "wire"
-    assert _default_guide("netns", 20) == "random", "a warm cluster runs without the tap"
-    assert _default_guide("docker", None) == "random"
+    from orchestration.cli import explore as cli
+    from orchestration.cli.main import main
+    from orchestration.explore.session import ExploreSpec
+
+    specs: list[ExploreSpec] = []
+
+    def record(spec: ExploreSpec, reporter: object) -> None:
+        specs.append(spec)
+        raise SystemExit(0)  # the search itself is not the point here
+
+    monkeypatch.setattr(cli, "_run", record)
+    result = CliRunner().invoke(main, ["explore", str(FILES[0]), *args, "--schedules", "1", "--out", tmp_path / "x"])
+    assert result.exit_code == 0, result.output
+    assert [s.guide for s in specs] == [guide]
 
 
 def test_where_no_tap_can_watch_the_search_draws_at_random_and_says_so(tmp_path: Path) -> None:
