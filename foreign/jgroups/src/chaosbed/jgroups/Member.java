@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.jgroups.Address;
@@ -27,6 +28,7 @@ import org.jgroups.util.UUID;
 import chaosbed.member.Config;
 import chaosbed.member.ControlServer;
 import chaosbed.member.History;
+import chaosbed.member.Names;
 import chaosbed.member.Node;
 import chaosbed.member.Payload;
 import chaosbed.member.Task;
@@ -59,6 +61,7 @@ public final class Member extends ReceiverAdapter implements Node {
     private Headers headers;
     private volatile View view;
     private volatile boolean stopping;
+    private final Random random = new Random(); // the random half of this member's UUIDs (Names)
     private final Object exitLock = new Object();
 
     /** Own multicasts whose {@code ch.send} has not returned: msg_id -> deliver lines held back until the send line. */
@@ -156,6 +159,9 @@ public final class Member extends ReceiverAdapter implements Node {
         try {
             ch = new JChannel(stackUrl);
             ch.setName(cfg.address);
+            if (Names.bitsOf(cfg.address, random) != null) {
+                ch.setAddressGenerator(this::carryingUuid);
+            }
             headers = new Headers(ch.getProtocolStack());
             ch.setReceiver(this);
             ch.connect(cfg.cluster);
@@ -221,7 +227,17 @@ public final class Member extends ReceiverAdapter implements Node {
     /** A JGroups address's logical name: the chaosbed address of that member incarnation ("B", "B/2"). */
     static String addressOf(Address a) {
         String name = UUID.get(a);
+        if (name == null && a instanceof UUID) { // not named by discovery yet: the UUID may carry it (Names)
+            UUID u = (UUID) a;
+            name = Names.addressOf(u.getMostSignificantBits(), u.getLeastSignificantBits());
+        }
         return name != null ? name : String.valueOf(a);
+    }
+
+    /** This incarnation's JGroups address: a UUID that carries its chaosbed address (Names). */
+    private Address carryingUuid() {
+        long[] bits = Names.bitsOf(cfg.address, random);
+        return new UUID(bits[0], bits[1]);
     }
 
     static String nameOf(String address) {

@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -31,6 +32,7 @@ import chaosbed.member.Config;
 import chaosbed.member.ControlServer;
 import chaosbed.member.FirstSend;
 import chaosbed.member.History;
+import chaosbed.member.Names;
 import chaosbed.member.Node;
 import chaosbed.member.Payload;
 import chaosbed.member.Task;
@@ -70,6 +72,7 @@ public final class Member extends ReceiverAdapter implements Node {
     final Stacks.Stack stack;
     final History history;
     private final String system;
+    private final Random random = new Random(); // the random half of this member's UUIDs (Names)
     private JChannel ch;
     private Headers headers;
     private final List<Tap> taps = new ArrayList<>();
@@ -217,6 +220,9 @@ public final class Member extends ReceiverAdapter implements Node {
             ch = new JChannel(in);
             phase = "does not suit this member";
             ch.setName(cfg.address);
+            if (Names.bitsOf(cfg.address, random) != null) {
+                ch.setAddressGenerator(this::carryingUuid);
+            }
             ProtocolStack ps = ch.getProtocolStack();
             headers = new Headers(ps);
             addTaps(ps);
@@ -317,7 +323,17 @@ public final class Member extends ReceiverAdapter implements Node {
     /** A JGroups address's logical name: the chaosbed address of that member incarnation ("B", "B/2"). */
     static String addressOf(Address a) {
         String name = UUID.get(a);
+        if (name == null && a instanceof UUID) { // not named by discovery yet: the UUID may carry it (Names)
+            UUID u = (UUID) a;
+            name = Names.addressOf(u.getMostSignificantBits(), u.getLeastSignificantBits());
+        }
         return name != null ? name : String.valueOf(a);
+    }
+
+    /** This incarnation's JGroups address: a UUID that carries its chaosbed address (Names). */
+    private Address carryingUuid() {
+        long[] bits = Names.bitsOf(cfg.address, random);
+        return new UUID(bits[0], bits[1]);
     }
 
     static String viewId(ViewId id) {

@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.jgroups.Address;
@@ -25,11 +26,13 @@ import org.jgroups.ViewId;
 import org.jgroups.stack.IpAddress;
 import org.jgroups.stack.ProtocolStack;
 import org.jgroups.util.NameCache;
+import org.jgroups.util.UUID;
 
 import chaosbed.member.Config;
 import chaosbed.member.ControlServer;
 import chaosbed.member.FirstSend;
 import chaosbed.member.History;
+import chaosbed.member.Names;
 import chaosbed.member.Node;
 import chaosbed.member.Payload;
 import chaosbed.member.Task;
@@ -68,6 +71,7 @@ public final class Member implements Receiver, Node {
     final Stacks.Stack stack;
     final History history;
     private final String system;
+    private final Random random = new Random(); // the random half of this member's UUIDs (Names)
     private JChannel ch;
     private Headers headers;
     private final List<Tap> taps = new ArrayList<>();
@@ -206,6 +210,9 @@ public final class Member implements Receiver, Node {
             ch = new JChannel(in);
             phase = "does not suit this member";
             ch.setName(cfg.address);
+            if (Names.bitsOf(cfg.address, random) != null) {
+                ch.addAddressGenerator(this::carryingUuid);
+            }
             ProtocolStack ps = ch.getProtocolStack();
             headers = new Headers(ps);
             addTaps(ps);
@@ -310,7 +317,17 @@ public final class Member implements Receiver, Node {
     /** A JGroups address's logical name: the chaosbed address of that member incarnation ("B", "B/2"). */
     static String addressOf(Address a) {
         String name = NameCache.get(a);
+        if (name == null && a instanceof UUID) { // not named by discovery yet: the UUID may carry it (Names)
+            UUID u = (UUID) a;
+            name = Names.addressOf(u.getMostSignificantBits(), u.getLeastSignificantBits());
+        }
         return name != null ? name : String.valueOf(a);
+    }
+
+    /** This incarnation's JGroups address: a UUID that carries its chaosbed address (Names). */
+    private Address carryingUuid() {
+        long[] bits = Names.bitsOf(cfg.address, random);
+        return new UUID(bits[0], bits[1]);
     }
 
     static String viewId(ViewId id) {
