@@ -139,6 +139,7 @@ def precision(workdir: Path, unicasts: int = 10_000, multicasts: int = 3000, rat
     c_judged = (rules.get(c_rule, {}).get("matched", 0), rules_after.get(c_rule, {}).get("matched", 0))
     return {
         **truth,
+        "capture_lost": cap.lost,  # frames the capture's socket overflowed on: the truth would be short by them
         "kernel_dropped": kernel["dropped"],
         "kernel_queued": kernel["queued"],
         "handler_packets": handler["packets"],
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="chaosbed-discard-precision-") as tmp:
         r = precision(Path(tmp), args.unicasts, args.multicasts, args.rate)
-    report("datagrams from A and C captured at B", r["datagrams"], "datagrams", f"(A {r['from_a']}, C {r['from_c']})")
+    report("datagrams from A and C captured at B", r["datagrams"], "datagrams",
+           f"(A {r['from_a']}, C {r['from_c']}; frames the capture lost: {r['capture_lost']})")  # fmt: skip
     report("kernel drops (A's GET_MBRS_REQ: decoder's count)", r["kernel_dropped"], "datagrams", f"({r['a_probes']})")
     report("datagrams queued to the handler", r["kernel_queued"], "datagrams", "(the rest decided by the kernel)")
     judged = r["c_nakack_matched"]

@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import functools
 import json
 import select
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -62,6 +64,10 @@ CLUSTER = "cbgold"
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
 PACKET_OUTGOING = 4
+SOL_PACKET = 263
+PACKET_STATISTICS = 6  # struct tpacket_stats {tp_packets, tp_drops}
+SO_RCVBUFFORCE = 33
+RCVBUF = 32 << 20
 THINNED = ("FD_ALL", "PING.GET_MBRS_REQ", "UNICAST2.STABLE")  # periodic: only the first few per sender are kept
 KEEP_PER_SENDER = 3
 
@@ -168,8 +174,12 @@ class Capture:
 
         with in_namespace(ns):
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        try:  # root: past net.core.rmem_max (a fresh machine's 208 KiB overflowed on a busy one)
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         self.sock.setblocking(False)
+        self.lost = 0  # frames the kernel dropped because this socket's buffer was full (PACKET_STATISTICS)
         self.datagrams: list[dict[str, Any]] = []
         self._drained = (0, 0)  # (an instant the socket was found empty, how many datagrams were kept by then)
         self._drained_moved = threading.Condition(threading.Lock())
@@ -249,9 +259,17 @@ class Capture:
                 raise TimeoutError(f"the capture did not drain its socket within {timeout:g} s")
             return self._drained[1]
 
+    def _read_lost(self) -> None:
+        """Adds the kernel's drop count for this socket since the last reading (reading resets it)."""
+        with contextlib.suppress(OSError):
+            _packets, drops = struct.unpack("II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+            self.lost += drops
+
     def stop(self) -> None:
+        """Stops the capture once its socket is drained; `lost` then counts the frames it never saw."""
         self._stop.set()
         self._thread.join(10)
+        self._read_lost()
         self.sock.close()
 
     def carries(self, needle: bytes) -> bool:

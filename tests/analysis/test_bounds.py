@@ -331,7 +331,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, E
 
 
 @pytest.fixture(scope="module")
-def spark_checked(checked: tuple, spark: object) -> Analysis:
+def spark_checked(checked: tuple, spark_target: str) -> Analysis:
     return analyze(checked[0])
 
 

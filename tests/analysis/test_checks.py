@@ -40,7 +40,7 @@ def _name(spec: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory, spark: object) -> tuple[Path, dict[str, Truth], Analysis]:
+def matrix(tmp_path_factory: pytest.TempPathFactory, spark_target: str) -> tuple[Path, dict[str, Truth], Analysis]:
     root = tmp_path_factory.mktemp("matrix")
     truths = {}
     for spec in VIOLATIONS + CLEAN:

@@ -84,12 +84,12 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[spark_service.ServiceInfo]:
-    """The Spark service of the ambient state root (the suite's shared one); stopped after if this test started it."""
-    running = spark_service.status()
-    info = spark_service.start()
-    yield info
-    if running is None or running.pid != info.pid:
-        spark_service.stop()
+    """The Spark service of the ambient state root (the suite's shared one), under a lease while these tests use it.
+    Never stopped here: another xdist worker may hold a lease on the service this module started (stopping it closed
+    that worker's Spark session mid-test); the session's controller stops the service it started (the plugin)."""
+    with spark_service.lease(start_if_needed=True) as info:
+        assert info is not None
+        yield info
 
 
 def test_local_connect_and_reference_agree(histories: list[Path], service: spark_service.ServiceInfo) -> None:

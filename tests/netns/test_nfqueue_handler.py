@@ -251,10 +251,12 @@ def latencies(rx: Receiver, first: bool) -> list[float]:
 
 def test_delay_adds_the_delay_and_loses_nothing(pair: Pair) -> None:
     # Every other datagram is delayed (first=1); the others (first=0) take the same path undelayed at the same
-    # time, so they are the baseline under the same load: a late receiver thread shifts both groups alike.
+    # time, so they are the baseline under the same load: a late receiver thread shifts both groups alike. The
+    # handler's release can be late too (its thread waits for a core: up to ~20 ms on 2 busy cores), never early;
+    # a delay of 200 ms keeps that lateness well inside the bound, which still fails a delay doubled or ignored.
     h = pair.start_handler()
     h.set_rules(
-        [{"id": "d", "sources": [pair.ip_a], "match": "UNICAST3.DATA(first=1)", "action": "delay", "delay_ms": 50}]
+        [{"id": "d", "sources": [pair.ip_a], "match": "UNICAST3.DATA(first=1)", "action": "delay", "delay_ms": 200}]
     )
     pair.queue_from_a()
     rx = pair.receiver()
@@ -264,8 +266,8 @@ def test_delay_adds_the_delay_and_loses_nothing(pair: Pair) -> None:
     wait_for(lambda: len(rx.got) >= n, 10, "all datagrams")
     delayed, base = latencies(rx, True), latencies(rx, False)
     added = statistics.median(delayed) - statistics.median(base)
-    assert 35 <= added <= 65, f"median added delay {added:.1f} ms (baseline median {statistics.median(base):.2f} ms)"
-    assert min(delayed) >= 49.9  # never released early
+    assert 190 <= added <= 300, f"median added delay {added:.1f} ms (baseline median {statistics.median(base):.2f} ms)"
+    assert min(delayed) >= 199.9  # never released early
     assert sorted(m[0].seqno for m in rx.messages()) == list(range(n))  # nothing lost, nothing doubled
     stats = pair.stats()
     assert stats["rules"]["d"]["delayed"] == n // 2 and stats["held"] == 0 and stats["max_held"] >= 10

@@ -10,7 +10,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.jgroups.Address;
@@ -61,7 +60,6 @@ public final class Member extends ReceiverAdapter implements Node {
     private Headers headers;
     private volatile View view;
     private volatile boolean stopping;
-    private final Random random = new Random(); // the random half of this member's UUIDs (Names)
     private final Object exitLock = new Object();
 
     /** Own multicasts whose {@code ch.send} has not returned: msg_id -> deliver lines held back until the send line. */
@@ -159,7 +157,7 @@ public final class Member extends ReceiverAdapter implements Node {
         try {
             ch = new JChannel(stackUrl);
             ch.setName(cfg.address);
-            if (Names.bitsOf(cfg.address, random) != null) {
+            if (Names.fits(cfg.address)) {
                 ch.setAddressGenerator(this::carryingUuid);
             }
             headers = new Headers(ch.getProtocolStack());
@@ -236,7 +234,7 @@ public final class Member extends ReceiverAdapter implements Node {
 
     /** This incarnation's JGroups address: a UUID that carries its chaosbed address (Names). */
     private Address carryingUuid() {
-        long[] bits = Names.bitsOf(cfg.address, random);
+        long[] bits = Names.bitsOf(cfg.address);
         return new UUID(bits[0], bits[1]);
     }
 

@@ -10,7 +10,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.jgroups.Address;
@@ -71,7 +70,6 @@ public final class Member implements Receiver, Node {
     final Stacks.Stack stack;
     final History history;
     private final String system;
-    private final Random random = new Random(); // the random half of this member's UUIDs (Names)
     private JChannel ch;
     private Headers headers;
     private final List<Tap> taps = new ArrayList<>();
@@ -210,7 +208,7 @@ public final class Member implements Receiver, Node {
             ch = new JChannel(in);
             phase = "does not suit this member";
             ch.setName(cfg.address);
-            if (Names.bitsOf(cfg.address, random) != null) {
+            if (Names.fits(cfg.address)) {
                 ch.addAddressGenerator(this::carryingUuid);
             }
             ProtocolStack ps = ch.getProtocolStack();
@@ -326,7 +324,7 @@ public final class Member implements Receiver, Node {
 
     /** This incarnation's JGroups address: a UUID that carries its chaosbed address (Names). */
     private Address carryingUuid() {
-        long[] bits = Names.bitsOf(cfg.address, random);
+        long[] bits = Names.bitsOf(cfg.address);
         return new UUID(bits[0], bits[1]);
     }
 

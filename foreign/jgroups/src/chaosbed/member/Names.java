@@ -16,24 +16,41 @@ public final class Names {
     /** The longest address a UUID carries; a longer one gets JGroups' random UUID (and only its logical name). */
     public static final int MAX = 7;
 
+    /** The random half of the UUIDs this process makes. */
+    private static final Random RANDOM = new Random();
+
     private Names() {
     }
 
-    /** The UUID bits {most, least} carrying the address, or null where it does not fit. */
-    public static long[] bitsOf(String address, Random random) {
+    /** Whether a UUID can carry this address (a member with a longer one keeps JGroups' own UUIDs). */
+    public static boolean fits(String address) {
+        return leastOf(address) != 0;
+    }
+
+    /** Fresh UUID bits {most, least} carrying the address (which {@link #fits}). */
+    public static long[] bitsOf(String address) {
+        long least = leastOf(address);
+        if (least == 0) {
+            throw new IllegalArgumentException("a UUID cannot carry the address " + address);
+        }
+        return new long[] {((long) RANDOM.nextInt()) << 32 | MARKER, least};
+    }
+
+    /** The least significant long carrying the address, or 0 where it does not fit. */
+    private static long leastOf(String address) {
         int n = address.length();
         if (n < 1 || n > MAX) {
-            return null;
+            return 0;
         }
         long least = n;
         for (int i = 0; i < n; i++) {
             char c = address.charAt(i);
             if (c < 0x21 || c > 0x7e) {
-                return null;
+                return 0;
             }
             least |= ((long) c) << (8 * (i + 1));
         }
-        return new long[] {((long) random.nextInt()) << 32 | MARKER, least};
+        return least;
     }
 
     /** The address a UUID's bits carry, or null for a UUID that carries none. */
