@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.common import report
 from chaos.profiles import jgroups212 as wire
-from foreign.jgroups.capture import Capture
+from foreign.jgroups.wire_capture import Capture
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import Cluster
 from orchestration.systems import SYSTEMS

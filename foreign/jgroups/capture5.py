@@ -9,7 +9,7 @@ protocol's idle connections closed after 2 s (conn_expiry_timeout and conn_close
 new connection after it show up in seconds; FRAG2's frag_size is 4K and MFC's and UFC's max_credits 100K, so that
 fragments and credit replenishments show up in small datagrams (the member sends at most 60,000 bytes, udp.xml's
 frag_size is 60K). A raw AF_PACKET socket in the switch namespace sees every frame as it enters the bridge from a
-member's veth (foreign/jgroups/capture.py's Capture; IP fragments put together), so each datagram is captured once,
+member's veth (foreign/jgroups/wire_capture.py's Capture; IP fragments put together), so each datagram is captured once,
 at its sender. The run, every step waiting on a condition (a history line, a view, a
 datagram on the wire) with a deadline:
 
@@ -57,9 +57,10 @@ from pathlib import Path
 from typing import Any
 
 from chaos.profiles import jgroups5 as wire
-from foreign.jgroups import HERE, JVM_OPTIONS, capture, jgroups5
+from foreign.jgroups import HERE, JVM_OPTIONS, jgroups5
 from foreign.jgroups.maven import jar_path
 from foreign.jgroups.releases import NEWEST, Release
+from foreign.jgroups.wire_capture import Capture
 from orchestration.backends.netns import NetnsCluster
 from orchestration.cluster import ClusterError
 
@@ -126,7 +127,7 @@ class Run:
         assert isinstance(cluster, NetnsCluster)
         self.cluster = cluster
         self.steps: list[dict[str, Any]] = []
-        self.cap: capture.Capture | None = None
+        self.cap: Capture | None = None
         self.unicast = STACKS[kind][1]
         self.multicast = "NAKACK2" if kind == "udp" else "NAKACK4"
 
@@ -268,7 +269,7 @@ def run(kind: str, out: Path, workdir: Path) -> None:
     try:
         c.start(timeout=60)
         c.wait_for_view(timeout=30)
-        r.cap = capture.Capture(c.switch_ns, reassemble=True)
+        r.cap = Capture(c.switch_ns, reassemble=True)
         r.step("C and B leave, then join again as B/2 and C/2")
         c.leave("C")
         c.wait_for_view(["A", "B"], timeout=30)

@@ -12,7 +12,11 @@ So a foreign cluster is quiet when
     killed incarnation (nothing is owed there; the checker says so), and not on a connection that carried no
     application message (a protocol's own, e.g. a JOIN_RSP or VIEW_ACK, which no check waits for). A JGroups 5 sender
     resends its highest unacked message to a departed member every xmit_interval until the connection expires,
-    minutes later, and such a run would otherwise never end;
+    minutes later, and such a run would otherwise never end. While the histories show a multicast owed between
+    running members and not delivered yet (orchestration/systems/owed.py: the checker's rule, on what is written so
+    far), they must stay unchanged for TAIL_SETTLE instead (10 s, at least `settle`): JGroups repairs a lost tail at
+    its next STABLE round, with nothing written meanwhile. A tail that never comes costs those seconds, not a
+    `timeout`: at the deadline a run quiet but for an owed tail is over (`only_a_tail_owed`; the checker reports it);
 - without control: the histories have not changed for `settle`. Such a member runs its own workload; one that never
   goes quiet runs until the scenario's timeout, which then ends the run (not a violation: the runner cannot know
   when a self-driven workload is done).
@@ -30,6 +34,11 @@ from typing import Protocol
 from node.addresses import name_of
 from orchestration.cluster import Clock, ClusterError, ControlReply
 from orchestration.systems import System
+from orchestration.systems.owed import OwedMulticasts
+
+# seconds of unchanged histories that end a run while a multicast is still owed between running members: JGroups
+# repairs a lost tail at its next STABLE round (about 2 s apart, randomised, on the fast stacks), not before
+TAIL_SETTLE = 10.0
 
 
 class _Foreign(Protocol):
@@ -44,25 +53,37 @@ class _Foreign(Protocol):
 
 class HistoryQuiet:
     """The members' histories over time: quiet once nothing but retransmissions to departed addresses was added to
-    them for `settle` seconds (see the module docstring)."""
+    them for `settle` seconds, or for `tail_settle` (at least `settle`) while the histories show a multicast still
+    owed between running members (see the module docstring)."""
 
-    def __init__(self, settle: float) -> None:
+    def __init__(self, settle: float, tail_settle: float = TAIL_SETTLE) -> None:
         self.settle_ns = round(settle * 1e9)
+        self.tail_settle_ns = max(self.settle_ns, round(tail_settle * 1e9))
         self.since = 0
+        self.owed = OwedMulticasts()
+        self.only_a_tail_owed = False  # the last look was quiet for `settle` but for a multicast tail still owed
         self._tails: dict[Path, _Tail] = {}
         self._address: dict[str, str] = {}  # member -> the address of its newest incarnation's `start`
         self._dest: dict[tuple[str, object, object], str | None] = {}  # (member, peer, conn_id) -> its dest_address
 
     def look(self, histories: list[Path], now_ns: int, running: Collection[str] = ()) -> bool:
         changed = False
-        for path in histories:
-            tail = self._tails.setdefault(path, _Tail(path))
-            for event in tail.new_events():
-                changed |= self._changes(event, running)
+        events = [e for path in histories for e in self._tails.setdefault(path, _Tail(path)).new_events()]
+        events.sort(key=_instant)  # the owed multicasts follow starts, views and sends across members in time order
+        for event in events:
+            changed |= self._changes(event, running)
+            self.owed.add(event)
+        self.only_a_tail_owed = False
         if changed or not self.since:
             self.since = now_ns
             return False
-        return now_ns - self.since >= self.settle_ns
+        still = now_ns - self.since
+        if still < self.settle_ns:
+            return False
+        if still < self.tail_settle_ns and self.owed.pending(running):
+            self.only_a_tail_owed = True
+            return False
+        return True
 
     def _changes(self, e: dict[str, object], running: Collection[str]) -> bool:
         """Whether the event is a change that counts: anything but a retransmission to a departed address or on a
@@ -81,6 +102,11 @@ class HistoryQuiet:
             dest = self._dest[key]
             return dest is None or dest in {self._address.get(n) for n in running}
         return True
+
+
+def _instant(e: dict[str, object]) -> int:
+    t = e.get("t")
+    return t if isinstance(t, int) and not isinstance(t, bool) else 0
 
 
 class _Tail:
@@ -131,6 +157,7 @@ def quiet_verdict(
     if not cluster.system.control:
         return settled
     if not all([tasks_done(cluster, n) for n in running]):
+        tracker.only_a_tail_owed = False
         return False
     if running:
         counters = cluster.control(running[0], "stats").get("counters")

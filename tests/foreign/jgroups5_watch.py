@@ -18,7 +18,7 @@ from chaos.faults import FaultRecord
 from chaos.profiles import jgroups5 as wire
 from chaos.profiles import jgroups5_rules as rules
 from chaos.profiles import parse_match
-from foreign.jgroups.capture import Capture
+from foreign.jgroups.wire_capture import Capture
 from orchestration.backends.netns import NetnsCluster
 
 TAPPED = {"udp": ("UNICAST3", "NAKACK2"), "nakack4": ("UNICAST4", "NAKACK4")}

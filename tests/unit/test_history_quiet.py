@@ -98,3 +98,101 @@ def test_a_send_without_dest_address_keeps_its_retransmissions_a_change(tmp_path
     assert not q.look([b], 10 * S, ["B"])
     add(b, xmit("B", "C", 1))
     assert not q.look([b], 11 * S, ["B"])
+
+
+# --- a multicast tail still owed (orchestration/systems/owed.py) ---------------------------------------------------
+
+
+def view(member: str, t: int, *members: str) -> dict[str, object]:
+    return {"t": t, "member": member, "event": "view", "view_id": f"A|{t}", "members": list(members)}
+
+
+def mcast(member: str, t: int, n: int) -> dict[str, object]:
+    return {"t": t, "member": member, "event": "send", "kind": "multicast", "sender": member,
+            "msg_id": f"{member}>*#{n}"}  # fmt: skip
+
+
+def got(member: str, t: int, sender: str, n: int) -> dict[str, object]:
+    return {"t": t, "member": member, "event": "deliver", "kind": "multicast", "sender": sender,
+            "msg_id": f"{sender}>*#{n}"}  # fmt: skip
+
+
+def group(tmp_path: Path) -> tuple[Path, Path]:
+    """B and C in one view; B multicast #1 and #2, both delivered by B, only #1 by C."""
+    b, c = tmp_path / "B.jsonl", tmp_path / "C.jsonl"
+    add(b, {"t": 1, **start("B", "B")}, view("B", 3, "B", "C"), mcast("B", 4, 1), got("B", 4, "B", 1))
+    add(c, {"t": 2, **start("C", "C")}, view("C", 3, "B", "C"), got("C", 5, "B", 1))
+    add(b, mcast("B", 6, 2), got("B", 6, "B", 2))
+    return b, c
+
+
+def test_an_owed_multicast_tail_keeps_the_run_going_for_tail_settle(tmp_path: Path) -> None:
+    """C lacks B's #2: quiet only after 10 s of unchanged histories; once C delivers it, after 1 s again."""
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    b, c = group(tmp_path)
+    assert not q.look([b, c], 10 * S, ["B", "C"])
+    assert not q.look([b, c], 12 * S, ["B", "C"]) and q.only_a_tail_owed
+    assert not q.look([b, c], 19 * S, ["B", "C"]) and q.only_a_tail_owed
+    assert q.look([b, c], 20 * S, ["B", "C"]) and not q.only_a_tail_owed
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    add(c, got("C", 7, "B", 2))  # repaired
+    assert not q.look([b, c], 10 * S, ["B", "C"])
+    assert q.look([b, c], 11 * S, ["B", "C"])
+
+
+def test_a_tail_is_not_waited_for_once_a_view_parted_them_or_the_receiver_restarted_or_left(tmp_path: Path) -> None:
+    b, c = group(tmp_path)
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    assert not q.look([b, c], 10 * S, ["B"])
+    assert q.look([b, c], 11 * S, ["B"])  # C is not running: nothing owed to it is waited for
+    add(b, view("B", 8, "B"))  # B excluded C: #2 is no longer owed, even after a merge
+    add(b, view("B", 9, "B", "C"))
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    assert not q.look([b, c], 10 * S, ["B", "C"])
+    assert q.look([b, c], 11 * S, ["B", "C"])
+    (tmp_path / "restart").mkdir()
+    b2, c2 = group(tmp_path / "restart")
+    add(c2, {"t": 8, **start("C", "C/2")}, view("C", 9, "B", "C"))  # C's next incarnation is owed nothing sent before
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    assert not q.look([b2, c2], 10 * S, ["B", "C"])
+    assert q.look([b2, c2], 11 * S, ["B", "C"])
+
+
+def test_a_multicast_sent_before_the_receiver_joined_is_not_owed_and_one_after_is(tmp_path: Path) -> None:
+    b, d = tmp_path / "B.jsonl", tmp_path / "D.jsonl"
+    add(b, {"t": 1, **start("B", "B")}, view("B", 2, "B"), mcast("B", 3, 1), got("B", 3, "B", 1))
+    add(d, {"t": 4, **start("D", "D")}, view("D", 5, "B", "D"))
+    q = HistoryQuiet(1.0, tail_settle=10.0)
+    assert not q.look([b, d], 10 * S, ["B", "D"])
+    assert q.look([b, d], 11 * S, ["B", "D"])  # #1 went out before D started
+    add(b, view("B", 5, "B", "D"), mcast("B", 6, 2), got("B", 6, "B", 2))
+    assert not q.look([b, d], 12 * S, ["B", "D"])
+    assert not q.look([b, d], 13 * S, ["B", "D"]) and q.only_a_tail_owed  # #2 is D's to get
+
+
+def test_at_the_deadline_a_run_quiet_but_for_an_owed_tail_is_over(tmp_path: Path) -> None:
+    from orchestration.schedule import wait_quiet
+
+    class Clock:
+        t = 0
+
+        def now_ns(self) -> int:
+            return self.t
+
+        def sleep_until(self, t: int) -> None:
+            self.t = max(self.t, t)
+
+    class Members:
+        clock = Clock()
+
+        def __init__(self, tail_only: bool) -> None:
+            self.tail_only = tail_only
+
+        def quiet(self) -> bool:
+            return False
+
+        def only_a_tail_owed(self) -> bool:
+            return self.tail_only
+
+    assert wait_quiet(Members(True), 5 * S)  # type: ignore[arg-type]
+    assert not wait_quiet(Members(False), 5 * S)  # type: ignore[arg-type]
